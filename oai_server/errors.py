@@ -1,0 +1,85 @@
+"""Typed exceptions raised inside the server and its engines.
+
+Every failure a client can see is one of these; `oai_server/error_responses.py`
+turns them into OpenAI's error envelope, in one place::
+
+    OpenAIError                      (status, type, code carried by each class)
+    ├── InvalidRequestError          400 invalid_request_error
+    │   ├── UnsupportedParameterError    400, code "unsupported_parameter"
+    │   └── ContextLengthExceededError   400, code "context_length_exceeded"
+    ├── AuthenticationError          401 invalid_request_error, code "invalid_api_key"
+    ├── NotFoundError                404 invalid_request_error
+    │   └── ModelNotFoundError           404, code "model_not_found"
+    ├── RequestTooLargeError         413 invalid_request_error
+    ├── EngineNotReadyError          503 service_unavailable
+    ├── EngineDeadError              503 service_unavailable
+    └── InternalServerError          500 server_error
+"""
+
+from __future__ import annotations
+
+
+class OpenAIError(Exception):
+    """Base of every error the server reports to clients."""
+
+    status_code = 500
+    type = "server_error"
+    code: str | None = None
+
+    def __init__(self, message: str, *, param: str | None = None, code: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+        if code is not None:
+            self.code = code
+
+
+class InvalidRequestError(OpenAIError):
+    status_code = 400
+    type = "invalid_request_error"
+
+
+class UnsupportedParameterError(InvalidRequestError):
+    code = "unsupported_parameter"
+
+
+class ContextLengthExceededError(InvalidRequestError):
+    code = "context_length_exceeded"
+
+
+class AuthenticationError(OpenAIError):
+    status_code = 401
+    type = "invalid_request_error"
+    code = "invalid_api_key"
+
+
+class NotFoundError(OpenAIError):
+    status_code = 404
+    type = "invalid_request_error"
+
+
+class ModelNotFoundError(NotFoundError):
+    code = "model_not_found"
+
+
+class RequestTooLargeError(OpenAIError):
+    status_code = 413
+    type = "invalid_request_error"
+    code = "request_too_large"
+
+
+class EngineNotReadyError(OpenAIError):
+    status_code = 503
+    type = "service_unavailable"
+    code = "engine_not_ready"
+
+
+class EngineDeadError(OpenAIError):
+    status_code = 503
+    type = "service_unavailable"
+    code = "engine_dead"
+
+
+class InternalServerError(OpenAIError):
+    status_code = 500
+    type = "server_error"

@@ -1,0 +1,85 @@
+"""Drive one engine request: start it, surface early errors, abort it if abandoned."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+import anyio
+
+from oai_server.engine.protocol import Engine
+from oai_server.engine.types import GenerationStep, SamplingOptions
+
+
+def new_request_id(prefix: str) -> str:
+    """An id in OpenAI's style, e.g. `chatcmpl-3f2a...`."""
+    return f"{prefix}-{uuid.uuid4().hex}"
+
+
+@dataclass
+class Usage:
+    """Token counts of one request, updated as steps arrive."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    def add(self, step: GenerationStep) -> None:
+        self.prompt_tokens = step.prompt_tokens
+        for choice in step.choices:
+            self.completion_tokens += choice.token_count
+
+
+@dataclass
+class Generation:
+    """An engine request whose first step has already arrived.
+
+    Awaiting the first step before answering lets every error the engine raises at
+    admission reach the client as a proper HTTP status instead of a broken stream.
+    Iterate it once; leaving early (client gone, error) aborts the engine request.
+    """
+
+    engine: Engine
+    request_id: str
+    _steps: AsyncIterator[GenerationStep]
+    _first: GenerationStep | None
+    usage: Usage = field(default_factory=Usage)
+    finished: bool = False
+
+    @classmethod
+    async def start(
+        cls, engine: Engine, request_id: str, prompt_token_ids: list[int], options: SamplingOptions
+    ) -> Generation:
+        steps = aiter(engine.generate(request_id, prompt_token_ids, options))
+        generation = cls(engine, request_id, steps, None)
+        try:
+            generation._first = await anext(steps)
+        except BaseException:
+            await generation.close()
+            raise
+        return generation
+
+    async def __aiter__(self) -> AsyncIterator[GenerationStep]:
+        try:
+            step = self._first
+            self._first = None
+            while step is not None:
+                self.usage.add(step)
+                self.finished = step.finished
+                yield step
+                if step.finished:
+                    break
+                step = await anext(self._steps, None)
+        finally:
+            await self.close()
+
+    async def close(self) -> None:
+        """Release the engine request; abort it unless it finished."""
+        # Shielded: this runs while the task is being cancelled (client disconnect),
+        # and the abort must still reach the engine.
+        with anyio.CancelScope(shield=True):
+            aclose = getattr(self._steps, "aclose", None)
+            if aclose is not None:
+                await aclose()
+            if not self.finished:
+                await self.engine.abort(self.request_id)

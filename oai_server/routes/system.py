@@ -1,0 +1,29 @@
+"""`GET /health`, `GET /version`, `GET /metrics`."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import JSONResponse
+
+from oai_server import __version__
+from oai_server.metrics import CONTENT_TYPE
+from oai_server.state import server_state
+
+router = APIRouter()
+
+
+@router.get("/health")
+async def health(request: Request) -> Response:
+    """200 when the engine can serve; 503 (OpenAI error body) while loading or once dead."""
+    await server_state(request).engine.check_health()
+    return JSONResponse({"status": "ok"})
+
+
+@router.get("/version")
+async def version() -> Response:
+    return JSONResponse({"version": __version__})
+
+
+@router.get("/metrics")
+async def metrics(request: Request) -> Response:
+    return Response(server_state(request).metrics.render(), media_type=CONTENT_TYPE)

@@ -1,0 +1,73 @@
+"""Map an OpenAI request's sampling fields onto the engine's `SamplingOptions`."""
+
+from __future__ import annotations
+
+from oai_server.engine.types import SamplingOptions
+from oai_server.errors import ContextLengthExceededError, InvalidRequestError
+from schemas.chat import CreateChatCompletionRequest
+from schemas.completions import CreateCompletionRequest
+
+Request = CreateChatCompletionRequest | CreateCompletionRequest
+
+
+def resolve_max_tokens(requested: int | None, prompt_tokens: int, max_model_len: int) -> int:
+    """The output budget: what was asked for, or all the room the context has left.
+
+    Raises `ContextLengthExceededError` when prompt plus requested tokens cannot fit.
+    """
+    room = max_model_len - prompt_tokens
+    if requested is None:
+        if room <= 0:
+            raise ContextLengthExceededError(
+                f"This model's maximum context length is {max_model_len} tokens. However, your "
+                f"messages resulted in {prompt_tokens} tokens. Please reduce the length of the messages.",
+                param="messages",
+            )
+        return room
+    if requested > room:
+        raise ContextLengthExceededError(
+            f"This model's maximum context length is {max_model_len} tokens. However, you requested "
+            f"{prompt_tokens + requested} tokens ({prompt_tokens} in the messages, {requested} in "
+            "the completion). Please reduce the length of the messages or completion.",
+            param="messages",
+        )
+    return requested
+
+
+def _stop_strings(stop: str | list[str] | None) -> tuple[str, ...]:
+    if stop is None:
+        return ()
+    return (stop,) if isinstance(stop, str) else tuple(stop)
+
+
+def _logit_bias(bias: dict[str, float] | None) -> dict[int, float] | None:
+    if not bias:
+        return None
+    try:
+        return {int(token): value for token, value in bias.items()}
+    except ValueError:
+        raise InvalidRequestError(
+            "logit_bias keys must be token ids (integers as strings).", param="logit_bias"
+        ) from None
+
+
+def build_options(req: Request, *, max_tokens: int) -> SamplingOptions:
+    """Sampling options for `req`; OpenAI's defaults stand in for fields sent as null."""
+    return SamplingOptions(
+        max_tokens=max_tokens,
+        n=req.n if req.n is not None else 1,
+        temperature=req.temperature if req.temperature is not None else 1.0,
+        top_p=req.top_p if req.top_p is not None else 1.0,
+        top_k=req.top_k if req.top_k is not None else 0,
+        min_p=req.min_p or 0.0,
+        seed=req.seed,
+        stop=_stop_strings(req.stop),
+        stop_token_ids=tuple(req.stop_token_ids or ()),
+        presence_penalty=req.presence_penalty or 0.0,
+        frequency_penalty=req.frequency_penalty or 0.0,
+        repetition_penalty=req.repetition_penalty or 1.0,
+        min_tokens=req.min_tokens or 0,
+        ignore_eos=bool(req.ignore_eos),
+        skip_special_tokens=req.skip_special_tokens is not False,
+        logit_bias=_logit_bias(req.logit_bias),
+    )

@@ -1,0 +1,28 @@
+"""What the routes reach through `request.app.state`: built once per app."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fastapi import Request
+
+from oai_server.engine.protocol import Engine
+from oai_server.metrics import Metrics
+from oai_server.services.chat import ChatService
+from oai_server.services.completions import CompletionService
+from oai_server.settings import Settings
+
+
+@dataclass
+class ServerState:
+    settings: Settings
+    engine: Engine
+    chat: ChatService
+    completions: CompletionService
+    metrics: Metrics
+    created: int
+
+
+def server_state(request: Request) -> ServerState:
+    state: ServerState = request.app.state.server
+    return state

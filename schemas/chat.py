@@ -1,0 +1,224 @@
+"""`/v1/chat/completions`: requests, responses and stream chunks, as OpenAI's spec has them."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+
+from schemas.common import (
+    ChoiceCount,
+    CompletionUsage,
+    LogitBias,
+    Metadata,
+    Penalty,
+    RequestModel,
+    ResponseModel,
+    Stop,
+    StreamOptions,
+    Temperature,
+    TokenCount,
+    TopP,
+)
+
+
+class TextContentPart(RequestModel):
+    type: Literal["text"]
+    text: str
+
+
+class OtherContentPart(RequestModel):
+    """An image, audio, file or refusal part: parsed so the server can say it can't take it."""
+
+    type: str
+
+
+ContentPart = TextContentPart | OtherContentPart
+Content = str | list[ContentPart]
+
+
+class FunctionCall(RequestModel):
+    name: str
+    arguments: str
+
+
+class ToolCall(RequestModel):
+    id: str
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
+class SystemMessage(RequestModel):
+    role: Literal["system"]
+    content: Content
+    name: str | None = None
+
+
+class DeveloperMessage(RequestModel):
+    role: Literal["developer"]
+    content: Content
+    name: str | None = None
+
+
+class UserMessage(RequestModel):
+    role: Literal["user"]
+    content: Content
+    name: str | None = None
+
+
+class AssistantMessage(RequestModel):
+    role: Literal["assistant"]
+    content: Content | None = None
+    refusal: str | None = None
+    name: str | None = None
+    tool_calls: list[ToolCall] | None = None
+
+
+class ToolMessage(RequestModel):
+    role: Literal["tool"]
+    content: Content
+    tool_call_id: str
+
+
+class FunctionMessage(RequestModel):
+    role: Literal["function"]
+    content: str | None
+    name: str
+
+
+ChatMessage = Annotated[
+    SystemMessage | DeveloperMessage | UserMessage | AssistantMessage | ToolMessage | FunctionMessage,
+    Field(discriminator="role"),
+]
+
+
+class ResponseFormat(RequestModel):
+    type: Literal["text", "json_object", "json_schema"]
+    json_schema: dict[str, Any] | None = None
+
+
+class FunctionDefinition(RequestModel):
+    name: str
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+    strict: bool | None = None
+
+
+class ChatCompletionTool(RequestModel):
+    type: Literal["function"]
+    function: FunctionDefinition
+
+
+class NamedToolChoiceFunction(RequestModel):
+    name: str
+
+
+class NamedToolChoice(RequestModel):
+    type: Literal["function"]
+    function: NamedToolChoiceFunction
+
+
+ToolChoice = Literal["none", "auto", "required"] | NamedToolChoice | None
+
+
+class CreateChatCompletionRequest(RequestModel):
+    messages: Annotated[list[ChatMessage], Field(min_length=1)]
+    model: str
+    frequency_penalty: Penalty = 0
+    presence_penalty: Penalty = 0
+    logit_bias: LogitBias = None
+    logprobs: bool | None = False
+    top_logprobs: Annotated[int, Field(ge=0, le=20)] | None = None
+    max_tokens: TokenCount = None
+    max_completion_tokens: TokenCount = None
+    n: ChoiceCount = 1
+    seed: int | None = None
+    stop: Stop = None
+    stream: bool | None = False
+    stream_options: StreamOptions | None = None
+    temperature: Temperature = 1
+    top_p: TopP = 1
+    user: str | None = None
+    metadata: Metadata = None
+    store: bool | None = False
+    service_tier: str | None = None
+    response_format: ResponseFormat | None = None
+    tools: list[ChatCompletionTool] | None = None
+    tool_choice: ToolChoice = None
+    parallel_tool_calls: bool | None = None
+    functions: list[dict[str, Any]] | None = None
+    function_call: Any = None
+    modalities: list[str] | None = None
+    audio: dict[str, Any] | None = None
+    prediction: dict[str, Any] | None = None
+    web_search_options: dict[str, Any] | None = None
+    reasoning_effort: str | None = None
+
+    # vLLM's sampling and templating extensions, accepted as `vllm serve` accepts them.
+    top_k: int | None = None
+    min_p: Annotated[float, Field(ge=0, le=1)] | None = None
+    repetition_penalty: Annotated[float, Field(gt=0)] | None = None
+    min_tokens: Annotated[int, Field(ge=0)] | None = None
+    ignore_eos: bool | None = None
+    stop_token_ids: list[int] | None = None
+    skip_special_tokens: bool | None = None
+    add_generation_prompt: bool | None = None
+    continue_final_message: bool | None = None
+    chat_template_kwargs: dict[str, Any] | None = None
+
+
+# --- responses -------------------------------------------------------------
+
+FinishReason = Literal["stop", "length", "tool_calls", "content_filter", "function_call"]
+
+
+class ChatCompletionMessage(ResponseModel):
+    role: Literal["assistant"] = "assistant"
+    content: str | None
+    refusal: str | None
+    annotations: list[dict[str, Any]] | None = None
+
+
+class ChatCompletionChoice(ResponseModel):
+    index: int
+    message: ChatCompletionMessage
+    logprobs: dict[str, Any] | None
+    finish_reason: FinishReason | None
+    # vLLM extension: the stop string or token id that ended the choice.
+    stop_reason: str | int | None = None
+
+
+class CreateChatCompletionResponse(ResponseModel):
+    id: str
+    object: Literal["chat.completion"] = "chat.completion"
+    created: int
+    model: str
+    choices: list[ChatCompletionChoice]
+    usage: CompletionUsage | None = None
+    system_fingerprint: str | None = None
+    service_tier: str | None = None
+
+
+class ChatCompletionDelta(ResponseModel):
+    role: Literal["assistant"] | None = None
+    content: str | None = None
+    refusal: str | None = None
+
+
+class ChatCompletionChunkChoice(ResponseModel):
+    index: int
+    delta: ChatCompletionDelta
+    logprobs: dict[str, Any] | None
+    finish_reason: FinishReason | None
+    stop_reason: str | int | None = None
+
+
+class CreateChatCompletionStreamResponse(ResponseModel):
+    id: str
+    object: Literal["chat.completion.chunk"] = "chat.completion.chunk"
+    created: int
+    model: str
+    choices: list[ChatCompletionChunkChoice]
+    usage: CompletionUsage | None = None
+    system_fingerprint: str | None = None
+    service_tier: str | None = None

@@ -1,0 +1,113 @@
+"""Wire types shared by the chat and completions endpoints.
+
+Conventions, held across all of `schemas/`:
+
+- Request models ignore unknown fields (clients send new ones all the time) and are
+  validated strictly from JSON, so `"max_tokens": "5"` is an error, as it is at OpenAI.
+- Response models send every field the spec requires, null included (such fields
+  have no default here, so they cannot be forgotten). An optional field is left out
+  while it is None, unless the server set it to None on purpose: a stream chunk's
+  `"usage": null` is sent that way when the client asked for usage.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
+
+
+class RequestModel(BaseModel):
+    """Base of request bodies: unknown fields are accepted and ignored."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
+class ResponseModel(BaseModel):
+    """Base of response bodies."""
+
+    model_config = ConfigDict(extra="forbid")
+    _optional: ClassVar[frozenset[str]] = frozenset()
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        cls._optional = frozenset(n for n, f in cls.model_fields.items() if not f.is_required())
+
+    @model_serializer(mode="wrap")
+    def _omit_unset_nulls(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        for name in self._optional:
+            if data.get(name, 0) is None and name not in self.model_fields_set:
+                del data[name]
+        return data
+
+    def to_json(self) -> bytes:
+        """Serialize for the wire."""
+        return self.__pydantic_serializer__.to_json(self)
+
+
+class StreamOptions(RequestModel):
+    include_usage: bool | None = None
+    include_obfuscation: bool | None = None
+    # vLLM extension: usage on every chunk, not only the last.
+    continuous_usage_stats: bool | None = None
+
+
+Stop = str | Annotated[list[str], Field(min_length=1, max_length=4)] | None
+
+# `logit_bias` maps token ids (as JSON object keys) to a bias in [-100, 100].
+LogitBias = dict[str, Annotated[float, Field(ge=-100, le=100)]] | None
+
+Penalty = Annotated[float, Field(ge=-2, le=2)] | None
+Temperature = Annotated[float, Field(ge=0, le=2)] | None
+TopP = Annotated[float, Field(ge=0, le=1)] | None
+ChoiceCount = Annotated[int, Field(ge=1, le=128)] | None
+TokenCount = Annotated[int, Field(ge=0)] | None
+Metadata = dict[str, str] | None
+
+
+class PromptTokensDetails(ResponseModel):
+    cached_tokens: int = 0
+    audio_tokens: int = 0
+
+
+class CompletionTokensDetails(ResponseModel):
+    reasoning_tokens: int = 0
+    audio_tokens: int = 0
+    accepted_prediction_tokens: int = 0
+    rejected_prediction_tokens: int = 0
+
+
+class CompletionUsage(ResponseModel):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+    prompt_tokens_details: PromptTokensDetails | None = None
+    completion_tokens_details: CompletionTokensDetails | None = None
+
+
+class ErrorObject(ResponseModel):
+    message: str
+    type: str
+    param: str | None
+    code: str | None
+
+
+class ErrorResponse(ResponseModel):
+    error: ErrorObject
+
+
+class Model(ResponseModel):
+    id: str
+    object: Literal["model"] = "model"
+    created: int
+    owned_by: str
+    # vLLM extensions that tools built for vLLM read.
+    root: str | None = None
+    max_model_len: int | None = None
+
+
+class ListModelsResponse(ResponseModel):
+    object: Literal["list"] = "list"
+    data: list[Model]
