@@ -227,12 +227,17 @@ def _params_factory() -> Any:
     from vllm.sampling_params import RequestOutputKind, SamplingParams
 
     def make(o: SamplingOptions) -> SamplingParams:
+        temperature, top_k = o.temperature, o.top_k
+        if o.n > 1 and temperature == 0:
+            # vLLM refuses n > 1 when greedy; OpenAI does not. Keeping only the top token
+            # is greedy decoding by another name, and vLLM accepts it with n > 1.
+            temperature, top_k = 1.0, 1
         return SamplingParams(
             n=o.n,
             max_tokens=o.max_tokens,
-            temperature=o.temperature,
+            temperature=temperature,
             top_p=o.top_p,
-            top_k=o.top_k,
+            top_k=top_k,
             min_p=o.min_p,
             seed=o.seed,
             stop=list(o.stop),

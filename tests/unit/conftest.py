@@ -14,6 +14,7 @@ from oai_server.app import create_app
 from oai_server.engine.fake import FakeEngine
 from oai_server.errors import OpenAIError
 from oai_server.settings import Settings
+from tests.conformance import AsyncValidatingTransport
 
 MODEL = "smollm2-135m-instruct"
 
@@ -31,7 +32,7 @@ async def serve(engine: FakeEngine, **settings: Any) -> AsyncIterator[httpx.Asyn
                 break
             except OpenAIError:
                 await asyncio.sleep(0.01)
-        transport = httpx.ASGITransport(app=app)
+        transport = AsyncValidatingTransport(transport=httpx.ASGITransport(app=app))
         async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
             yield client
 

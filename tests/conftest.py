@@ -1,0 +1,21 @@
+"""Suite-wide: every response any test sees is checked against OpenAI's spec.
+
+The HTTP clients the tests use (httpx, and through it the OpenAI SDK, LangChain and
+LlamaIndex) go through `ValidatingTransport`, which records every nonconforming body.
+A client library may swallow the error it raises, so the session also fails at the
+end if the log holds any violation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.conformance import ConformanceLog, default_log
+
+
+@pytest.fixture(scope="session", autouse=True)
+def conformance() -> Iterator[ConformanceLog]:
+    yield default_log
+    default_log.assert_clean()

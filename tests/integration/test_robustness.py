@@ -1,0 +1,124 @@
+"""Bad input, client walk-outs and health, against the real server and engine."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conformance import ValidatingTransport
+from tests.integration.conftest import MODEL, Server
+
+pytestmark = pytest.mark.integration
+
+HI = [{"role": "user", "content": "Hi"}]
+# A request that would run for minutes if nobody stopped it.
+ENDLESS = {"model": MODEL, "messages": HI, "max_tokens": 1800, "ignore_eos": True}
+
+
+@pytest.fixture
+def http(server: Server) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=server.root, transport=ValidatingTransport(), timeout=60) as c:
+        yield c
+
+
+BAD_REQUESTS: list[tuple[str, Any, int, str | None]] = [
+    ("/v1/chat/completions", {"model": MODEL}, 400, "messages"),
+    ("/v1/chat/completions", {"model": MODEL, "messages": []}, 400, "messages"),
+    ("/v1/chat/completions", {"model": MODEL, "messages": [{"role": "wizard", "content": "x"}]}, 400, None),
+    ("/v1/chat/completions", {"model": MODEL, "messages": HI, "temperature": "hot"}, 400, "temperature"),
+    ("/v1/chat/completions", {"model": MODEL, "messages": HI, "max_tokens": -1}, 400, "max_tokens"),
+    ("/v1/chat/completions", {"model": MODEL, "messages": HI, "n": 0}, 400, "n"),
+    ("/v1/chat/completions", {"model": MODEL, "messages": HI, "top_p": 1.5}, 400, "top_p"),
+    ("/v1/chat/completions", {"model": "gpt-4o", "messages": HI}, 404, "model"),
+    ("/v1/chat/completions", {"model": MODEL, "messages": HI, "max_tokens": 100_000}, 400, "messages"),
+    ("/v1/chat/completions", {"model": MODEL, "messages": HI, "logprobs": True}, 400, "logprobs"),
+    (
+        "/v1/chat/completions",
+        {"model": MODEL, "messages": HI, "response_format": {"type": "json_object"}},
+        400,
+        "response_format",
+    ),
+    (
+        "/v1/chat/completions",
+        {
+            "model": MODEL,
+            "messages": [
+                {"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}
+            ],
+        },
+        400,
+        "messages[0].content",
+    ),
+    ("/v1/completions", {"model": MODEL, "prompt": [999_999_999]}, 400, None),
+    ("/v1/completions", {"model": MODEL, "prompt": "x", "echo": True}, 400, "echo"),
+]
+
+
+@pytest.mark.parametrize(("path", "body", "status", "param"), BAD_REQUESTS)
+def test_bad_request_gets_openai_error(
+    http: httpx.Client, path: str, body: Any, status: int, param: str | None
+) -> None:
+    for stream in (False, True):
+        reply = http.post(path, json={**body, "stream": stream})
+        assert reply.status_code == status, reply.text
+        error = reply.json()["error"]
+        assert error["message"]
+        assert error["code"] is None or isinstance(error["code"], str)
+        if param is not None:
+            assert error["param"] == param
+        assert "Traceback" not in reply.text
+    assert http.get("/health").status_code == 200
+
+
+def test_context_length_error_code(http: httpx.Client) -> None:
+    reply = http.post("/v1/chat/completions", json={"model": MODEL, "messages": HI, "max_tokens": 10**6})
+    assert reply.json()["error"]["code"] == "context_length_exceeded"
+
+
+def test_malformed_json_and_unknown_route(http: httpx.Client) -> None:
+    reply = http.post(
+        "/v1/chat/completions", content=b"{oops", headers={"content-type": "application/json"}
+    )
+    assert reply.status_code == 400
+    assert reply.json()["error"]["type"] == "invalid_request_error"
+    assert http.get("/v1/engines").status_code == 404
+    assert http.get("/version").json()["version"]
+
+
+def _wait_idle(server: Server, within_s: float) -> float:
+    began = time.monotonic()
+    while time.monotonic() - began < within_s:
+        if server.running_requests() == 0:
+            return time.monotonic() - began
+        time.sleep(0.1)
+    raise AssertionError(f"engine still running {server.running_requests()} request(s)")
+
+
+def test_client_leaving_mid_stream_aborts_engine_request(server: Server, http: httpx.Client) -> None:
+    _wait_idle(server, 30)
+    with http.stream("POST", "/v1/chat/completions", json={**ENDLESS, "stream": True}) as reply:
+        assert reply.status_code == 200
+        events = reply.iter_lines()
+        seen = [line for _, line in zip(range(6), events, strict=False) if line]
+        assert seen
+        assert server.running_requests() == 1
+    # 1800 tokens take minutes here; an abort frees the engine in well under 5 s.
+    assert _wait_idle(server, 5) < 5
+
+
+def test_client_leaving_before_non_streamed_answer_aborts(server: Server) -> None:
+    _wait_idle(server, 30)
+    with httpx.Client(base_url=server.root, timeout=1.5) as impatient:
+        with pytest.raises(httpx.ReadTimeout):
+            impatient.post("/v1/chat/completions", json=ENDLESS)
+    assert _wait_idle(server, 5) < 5
+
+
+def test_server_serves_after_all_that(http: httpx.Client) -> None:
+    reply = http.post("/v1/chat/completions", json={"model": MODEL, "messages": HI, "max_tokens": 4})
+    assert reply.status_code == 200
+    assert reply.json()["choices"][0]["message"]["content"]
