@@ -1,7 +1,7 @@
 """The command line: flags generated from `Settings`, then uvicorn.
 
-    oai-server                       # the embedded SmolLM2-135M-Instruct on 127.0.0.1:8000
-    oai-server --model Qwen/Qwen2.5-7B-Instruct --host 0.0.0.0 --tensor-parallel-size 2
+oai-server                       # the embedded SmolLM2-135M-Instruct on 127.0.0.1:8000
+oai-server --model Qwen/Qwen2.5-7B-Instruct --host 0.0.0.0 --tensor-parallel-size 2
 """
 
 from __future__ import annotations

@@ -36,8 +36,9 @@ def _text(content: Content | None, index: int) -> str | None:
 def to_template_message(message: ChatMessage, index: int) -> dict[str, Any]:
     """One message as chat templates expect it (`role`, `content` as a string, ...)."""
     out: dict[str, Any] = {"role": message.role, "content": _text(message.content, index)}
-    if getattr(message, "name", None):
-        out["name"] = message.name
+    name = getattr(message, "name", None)
+    if name:
+        out["name"] = name
     if message.role == "tool":
         out["tool_call_id"] = message.tool_call_id
     if message.role == "assistant" and message.tool_calls:

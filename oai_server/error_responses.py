@@ -10,25 +10,40 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect
 
 from oai_server.errors import InternalServerError, InvalidRequestError, NotFoundError, OpenAIError
 from schemas.common import ErrorObject, ErrorResponse
 
 logger = logging.getLogger(__name__)
 
+# nginx's status for a client that closed the connection before the answer.
+CLIENT_CLOSED_REQUEST = 499
+
+
+_NOT_FIELDS = frozenset({"body", "str", "int", "float", "bool", "list", "dict", "none"})
+
+
+def _is_field_name(part: str) -> bool:
+    """False for what pydantic adds to locations besides field names: union members
+    (`str`, `list[int]`, `TextContentPart`) and discriminator tags (`user`)."""
+    return part.isidentifier() and part not in _NOT_FIELDS and not part[0].isupper()
+
 
 def _param(loc: tuple[int | str, ...]) -> str | None:
-    """`("messages", 0, "role")` -> `"messages[0].role"` (the body prefix dropped)."""
-    parts = [p for p in loc if p != "body"]
+    """`("messages", 0, "user", "content", "str")` -> `"messages[0].content"`."""
     out = ""
-    for part in parts:
+    after_message = False
+    for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
-        elif not out:
-            out = part
-        elif "[" not in part and "|" not in part and not part.startswith(("function-", "list[")):
-            # pydantic adds union member names ("str", "list[...]") to locations: skip them.
-            out += f".{part}"
+            after_message = out.startswith("messages") and out.count("[") == 1
+            continue
+        if after_message:
+            after_message = False  # the role tag pydantic's discriminated union inserts
+            continue
+        if _is_field_name(part):
+            out = f"{out}.{part}" if out else part
     return out or None
 
 
@@ -42,10 +57,14 @@ def from_validation_errors(errors: list[Any]) -> InvalidRequestError:
     param = _param(tuple(first.get("loc", ())))
     if first["type"] == "missing":
         return InvalidRequestError(
-            f"Missing required parameter: '{param}'.", param=param, code="missing_required_parameter"
+            f"Missing required parameter: '{param}'.",
+            param=param,
+            code="missing_required_parameter",
         )
     code = "invalid_type" if first["type"].endswith(("_type", "_parsing")) else "invalid_value"
-    return InvalidRequestError(f"Invalid value for '{param}': {first['msg']}.", param=param, code=code)
+    return InvalidRequestError(
+        f"Invalid value for '{param}': {first['msg']}.", param=param, code=code
+    )
 
 
 def to_openai_error(exc: BaseException) -> OpenAIError:
@@ -67,21 +86,39 @@ def to_openai_error(exc: BaseException) -> OpenAIError:
 
 def error_body(error: OpenAIError) -> ErrorResponse:
     return ErrorResponse(
-        error=ErrorObject(message=error.message, type=error.type, param=error.param, code=error.code)
+        error=ErrorObject(
+            message=error.message, type=error.type, param=error.param, code=error.code
+        )
     )
 
 
 def error_response(exc: BaseException) -> Response:
     """The HTTP response for `exc`: status from its class, OpenAI's body."""
     error = to_openai_error(exc)
-    return Response(error_body(error).to_json(), error.status_code, media_type="application/json")
+    # Starlette's own errors carry headers that must survive (405's Allow).
+    headers = exc.headers if isinstance(exc, HTTPException) else None
+    return Response(
+        error_body(error).to_json(), error.status_code, headers, media_type="application/json"
+    )
 
 
 async def _handle(request: Request, exc: Exception) -> Response:
     return error_response(exc)
 
 
+async def _client_gone(request: Request, exc: Exception) -> Response:
+    # Nobody is left to read an answer: not an error of the server, nothing to log.
+    return Response(status_code=CLIENT_CLOSED_REQUEST)
+
+
 def install_error_handlers(app: FastAPI) -> None:
     """Route every exception a handler can raise through `error_response`."""
-    for exc_type in (OpenAIError, ValidationError, RequestValidationError, HTTPException, Exception):
+    for exc_type in (
+        OpenAIError,
+        ValidationError,
+        RequestValidationError,
+        HTTPException,
+        Exception,
+    ):
         app.add_exception_handler(exc_type, _handle)
+    app.add_exception_handler(ClientDisconnect, _client_gone)

@@ -10,6 +10,7 @@ import anyio
 
 from oai_server.engine.protocol import Engine
 from oai_server.engine.types import GenerationStep, SamplingOptions
+from oai_server.errors import InternalServerError
 
 
 def new_request_id(prefix: str) -> str:
@@ -52,11 +53,15 @@ class Generation:
     ) -> Generation:
         steps = aiter(engine.generate(request_id, prompt_token_ids, options))
         generation = cls(engine, request_id, steps, None)
+        # Known before any output: chunks sent ahead of the first token report it too.
+        generation.usage.prompt_tokens = len(prompt_token_ids)
         try:
-            generation._first = await anext(steps)
+            generation._first = await anext(steps, None)
         except BaseException:
             await generation.close()
             raise
+        if generation._first is None:
+            raise InternalServerError("The engine ended the request without any output.")
         return generation
 
     async def __aiter__(self) -> AsyncIterator[GenerationStep]:
@@ -78,8 +83,8 @@ class Generation:
         # Shielded: this runs while the task is being cancelled (client disconnect),
         # and the abort must still reach the engine.
         with anyio.CancelScope(shield=True):
+            if not self.finished:
+                await self.engine.abort(self.request_id)
             aclose = getattr(self._steps, "aclose", None)
             if aclose is not None:
                 await aclose()
-            if not self.finished:
-                await self.engine.abort(self.request_id)

@@ -10,7 +10,14 @@ from schemas.completions import CreateCompletionRequest
 Request = CreateChatCompletionRequest | CreateCompletionRequest
 
 
-def resolve_max_tokens(requested: int | None, prompt_tokens: int, max_model_len: int) -> int:
+def resolve_max_tokens(
+    requested: int | None,
+    prompt_tokens: int,
+    max_model_len: int,
+    *,
+    prompt_param: str = "messages",
+    max_tokens_param: str = "max_tokens",
+) -> int:
     """The output budget: what was asked for, or all the room the context has left.
 
     Raises `ContextLengthExceededError` when prompt plus requested tokens cannot fit.
@@ -20,16 +27,22 @@ def resolve_max_tokens(requested: int | None, prompt_tokens: int, max_model_len:
         if room <= 0:
             raise ContextLengthExceededError(
                 f"This model's maximum context length is {max_model_len} tokens. However, your "
-                f"messages resulted in {prompt_tokens} tokens. Please reduce the length of the messages.",
-                param="messages",
+                f"{prompt_param} resulted in {prompt_tokens} tokens. "
+                f"Please reduce the length of the {prompt_param}.",
+                param=prompt_param,
             )
         return room
+    if requested < 1:
+        raise InvalidRequestError(
+            f"'{max_tokens_param}' must be at least 1, got {requested}.", param=max_tokens_param
+        )
     if requested > room:
         raise ContextLengthExceededError(
-            f"This model's maximum context length is {max_model_len} tokens. However, you requested "
-            f"{prompt_tokens + requested} tokens ({prompt_tokens} in the messages, {requested} in "
-            "the completion). Please reduce the length of the messages or completion.",
-            param="messages",
+            f"This model's maximum context length is {max_model_len} tokens. "
+            f"However, you requested {prompt_tokens + requested} tokens "
+            f"({prompt_tokens} in the {prompt_param}, {requested} in the completion). "
+            f"Please reduce the length of the {prompt_param} or completion.",
+            param=prompt_param,
         )
     return requested
 

@@ -38,15 +38,19 @@ class Settings(BaseSettings):
     max_request_bytes: int = Field(
         4 * 1024 * 1024, description="Largest request body accepted (else 413)."
     )
-    log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="Log level.")
+    log_level: Literal["debug", "info", "warning", "error"] = Field(
+        "info", description="Log level."
+    )
 
     # --- model ----------------------------------------------------------------
     model: str | None = Field(
         None,
-        description="Hugging Face model id or local directory; default: the embedded SmolLM2-135M-Instruct.",
+        description="Hugging Face model id or local directory; "
+        "default: the embedded SmolLM2-135M-Instruct.",
     )
     served_model_name: str | None = Field(
-        None, description="Model id clients use; default: the --model value, or smollm2-135m-instruct."
+        None,
+        description="Model id clients use; default: the --model value, or smollm2-135m-instruct.",
     )
     chat_template: Path | None = Field(
         None, description="A Jinja chat template file that replaces the model's own."
@@ -67,7 +71,8 @@ class Settings(BaseSettings):
     )
     enforce_eager: bool | None = Field(
         None,
-        description="Skip graph compilation; default: on for CPU (saves ~70 s per start), off on GPU.",
+        description="Skip graph compilation; "
+        "default: on for CPU (saves ~70 s per start), off on GPU.",
     )
     tensor_parallel_size: int = Field(1, description="GPUs to shard the model over.")
     gpu_memory_utilization: float = Field(0.9, description="Share of GPU memory vLLM may take.")

@@ -87,7 +87,12 @@ class FunctionMessage(RequestModel):
 
 
 ChatMessage = Annotated[
-    SystemMessage | DeveloperMessage | UserMessage | AssistantMessage | ToolMessage | FunctionMessage,
+    SystemMessage
+    | DeveloperMessage
+    | UserMessage
+    | AssistantMessage
+    | ToolMessage
+    | FunctionMessage,
     Field(discriminator="role"),
 ]
 

@@ -149,6 +149,11 @@ class FakeEngine(Engine):
                 yield out
                 if out.finished:
                     return
+        except (GeneratorExit, asyncio.CancelledError):
+            # Like vLLM's AsyncLLM: a consumer that stops early aborts the request.
+            if not all(done):
+                await self.abort(request_id)
+            raise
         finally:
             self._running.discard(request_id)
 

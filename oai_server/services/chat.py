@@ -42,8 +42,13 @@ class ChatService:
         reject_unsupported(req)
         tokenizer = self.engine.tokenizer
         prompt = render_prompt(req, tokenizer, self.chat_template)
-        requested = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
-        max_tokens = resolve_max_tokens(requested, len(prompt), self.engine.model_info.max_model_len)
+        requested: int | None = req.max_completion_tokens
+        param = "max_completion_tokens"
+        if requested is None:
+            requested, param = req.max_tokens, "max_tokens"
+        max_tokens = resolve_max_tokens(
+            requested, len(prompt), self.engine.model_info.max_model_len, max_tokens_param=param
+        )
         options = build_options(req, max_tokens=max_tokens)
         return await Generation.start(self.engine, new_request_id("chatcmpl"), prompt, options)
 

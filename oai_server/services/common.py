@@ -40,7 +40,7 @@ def reject_unsupported(req: CreateChatCompletionRequest | CreateCompletionReques
             raise _unsupported("functions", "Function calling ('functions')")
         if req.logprobs or req.top_logprobs:
             raise _unsupported("logprobs", "'logprobs'")
-        if req.modalities and set(req.modalities) != {"text"} or req.audio is not None:
+        if (req.modalities and set(req.modalities) != {"text"}) or req.audio is not None:
             raise _unsupported("modalities", "Audio output")
         if req.prediction is not None:
             raise _unsupported("prediction", "Predicted outputs ('prediction')")

@@ -54,7 +54,7 @@ class CompletionService:
         if isinstance(prompt, str):
             items: list[str] | list[list[int]] = [prompt]
         elif prompt and isinstance(prompt[0], int):
-            items = [prompt]  # type: ignore[list-item]
+            items = [prompt]
         else:
             items = prompt  # type: ignore[assignment]
         if not items:
@@ -71,7 +71,10 @@ class CompletionService:
         reject_unsupported(req)
         prompts = self._prompts(req)
         max_model_len = self.engine.model_info.max_model_len
-        budgets = [resolve_max_tokens(req.max_tokens, len(p), max_model_len) for p in prompts]
+        budgets = [
+            resolve_max_tokens(req.max_tokens, len(p), max_model_len, prompt_param="prompt")
+            for p in prompts
+        ]
         batch = Batch(new_request_id("cmpl"), [])
         try:
             for i, (prompt, budget) in enumerate(zip(prompts, budgets, strict=True)):
@@ -83,7 +86,9 @@ class CompletionService:
             raise
         return batch
 
-    async def complete(self, req: CreateCompletionRequest, batch: Batch) -> CreateCompletionResponse:
+    async def complete(
+        self, req: CreateCompletionRequest, batch: Batch
+    ) -> CreateCompletionResponse:
         """Collect every prompt's whole answer."""
         n = req.n or 1
         choices: list[CompletionChoice] = []

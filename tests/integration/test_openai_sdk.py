@@ -26,7 +26,9 @@ def client(server: Server) -> Iterator[openai.OpenAI]:
 @pytest.fixture
 async def aclient(server: Server) -> AsyncIterator[openai.AsyncOpenAI]:
     http = httpx.AsyncClient(transport=AsyncValidatingTransport(), timeout=120)
-    async with openai.AsyncOpenAI(base_url=server.base_url, api_key="unused", http_client=http) as c:
+    async with openai.AsyncOpenAI(
+        base_url=server.base_url, api_key="unused", http_client=http
+    ) as c:
         yield c
 
 

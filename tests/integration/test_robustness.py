@@ -28,13 +28,28 @@ def http(server: Server) -> Iterator[httpx.Client]:
 BAD_REQUESTS: list[tuple[str, Any, int, str | None]] = [
     ("/v1/chat/completions", {"model": MODEL}, 400, "messages"),
     ("/v1/chat/completions", {"model": MODEL, "messages": []}, 400, "messages"),
-    ("/v1/chat/completions", {"model": MODEL, "messages": [{"role": "wizard", "content": "x"}]}, 400, None),
-    ("/v1/chat/completions", {"model": MODEL, "messages": HI, "temperature": "hot"}, 400, "temperature"),
+    (
+        "/v1/chat/completions",
+        {"model": MODEL, "messages": [{"role": "wizard", "content": "x"}]},
+        400,
+        None,
+    ),
+    (
+        "/v1/chat/completions",
+        {"model": MODEL, "messages": HI, "temperature": "hot"},
+        400,
+        "temperature",
+    ),
     ("/v1/chat/completions", {"model": MODEL, "messages": HI, "max_tokens": -1}, 400, "max_tokens"),
     ("/v1/chat/completions", {"model": MODEL, "messages": HI, "n": 0}, 400, "n"),
     ("/v1/chat/completions", {"model": MODEL, "messages": HI, "top_p": 1.5}, 400, "top_p"),
     ("/v1/chat/completions", {"model": "gpt-4o", "messages": HI}, 404, "model"),
-    ("/v1/chat/completions", {"model": MODEL, "messages": HI, "max_tokens": 100_000}, 400, "messages"),
+    (
+        "/v1/chat/completions",
+        {"model": MODEL, "messages": HI, "max_tokens": 100_000},
+        400,
+        "messages",
+    ),
     ("/v1/chat/completions", {"model": MODEL, "messages": HI, "logprobs": True}, 400, "logprobs"),
     (
         "/v1/chat/completions",
@@ -75,7 +90,9 @@ def test_bad_request_gets_openai_error(
 
 
 def test_context_length_error_code(http: httpx.Client) -> None:
-    reply = http.post("/v1/chat/completions", json={"model": MODEL, "messages": HI, "max_tokens": 10**6})
+    reply = http.post(
+        "/v1/chat/completions", json={"model": MODEL, "messages": HI, "max_tokens": 10**6}
+    )
     assert reply.json()["error"]["code"] == "context_length_exceeded"
 
 
@@ -98,7 +115,9 @@ def _wait_idle(server: Server, within_s: float) -> float:
     raise AssertionError(f"engine still running {server.running_requests()} request(s)")
 
 
-def test_client_leaving_mid_stream_aborts_engine_request(server: Server, http: httpx.Client) -> None:
+def test_client_leaving_mid_stream_aborts_engine_request(
+    server: Server, http: httpx.Client
+) -> None:
     _wait_idle(server, 30)
     with http.stream("POST", "/v1/chat/completions", json={**ENDLESS, "stream": True}) as reply:
         assert reply.status_code == 200
@@ -112,13 +131,17 @@ def test_client_leaving_mid_stream_aborts_engine_request(server: Server, http: h
 
 def test_client_leaving_before_non_streamed_answer_aborts(server: Server) -> None:
     _wait_idle(server, 30)
-    with httpx.Client(base_url=server.root, timeout=1.5) as impatient:
-        with pytest.raises(httpx.ReadTimeout):
-            impatient.post("/v1/chat/completions", json=ENDLESS)
+    with (
+        httpx.Client(base_url=server.root, timeout=1.5) as impatient,
+        pytest.raises(httpx.ReadTimeout),
+    ):
+        impatient.post("/v1/chat/completions", json=ENDLESS)
     assert _wait_idle(server, 5) < 5
 
 
 def test_server_serves_after_all_that(http: httpx.Client) -> None:
-    reply = http.post("/v1/chat/completions", json={"model": MODEL, "messages": HI, "max_tokens": 4})
+    reply = http.post(
+        "/v1/chat/completions", json={"model": MODEL, "messages": HI, "max_tokens": 4}
+    )
     assert reply.status_code == 200
     assert reply.json()["choices"][0]["message"]["content"]

@@ -1,0 +1,169 @@
+"""Client disconnects and incremental delivery, against a real uvicorn on 127.0.0.1.
+
+In-process ASGI clients buffer whole bodies and never disconnect, so these tests
+open real sockets: a client that goes away must stop the engine request, and a
+stream must reach the client token by token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import socket
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+
+from oai_server.app import create_app
+from oai_server.engine.fake import FakeEngine
+from oai_server.errors import OpenAIError
+from oai_server.settings import Settings
+from tests.conformance import AsyncValidatingTransport
+from tests.unit.conftest import MODEL, chat_body
+
+LONG_REPLY = "word " * 500
+
+
+@asynccontextmanager
+async def live_server(engine: FakeEngine) -> AsyncIterator[str]:
+    """A real uvicorn serving the app around `engine` on a free port; yields its base URL."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(
+        create_app(Settings(port=port), engine),
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        log_config=None,
+        timeout_graceful_shutdown=2,
+    )
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    try:
+        async with asyncio.timeout(5):
+            while not server.started:
+                assert not task.done(), "uvicorn did not start"
+                await asyncio.sleep(0.005)
+            while True:
+                try:
+                    await engine.check_health()
+                    break
+                except OpenAIError:
+                    await asyncio.sleep(0.005)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        await task
+        sock.close()
+
+
+async def eventually(condition: Callable[[], bool], within: float = 1.0) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        await asyncio.sleep(0.01)
+    return condition()
+
+
+def validating_client(base_url: str, **kwargs: Any) -> httpx.AsyncClient:
+    transport = AsyncValidatingTransport(transport=httpx.AsyncHTTPTransport())
+    return httpx.AsyncClient(transport=transport, base_url=base_url, **kwargs)
+
+
+STREAMS = [
+    ("/v1/chat/completions", chat_body(stream=True)),
+    ("/v1/completions", {"model": MODEL, "prompt": "Go", "stream": True, "max_tokens": 400}),
+]
+
+
+@pytest.mark.parametrize(("path", "body"), STREAMS)
+async def test_stream_closed_by_client_aborts_engine_request(
+    path: str, body: dict[str, Any]
+) -> None:
+    engine = FakeEngine(token_delay=0.02, reply=LONG_REPLY)
+    async with live_server(engine) as url, httpx.AsyncClient(base_url=url) as http:
+        ids = []
+        async with http.stream("POST", path, json=body) as response:
+            assert response.status_code == 200
+            async for line in response.aiter_lines():
+                if line.startswith("data: "):
+                    ids.append(json.loads(line.removeprefix("data: "))["id"])
+                if len(ids) == 2:
+                    break
+            assert engine.running_requests() == 1
+        # Leaving the block closes the half-read response, and so the connection.
+        assert await eventually(lambda: engine.running_requests() == 0)
+        assert await eventually(lambda: ids[0] in engine.aborted), engine.aborted
+        assert [call.request_id for call in engine.calls] == [ids[0]]
+
+
+async def test_non_streamed_request_abandoned_by_client_is_aborted() -> None:
+    engine = FakeEngine(token_delay=0.02, reply=LONG_REPLY)
+    async with live_server(engine) as url, httpx.AsyncClient(base_url=url, timeout=0.3) as http:
+        with pytest.raises(httpx.ReadTimeout):
+            await http.post("/v1/chat/completions", json=chat_body())
+        [call] = engine.calls
+        assert await eventually(lambda: engine.running_requests() == 0)
+        assert await eventually(lambda: call.request_id in engine.aborted), engine.aborted
+
+
+async def test_disconnect_is_not_logged_as_a_server_error(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    engine = FakeEngine(token_delay=0.02, reply=LONG_REPLY)
+    async with live_server(engine) as url, httpx.AsyncClient(base_url=url, timeout=0.3) as http:
+        with caplog.at_level(logging.WARNING):
+            with pytest.raises(httpx.ReadTimeout):
+                await http.post("/v1/chat/completions", json=chat_body())
+            path, body = STREAMS[0]
+            async with http.stream("POST", path, json=body) as response:
+                await response.aiter_lines().__anext__()
+            assert await eventually(lambda: engine.running_requests() == 0)
+            await asyncio.sleep(0.1)
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert errors == [], [f"{r.name}: {r.getMessage()}" for r in errors]
+
+
+async def test_stream_read_to_the_end_is_not_aborted() -> None:
+    engine = FakeEngine(token_delay=0.001, reply="word " * 20)
+    async with live_server(engine) as url, validating_client(url) as http:
+        response = await http.post("/v1/chat/completions", json=chat_body(stream=True))
+        assert response.text.endswith("data: [DONE]\n\n")
+        answer = await http.post("/v1/chat/completions", json=chat_body())
+        assert answer.json()["choices"][0]["message"]["content"] == engine.reply
+        await asyncio.sleep(0.05)
+    assert len(engine.calls) == 2
+    assert engine.aborted == []
+    assert engine.running_requests() == 0
+
+
+async def test_stream_is_delivered_incrementally() -> None:
+    words = 10
+    engine = FakeEngine(token_delay=0.05, reply=" ".join(["tok"] * words))
+    async with live_server(engine) as url, validating_client(url) as http:
+        began = time.monotonic()
+        arrivals: list[float] = []
+        async with http.stream(
+            "POST", "/v1/chat/completions", json=chat_body(stream=True)
+        ) as response:
+            async for line in response.aiter_lines():
+                if not line.startswith("data: ") or line == "data: [DONE]":
+                    continue
+                chunk = json.loads(line.removeprefix("data: "))
+                if chunk["choices"] and chunk["choices"][0]["delta"].get("content"):
+                    arrivals.append(time.monotonic() - began)
+        total = time.monotonic() - began
+    assert len(arrivals) == words
+    # The generation takes words * 0.05 s; the first token must not wait for the last.
+    assert total >= words * 0.05
+    assert arrivals[0] < total / 3, (arrivals, total)
+    assert arrivals[-1] - arrivals[0] >= (words - 2) * 0.05, arrivals
