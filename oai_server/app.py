@@ -16,7 +16,7 @@ from oai_server.engine.protocol import Engine
 from oai_server.error_responses import install_error_handlers
 from oai_server.metrics import Metrics
 from oai_server.middleware import APIKeyMiddleware, MetricsMiddleware
-from oai_server.routes import chat, completions, models, system
+from oai_server.routes import chat, completions, models, system, tokenize
 from oai_server.services.chat import ChatService
 from oai_server.services.completions import CompletionService
 from oai_server.settings import Settings
@@ -66,12 +66,17 @@ def create_app(settings: Settings, engine: Engine) -> FastAPI:
     app.state.server = ServerState(
         settings=settings,
         engine=engine,
-        chat=ChatService(engine, settings.model_name, load_template(settings.chat_template)),
+        chat=ChatService(
+            engine,
+            settings.model_name,
+            load_template(settings.chat_template),
+            settings.tool_call_parser,
+        ),
         completions=CompletionService(engine, settings.model_name),
         metrics=metrics,
         created=int(time.time()),
     )
-    for module in (chat, completions, models, system):
+    for module in (chat, completions, models, system, tokenize):
         app.include_router(module.router)
     install_error_handlers(app)
     if settings.api_key:

@@ -47,7 +47,10 @@ def to_template_message(message: ChatMessage, index: int) -> dict[str, Any]:
 
 
 def render_prompt(
-    req: CreateChatCompletionRequest, tokenizer: Tokenizer, chat_template: str | None
+    req: CreateChatCompletionRequest,
+    tokenizer: Tokenizer,
+    chat_template: str | None,
+    tools: list[dict[str, Any]] | None = None,
 ) -> list[int]:
     """Prompt token ids for a chat request."""
     messages = [to_template_message(m, i) for i, m in enumerate(req.messages)]
@@ -71,6 +74,7 @@ def render_prompt(
             add_generation_prompt=add_generation_prompt,
             continue_final_message=continue_final,
             chat_template=chat_template,
+            tools=tools,
             template_kwargs=req.chat_template_kwargs,
         )
     except (jinja2.TemplateError, ValueError, TypeError, KeyError) as exc:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import anyio
 
 from oai_server.engine.protocol import Engine
-from oai_server.engine.types import GenerationStep, SamplingOptions
+from oai_server.engine.types import GenerationStep, SamplingOptions, TokenLogprob
 from oai_server.errors import InternalServerError
 
 
@@ -46,6 +46,8 @@ class Generation:
     _first: GenerationStep | None
     usage: Usage = field(default_factory=Usage)
     finished: bool = False
+    # The prompt tokens' logprobs, when they were asked for (they come with the first step).
+    prompt_logprobs: list[TokenLogprob | None] | None = None
 
     @classmethod
     async def start(
@@ -62,6 +64,7 @@ class Generation:
             raise
         if generation._first is None:
             raise InternalServerError("The engine ended the request without any output.")
+        generation.prompt_logprobs = generation._first.prompt_logprobs
         return generation
 
     async def __aiter__(self) -> AsyncIterator[GenerationStep]:

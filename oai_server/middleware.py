@@ -16,7 +16,9 @@ from oai_server.errors import AuthenticationError
 from oai_server.metrics import Metrics
 
 PROTECTED_PREFIX = "/v1/"
-KNOWN_ROUTES = frozenset({"/v1/chat/completions", "/v1/completions", "/v1/models", "/health"})
+KNOWN_ROUTES = frozenset(
+    {"/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/tokenize", "/detokenize"}
+)
 
 
 def _route_label(path: str) -> str:

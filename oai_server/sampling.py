@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from oai_server.engine.types import SamplingOptions
+from oai_server.engine.types import SamplingOptions, StructuredOutput
 from oai_server.errors import ContextLengthExceededError, InvalidRequestError
 from schemas.chat import CreateChatCompletionRequest
 from schemas.completions import CreateCompletionRequest
@@ -64,11 +64,19 @@ def _logit_bias(bias: dict[str, float] | None) -> dict[int, float] | None:
         ) from None
 
 
-def build_options(req: Request, *, max_tokens: int) -> SamplingOptions:
+def build_options(
+    req: Request,
+    *,
+    max_tokens: int,
+    logprobs: int | None = None,
+    prompt_logprobs: int | None = None,
+    structured: StructuredOutput | None = None,
+    n: int | None = None,
+) -> SamplingOptions:
     """Sampling options for `req`; OpenAI's defaults stand in for fields sent as null."""
     return SamplingOptions(
         max_tokens=max_tokens,
-        n=req.n if req.n is not None else 1,
+        n=n or req.n or 1,
         temperature=req.temperature if req.temperature is not None else 1.0,
         top_p=req.top_p if req.top_p is not None else 1.0,
         top_k=req.top_k if req.top_k is not None else 0,
@@ -83,4 +91,7 @@ def build_options(req: Request, *, max_tokens: int) -> SamplingOptions:
         ignore_eos=bool(req.ignore_eos),
         skip_special_tokens=req.skip_special_tokens is not False,
         logit_bias=_logit_bias(req.logit_bias),
+        logprobs=logprobs,
+        prompt_logprobs=prompt_logprobs,
+        structured=structured,
     )

@@ -55,6 +55,11 @@ class Settings(BaseSettings):
     chat_template: Path | None = Field(
         None, description="A Jinja chat template file that replaces the model's own."
     )
+    tool_call_parser: Literal["hermes", "none"] = Field(
+        "hermes",
+        description="How tool calls are read from free text for tool_choice 'auto' "
+        "(hermes: <tool_call>{json}</tool_call>); 'required' and named tools work on any model.",
+    )
     cache_dir: Path = Field(
         Path.home() / ".cache" / "oai-server",
         description="Where the embedded model is converted once and kept.",

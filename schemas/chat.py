@@ -177,17 +177,47 @@ class CreateChatCompletionRequest(RequestModel):
 FinishReason = Literal["stop", "length", "tool_calls", "content_filter", "function_call"]
 
 
+class TopLogprob(ResponseModel):
+    token: str
+    logprob: float
+    bytes: list[int] | None
+
+
+class ChatCompletionTokenLogprob(ResponseModel):
+    token: str
+    logprob: float
+    bytes: list[int] | None
+    top_logprobs: list[TopLogprob]
+
+
+class ChoiceLogprobs(ResponseModel):
+    content: list[ChatCompletionTokenLogprob] | None
+    refusal: list[ChatCompletionTokenLogprob] | None
+
+
+class FunctionCallOut(ResponseModel):
+    name: str
+    arguments: str
+
+
+class ChatCompletionMessageToolCall(ResponseModel):
+    id: str
+    type: Literal["function"] = "function"
+    function: FunctionCallOut
+
+
 class ChatCompletionMessage(ResponseModel):
     role: Literal["assistant"] = "assistant"
     content: str | None
     refusal: str | None
+    tool_calls: list[ChatCompletionMessageToolCall] | None = None
     annotations: list[dict[str, Any]] | None = None
 
 
 class ChatCompletionChoice(ResponseModel):
     index: int
     message: ChatCompletionMessage
-    logprobs: dict[str, Any] | None
+    logprobs: ChoiceLogprobs | None
     finish_reason: FinishReason | None
     # vLLM extension: the stop string or token id that ended the choice.
     stop_reason: str | int | None = None
@@ -204,16 +234,29 @@ class CreateChatCompletionResponse(ResponseModel):
     service_tier: str | None = None
 
 
+class FunctionCallChunk(ResponseModel):
+    name: str | None = None
+    arguments: str | None = None
+
+
+class ChatCompletionMessageToolCallChunk(ResponseModel):
+    index: int
+    id: str | None = None
+    type: Literal["function"] | None = None
+    function: FunctionCallChunk | None = None
+
+
 class ChatCompletionDelta(ResponseModel):
     role: Literal["assistant"] | None = None
     content: str | None = None
     refusal: str | None = None
+    tool_calls: list[ChatCompletionMessageToolCallChunk] | None = None
 
 
 class ChatCompletionChunkChoice(ResponseModel):
     index: int
     delta: ChatCompletionDelta
-    logprobs: dict[str, Any] | None
+    logprobs: ChoiceLogprobs | None
     finish_reason: FinishReason | None
     stop_reason: str | int | None = None
 

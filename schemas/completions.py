@@ -5,10 +5,11 @@ Streamed chunks and the whole response share one shape there, and so here.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import Field
 
+from schemas.chat import ResponseFormat
 from schemas.common import (
     ChoiceCount,
     CompletionUsage,
@@ -31,7 +32,7 @@ Prompt = str | list[str] | TokenIds | list[TokenIds]
 class CreateCompletionRequest(RequestModel):
     model: str
     prompt: Prompt | None
-    best_of: Annotated[int, Field(ge=0, le=20)] | None = 1
+    best_of: Annotated[int, Field(ge=0, le=20)] | None = None
     echo: bool | None = False
     frequency_penalty: Penalty = 0
     presence_penalty: Penalty = 0
@@ -59,13 +60,21 @@ class CreateCompletionRequest(RequestModel):
     ignore_eos: bool | None = None
     stop_token_ids: list[int] | None = None
     skip_special_tokens: bool | None = None
-    response_format: dict[str, Any] | None = None
+    response_format: ResponseFormat | None = None
+
+
+class CompletionLogprobs(ResponseModel):
+    text_offset: list[int]
+    # None for the first prompt token under `echo`: nothing precedes it (as OpenAI sends).
+    token_logprobs: list[float | None]
+    tokens: list[str]
+    top_logprobs: list[dict[str, float] | None]
 
 
 class CompletionChoice(ResponseModel):
     index: int
     text: str
-    logprobs: dict[str, Any] | None
+    logprobs: CompletionLogprobs | None
     finish_reason: Literal["stop", "length", "content_filter"] | None
     stop_reason: str | int | None = None
 

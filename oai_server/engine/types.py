@@ -8,9 +8,17 @@ Nothing here knows about HTTP or about vLLM.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 FinishReason = Literal["stop", "length", "abort"]
+
+
+@dataclass(frozen=True, slots=True)
+class StructuredOutput:
+    """Constrain decoding: to JSON matching `json_schema`, or to any JSON object."""
+
+    json_schema: dict[str, Any] | None = None
+    json_object: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +41,20 @@ class SamplingOptions:
     ignore_eos: bool = False
     skip_special_tokens: bool = True
     logit_bias: dict[int, float] | None = None
+    # Return the sampled token's logprob and this many alternatives (None: no logprobs).
+    logprobs: int | None = None
+    # Same for every prompt token (None: none), for `echo` with logprobs.
+    prompt_logprobs: int | None = None
+    structured: StructuredOutput | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TokenLogprob:
+    """One position's token with its logprob, and the most likely alternatives."""
+
+    token: str
+    logprob: float
+    top: tuple[tuple[str, float], ...] = ()
 
 
 @dataclass(slots=True)
@@ -45,6 +67,10 @@ class ChoiceDelta:
     finish_reason: FinishReason | None = None
     # The stop string or token id that ended the choice, when one did.
     stop_reason: str | int | None = None
+    # One entry per new token, when logprobs were asked for.
+    logprobs: list[TokenLogprob] | None = None
+    # Sum of the logprobs of every token so far (for choosing among `best_of`).
+    cumulative_logprob: float | None = None
 
 
 @dataclass(slots=True)
@@ -54,6 +80,9 @@ class GenerationStep:
     prompt_tokens: int
     choices: list[ChoiceDelta] = field(default_factory=list)
     finished: bool = False
+    # On the first step only, when prompt logprobs were asked for: one entry per prompt
+    # token, None for the first (nothing precedes it).
+    prompt_logprobs: list[TokenLogprob | None] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from oai_server.engine.protocol import Engine, Tokenizer
-from oai_server.engine.types import ChoiceDelta, GenerationStep, ModelInfo, SamplingOptions
+from oai_server.engine.types import (
+    ChoiceDelta,
+    GenerationStep,
+    ModelInfo,
+    SamplingOptions,
+    StructuredOutput,
+    TokenLogprob,
+)
 from oai_server.errors import EngineDeadError, EngineNotReadyError, InvalidRequestError
 
 if TYPE_CHECKING:
@@ -205,16 +212,26 @@ class VLLMEngine(Engine):
                 request_id,
             ):
                 step = GenerationStep(prompt_tokens=prompt_tokens, finished=out.finished)
+                if out.prompt_logprobs is not None and options.prompt_logprobs is not None:
+                    step.prompt_logprobs = [
+                        None if d is None else _token_logprob(t, d, options.prompt_logprobs)
+                        for t, d in zip(prompt_token_ids, out.prompt_logprobs, strict=False)
+                    ]
                 for c in out.outputs:
-                    step.choices.append(
-                        ChoiceDelta(
-                            index=c.index,
-                            text=c.text,
-                            token_count=len(c.token_ids),
-                            finish_reason=c.finish_reason,  # type: ignore[arg-type]
-                            stop_reason=c.stop_reason,
-                        )
+                    delta = ChoiceDelta(
+                        index=c.index,
+                        text=c.text,
+                        token_count=len(c.token_ids),
+                        finish_reason=c.finish_reason,  # type: ignore[arg-type]
+                        stop_reason=c.stop_reason,
+                        cumulative_logprob=c.cumulative_logprob,
                     )
+                    if options.logprobs is not None and c.logprobs is not None:
+                        delta.logprobs = [
+                            _token_logprob(t, d, options.logprobs)
+                            for t, d in zip(c.token_ids, c.logprobs, strict=False)
+                        ]
+                    step.choices.append(delta)
                 yield step
         except VLLMEngineDeadError as exc:
             raise EngineDeadError("The engine has stopped; restart the server.") from exc
@@ -222,9 +239,24 @@ class VLLMEngine(Engine):
             raise InvalidRequestError(str(exc), param=getattr(exc, "parameter", None)) from exc
 
 
+# JSON has no -inf; vLLM's own server clamps the same way.
+_MIN_LOGPROB = -9999.0
+
+
+def _token_logprob(token_id: int, candidates: Any, top: int) -> TokenLogprob:
+    """Our `TokenLogprob` from vLLM's {token id: Logprob} of one position."""
+    chosen = candidates[token_id]
+    ranked = sorted(candidates.values(), key=lambda lp: lp.rank)[:top]
+    return TokenLogprob(
+        token=chosen.decoded_token or "",
+        logprob=max(chosen.logprob, _MIN_LOGPROB),
+        top=tuple((lp.decoded_token or "", max(lp.logprob, _MIN_LOGPROB)) for lp in ranked),
+    )
+
+
 def _params_factory() -> Any:
     """Return a function mapping `SamplingOptions` to vLLM's `SamplingParams`."""
-    from vllm.sampling_params import RequestOutputKind, SamplingParams
+    from vllm.sampling_params import RequestOutputKind, SamplingParams, StructuredOutputsParams
 
     def make(o: SamplingOptions) -> SamplingParams:
         temperature, top_k = o.temperature, o.top_k
@@ -249,7 +281,18 @@ def _params_factory() -> Any:
             ignore_eos=o.ignore_eos,
             skip_special_tokens=o.skip_special_tokens,
             logit_bias=o.logit_bias,
+            logprobs=o.logprobs,
+            prompt_logprobs=o.prompt_logprobs,
+            structured_outputs=structured(o.structured),
             output_kind=RequestOutputKind.DELTA,
         )
+
+    def structured(s: StructuredOutput | None) -> StructuredOutputsParams | None:
+        if s is None:
+            return None
+        # Compact JSON: small models otherwise wander into endless runs of whitespace.
+        if s.json_schema is not None:
+            return StructuredOutputsParams(json=s.json_schema, disable_any_whitespace=True)
+        return StructuredOutputsParams(json_object=True, disable_any_whitespace=True)
 
     return make

@@ -19,10 +19,9 @@ async def create_chat_completion(request: Request) -> Response:
     server = server_state(request)
     req = await parse_body(request, CreateChatCompletionRequest, server.settings.max_request_bytes)
     if req.stream:
-        generation = await server.chat.start(req)
-        return event_stream(server.chat.stream(req, generation))
+        return event_stream(server.chat.stream(await server.chat.start(req)))
 
     async def answer() -> CreateChatCompletionResponse:
-        return await server.chat.complete(req, await server.chat.start(req))
+        return await server.chat.complete(await server.chat.start(req))
 
     return json_response(await until_disconnect(request, answer()))

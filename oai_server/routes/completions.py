@@ -19,10 +19,9 @@ async def create_completion(request: Request) -> Response:
     server = server_state(request)
     req = await parse_body(request, CreateCompletionRequest, server.settings.max_request_bytes)
     if req.stream:
-        batch = await server.completions.start(req)
-        return event_stream(server.completions.stream(req, batch))
+        return event_stream(server.completions.stream(await server.completions.start(req)))
 
     async def answer() -> CreateCompletionResponse:
-        return await server.completions.complete(req, await server.completions.start(req))
+        return await server.completions.complete(await server.completions.start(req))
 
     return json_response(await until_disconnect(request, answer()))

@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from oai_server.engine.types import FinishReason
-from oai_server.errors import ModelNotFoundError, UnsupportedParameterError
+from oai_server.engine.types import FinishReason, StructuredOutput
+from oai_server.errors import InvalidRequestError, ModelNotFoundError, UnsupportedParameterError
 from oai_server.generation import Usage
-from schemas.chat import CreateChatCompletionRequest
+from schemas.chat import CreateChatCompletionRequest, ResponseFormat
 from schemas.common import CompletionUsage, StreamOptions
 from schemas.completions import CreateCompletionRequest
 
@@ -32,33 +32,32 @@ def reject_unsupported(req: CreateChatCompletionRequest | CreateCompletionReques
     Silently ignoring them would hand the client an answer it did not ask for.
     """
     if isinstance(req, CreateChatCompletionRequest):
-        if req.tools:
-            raise _unsupported("tools", "Tool calling ('tools')")
-        if req.tool_choice not in (None, "none"):
-            raise _unsupported("tool_choice", "'tool_choice' without tools")
-        if req.functions or req.function_call not in (None, "none"):
-            raise _unsupported("functions", "Function calling ('functions')")
-        if req.logprobs or req.top_logprobs:
-            raise _unsupported("logprobs", "'logprobs'")
         if (req.modalities and set(req.modalities) != {"text"}) or req.audio is not None:
             raise _unsupported("modalities", "Audio output")
         if req.prediction is not None:
             raise _unsupported("prediction", "Predicted outputs ('prediction')")
         if req.web_search_options is not None:
             raise _unsupported("web_search_options", "Web search")
-    else:
-        if req.logprobs is not None:
-            raise _unsupported("logprobs", "'logprobs'")
-        if req.echo:
-            raise _unsupported("echo", "'echo'")
-        if req.suffix:
-            raise _unsupported("suffix", "'suffix' (insertion)")
-        if req.best_of is not None and req.best_of > (req.n or 1):
-            raise _unsupported("best_of", "'best_of' greater than 'n'")
-    fmt = req.response_format
-    fmt_type = fmt.get("type") if isinstance(fmt, dict) else getattr(fmt, "type", None)
-    if fmt_type not in (None, "text"):
-        raise _unsupported("response_format", f"response_format '{fmt_type}'")
+    elif req.suffix:
+        raise UnsupportedParameterError(
+            "'suffix' (fill-in-the-middle) is not supported by this model.", param="suffix"
+        )
+
+
+def structured_output(response_format: ResponseFormat | None) -> StructuredOutput | None:
+    """The decoding constraint `response_format` asks for, if any."""
+    if response_format is None or response_format.type == "text":
+        return None
+    if response_format.type == "json_object":
+        return StructuredOutput(json_object=True)
+    spec = response_format.json_schema or {}
+    schema = spec.get("schema")
+    if not isinstance(schema, dict):
+        raise InvalidRequestError(
+            "response_format 'json_schema' needs 'json_schema.schema', a JSON Schema object.",
+            param="response_format.json_schema.schema",
+        )
+    return StructuredOutput(json_schema=schema)
 
 
 def finish_reason(reason: FinishReason) -> Literal["stop", "length"]:

@@ -4,23 +4,40 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from oai_server.engine.protocol import Engine
+from oai_server.engine.types import ChoiceDelta, FinishReason
 from oai_server.errors import InvalidRequestError
 from oai_server.generation import Generation, Usage, new_request_id
+from oai_server.logprobs import completion_logprobs, merge_completion_logprobs
 from oai_server.sampling import build_options, resolve_max_tokens
 from oai_server.services.common import (
     StreamSettings,
     check_model,
     finish_reason,
     reject_unsupported,
+    structured_output,
     usage_of,
 )
-from schemas.completions import CompletionChoice, CreateCompletionRequest, CreateCompletionResponse
+from schemas.completions import (
+    CompletionChoice,
+    CompletionLogprobs,
+    CreateCompletionRequest,
+    CreateCompletionResponse,
+)
 
 # What OpenAI generates from when no prompt is given.
 DEFAULT_PROMPT = "<|endoftext|>"
+
+
+@dataclass
+class PromptRun:
+    """One prompt's engine request, and what `echo` puts in front of its choices."""
+
+    generation: Generation
+    echo: str = ""
+    echo_logprobs: CompletionLogprobs | None = None
 
 
 @dataclass
@@ -28,18 +45,55 @@ class Batch:
     """The engine requests of one completions request, all started."""
 
     id: str
-    generations: list[Generation]
+    req: CreateCompletionRequest
+    runs: list[PromptRun] = field(default_factory=list)
+    # `max_tokens: 0` with `echo` scores the prompt: one token is generated, then dropped.
+    score_only: bool = False
+
+    @property
+    def n(self) -> int:
+        return self.req.n or 1
 
     def usage(self) -> Usage:
         total = Usage()
-        for g in self.generations:
-            total.prompt_tokens += g.usage.prompt_tokens
-            total.completion_tokens += g.usage.completion_tokens
+        for run in self.runs:
+            total.prompt_tokens += run.generation.usage.prompt_tokens
+            if not self.score_only:
+                total.completion_tokens += run.generation.usage.completion_tokens
         return total
 
     async def close(self) -> None:
-        for g in self.generations:
-            await g.close()
+        for run in self.runs:
+            await run.generation.close()
+
+
+@dataclass
+class Candidate:
+    """One sampled completion, gathered whole."""
+
+    text: str = ""
+    logprobs: CompletionLogprobs | None = None
+    cumulative_logprob: float = 0.0
+    tokens: int = 0
+    finish_reason: FinishReason | None = None
+    stop_reason: str | int | None = None
+
+    def add(self, delta: ChoiceDelta, batch: Batch, run: PromptRun) -> None:
+        if batch.score_only:
+            self.finish_reason = "length"
+            return
+        if batch.req.logprobs is not None:
+            offset = len(run.echo) + len(self.text)
+            more = completion_logprobs(delta.logprobs or [], offset)
+            if self.logprobs is None:
+                self.logprobs = more
+            else:
+                merge_completion_logprobs(self.logprobs, more)
+        self.text += delta.text
+        self.tokens += delta.token_count
+        self.cumulative_logprob = delta.cumulative_logprob or 0.0
+        self.finish_reason = delta.finish_reason or self.finish_reason
+        self.stop_reason = delta.stop_reason
 
 
 @dataclass
@@ -65,52 +119,83 @@ class CompletionService:
             raise InvalidRequestError("A prompt must not be empty.", param="prompt")
         return token_lists
 
+    def _check(self, req: CreateCompletionRequest) -> int:
+        """Validate what depends on several fields; return how many samples to draw."""
+        n = req.n or 1
+        best_of = req.best_of or n
+        if best_of < n:
+            raise InvalidRequestError("'best_of' must be at least 'n'.", param="best_of")
+        if best_of > n and req.stream:
+            raise InvalidRequestError("'best_of' results cannot be streamed.", param="best_of")
+        return best_of
+
     async def start(self, req: CreateCompletionRequest) -> Batch:
         """Validate `req` and start one engine request per prompt."""
         check_model(req.model, self.model_name)
         reject_unsupported(req)
+        samples = self._check(req)
         prompts = self._prompts(req)
+        batch = Batch(
+            new_request_id("cmpl"), req, score_only=bool(req.echo and req.max_tokens == 0)
+        )
         max_model_len = self.engine.model_info.max_model_len
+        requested = 1 if batch.score_only else req.max_tokens
         budgets = [
-            resolve_max_tokens(req.max_tokens, len(p), max_model_len, prompt_param="prompt")
+            resolve_max_tokens(requested, len(p), max_model_len, prompt_param="prompt")
             for p in prompts
         ]
-        batch = Batch(new_request_id("cmpl"), [])
+        # best_of ranks samples by logprob per token, so it needs the sampled tokens' logprobs.
+        logprobs = req.logprobs if req.logprobs is not None else (0 if samples > 1 else None)
+        options = [
+            build_options(
+                req,
+                max_tokens=budget,
+                n=samples,
+                logprobs=logprobs,
+                prompt_logprobs=req.logprobs if req.echo and req.logprobs is not None else None,
+                structured=structured_output(req.response_format),
+            )
+            for budget in budgets
+        ]
         try:
-            for i, (prompt, budget) in enumerate(zip(prompts, budgets, strict=True)):
-                options = build_options(req, max_tokens=budget)
+            for i, (prompt, opts) in enumerate(zip(prompts, options, strict=True)):
                 rid = batch.id if len(prompts) == 1 else f"{batch.id}-{i}"
-                batch.generations.append(await Generation.start(self.engine, rid, prompt, options))
+                generation = await Generation.start(self.engine, rid, prompt, opts)
+                batch.runs.append(self._echo(req, prompt, generation))
         except BaseException:
             await batch.close()
             raise
         return batch
 
-    async def complete(
-        self, req: CreateCompletionRequest, batch: Batch
-    ) -> CreateCompletionResponse:
-        """Collect every prompt's whole answer."""
-        n = req.n or 1
+    def _echo(self, req: CreateCompletionRequest, prompt: list[int], g: Generation) -> PromptRun:
+        if not req.echo:
+            return PromptRun(g)
+        tokenizer = self.engine.tokenizer
+        run = PromptRun(g, echo=tokenizer.decode(prompt))
+        entries = g.prompt_logprobs
+        if req.logprobs is not None and entries is not None:
+            run.echo_logprobs = completion_logprobs(entries, 0, tokenizer.decode(prompt[:1]))
+        return run
+
+    async def complete(self, batch: Batch) -> CreateCompletionResponse:
+        """Collect every prompt's whole answer; with `best_of`, keep the `n` best samples."""
         choices: list[CompletionChoice] = []
         try:
-            for p, generation in enumerate(batch.generations):
-                texts = [""] * n
-                async for step in generation:
+            for p, run in enumerate(batch.runs):
+                candidates: dict[int, Candidate] = {}
+                async for step in run.generation:
                     for delta in step.choices:
-                        texts[delta.index] += delta.text
-                        if delta.finish_reason is not None:
-                            choice = CompletionChoice(
-                                index=p * n + delta.index,
-                                text=texts[delta.index],
-                                logprobs=None,
-                                finish_reason=finish_reason(delta.finish_reason),
-                            )
-                            if delta.stop_reason is not None:
-                                choice.stop_reason = delta.stop_reason
-                            choices.append(choice)
+                        candidates.setdefault(delta.index, Candidate()).add(delta, batch, run)
+                ranked = sorted(
+                    candidates.values(),
+                    key=lambda c: c.cumulative_logprob / max(c.tokens, 1),
+                    reverse=True,
+                )
+                best = ranked if len(ranked) == batch.n else ranked[: batch.n]
+                for i, cand in enumerate(best):
+                    choices.append(self._choice(p * batch.n + i, cand, run, batch.req))
         finally:
             await batch.close()
-        choices.sort(key=lambda c: c.index)
         return CreateCompletionResponse(
             id=batch.id,
             created=int(time.time()),
@@ -119,17 +204,34 @@ class CompletionService:
             usage=usage_of(batch.usage()),
         )
 
-    async def stream(
-        self, req: CreateCompletionRequest, batch: Batch
-    ) -> AsyncIterator[CreateCompletionResponse]:
+    @staticmethod
+    def _choice(
+        index: int, cand: Candidate, run: PromptRun, req: CreateCompletionRequest
+    ) -> CompletionChoice:
+        logprobs: CompletionLogprobs | None = None
+        if req.logprobs is not None:
+            logprobs = completion_logprobs([], 0)
+            for part in (run.echo_logprobs, cand.logprobs):
+                if part is not None:
+                    merge_completion_logprobs(logprobs, part)
+        choice = CompletionChoice(
+            index=index,
+            text=run.echo + cand.text,
+            logprobs=logprobs,
+            finish_reason=finish_reason(cand.finish_reason or "stop"),
+        )
+        if cand.stop_reason is not None:
+            choice.stop_reason = cand.stop_reason
+        return choice
+
+    async def stream(self, batch: Batch) -> AsyncIterator[CreateCompletionResponse]:
         """Chunks of every prompt's answer, prompt after prompt.
 
         The engine runs all prompts at once; their output waits in the engine's
         per-request queues while an earlier prompt is being sent.
         """
-        opts = StreamSettings.of(req.stream_options)
+        opts = StreamSettings.of(batch.req.stream_options)
         created = int(time.time())
-        n = req.n or 1
 
         def chunk(choices: list[CompletionChoice]) -> CreateCompletionResponse:
             out = CreateCompletionResponse(
@@ -140,24 +242,46 @@ class CompletionService:
             return out
 
         try:
-            for p, generation in enumerate(batch.generations):
-                async for step in generation:
+            for p, run in enumerate(batch.runs):
+                sent: dict[int, int] = {}  # characters of each choice sent so far
+                async for step in run.generation:
                     for delta in step.choices:
-                        if not delta.text and delta.finish_reason is None:
-                            continue
-                        reason = delta.finish_reason and finish_reason(delta.finish_reason)
-                        choice = CompletionChoice(
-                            index=p * n + delta.index,
-                            text=delta.text,
-                            logprobs=None,
-                            finish_reason=reason,
-                        )
-                        if delta.stop_reason is not None:
-                            choice.stop_reason = delta.stop_reason
-                        yield chunk([choice])
+                        out = self._stream_choice(p * batch.n, delta, run, batch, sent)
+                        if out is not None:
+                            yield chunk([out])
         finally:
             await batch.close()
         if opts.include_usage:
             final = chunk([])
             final.usage = usage_of(batch.usage())
             yield final
+
+    @staticmethod
+    def _stream_choice(
+        first_index: int, delta: ChoiceDelta, run: PromptRun, batch: Batch, sent: dict[int, int]
+    ) -> CompletionChoice | None:
+        """The chunk choice for `delta`; the echoed prompt goes out in a choice's first chunk."""
+        first = delta.index not in sent
+        text = "" if batch.score_only else delta.text
+        offset = len(run.echo) if first else sent[delta.index]
+        sent[delta.index] = offset + len(text)
+        logprobs: CompletionLogprobs | None = None
+        if batch.req.logprobs is not None:
+            logprobs = completion_logprobs([], 0)
+            if first and run.echo_logprobs is not None:
+                merge_completion_logprobs(logprobs, run.echo_logprobs)
+            if not batch.score_only:
+                merge_completion_logprobs(
+                    logprobs, completion_logprobs(delta.logprobs or [], offset)
+                )
+        if first:
+            text = run.echo + text
+        if not text and delta.finish_reason is None and not (logprobs and logprobs.tokens):
+            return None
+        reason = delta.finish_reason and finish_reason(delta.finish_reason)
+        choice = CompletionChoice(
+            index=first_index + delta.index, text=text, logprobs=logprobs, finish_reason=reason
+        )
+        if delta.stop_reason is not None:
+            choice.stop_reason = delta.stop_reason
+        return choice

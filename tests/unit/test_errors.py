@@ -187,15 +187,6 @@ IMAGE = {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"
 @pytest.mark.parametrize(
     ("fields", "param"),
     [
-        ({"tools": [TOOL]}, "tools"),
-        ({"tool_choice": "required"}, "tool_choice"),
-        ({"logprobs": True}, "logprobs"),
-        ({"logprobs": False, "top_logprobs": 2}, "logprobs"),
-        ({"response_format": {"type": "json_object"}}, "response_format"),
-        (
-            {"response_format": {"type": "json_schema", "json_schema": {"name": "x"}}},
-            "response_format",
-        ),
         (
             {"messages": [{"role": "user", "content": [{"type": "text", "text": "see"}, IMAGE]}]},
             "messages[0].content",
@@ -212,6 +203,30 @@ async def test_unsupported_fields_are_refused_by_name(
     assert engine.calls == []
 
 
+@pytest.mark.parametrize(
+    ("fields", "param"),
+    [
+        ({"tool_choice": "required"}, "tool_choice"),
+        (
+            {"tools": [TOOL], "tool_choice": {"type": "function", "function": {"name": "g"}}},
+            "tool_choice",
+        ),
+        ({"logprobs": False, "top_logprobs": 2}, "top_logprobs"),
+        (
+            {"response_format": {"type": "json_schema", "json_schema": {"name": "x"}}},
+            "response_format.json_schema.schema",
+        ),
+        ({"functions": [{"name": "f"}]}, "functions"),
+    ],
+)
+async def test_inconsistent_fields_are_refused_by_name(
+    client: httpx.AsyncClient, engine: FakeEngine, fields: dict[str, Any], param: str
+) -> None:
+    error = error_of(await client.post(CHAT, json=chat_body(**fields)), 400)
+    assert error["param"] == param
+    assert engine.calls == []
+
+
 async def test_supported_neighbours_of_unsupported_fields_pass(client: httpx.AsyncClient) -> None:
     for fields in (
         {"tools": [], "tool_choice": "none"},
@@ -225,7 +240,7 @@ async def test_supported_neighbours_of_unsupported_fields_pass(client: httpx.Asy
 
 @pytest.mark.parametrize(
     ("fields", "param"),
-    [({"logprobs": 1}, "logprobs"), ({"echo": True}, "echo"), ({"suffix": "end"}, "suffix")],
+    [({"suffix": "end"}, "suffix"), ({"best_of": 1, "n": 2}, "best_of")],
 )
 async def test_unsupported_completion_fields(
     client: httpx.AsyncClient, fields: dict[str, Any], param: str
@@ -368,7 +383,7 @@ async def test_errors_do_not_break_later_requests(client: httpx.AsyncClient) -> 
         await client.post(CHAT, content=b"{", headers={"content-type": "application/json"}), 400
     )
     error_of(await client.post(CHAT, json=chat_body(model="nope")), 404)
-    error_of(await client.post(CHAT, json=chat_body(tools=[TOOL])), 400)
+    error_of(await client.post(CHAT, json=chat_body(tool_choice="required")), 400)
     error_of(await client.get("/v1/chat"), 404)
     await assert_still_serves(client)
     stream = await client.post(CHAT, json=chat_body(stream=True))

@@ -1,0 +1,70 @@
+"""One chat choice's output: parser events turned into stream deltas and a final message."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from oai_server.engine.types import FinishReason, TokenLogprob
+from oai_server.tool_calls.parsers import CallArguments, CallStart, Content, Event, OutputParser
+from schemas.chat import (
+    ChatCompletionDelta,
+    ChatCompletionMessage,
+    ChatCompletionMessageToolCall,
+    ChatCompletionMessageToolCallChunk,
+    FunctionCallChunk,
+    FunctionCallOut,
+)
+
+
+@dataclass
+class ChoiceState:
+    """Everything said so far in one choice; fed text, it returns the deltas to send."""
+
+    parser: OutputParser
+    content: str = ""
+    calls: list[ChatCompletionMessageToolCall] = field(default_factory=list)
+    logprobs: list[TokenLogprob] = field(default_factory=list)
+
+    def feed(self, text: str) -> list[ChatCompletionDelta]:
+        return [self._delta(e) for e in self.parser.feed(text)]
+
+    def finish(self) -> list[ChatCompletionDelta]:
+        return [self._delta(e) for e in self.parser.finish()]
+
+    def _delta(self, event: Event) -> ChatCompletionDelta:
+        if isinstance(event, Content):
+            self.content += event.text
+            return ChatCompletionDelta(content=event.text)
+        if isinstance(event, CallStart):
+            self.calls.append(
+                ChatCompletionMessageToolCall(
+                    id=event.id, function=FunctionCallOut(name=event.name, arguments="")
+                )
+            )
+            chunk = ChatCompletionMessageToolCallChunk(
+                index=event.index,
+                id=event.id,
+                type="function",
+                function=FunctionCallChunk(name=event.name, arguments=""),
+            )
+            return ChatCompletionDelta(tool_calls=[chunk])
+        assert isinstance(event, CallArguments)
+        self.calls[event.index].function.arguments += event.text
+        chunk = ChatCompletionMessageToolCallChunk(
+            index=event.index, function=FunctionCallChunk(arguments=event.text)
+        )
+        return ChatCompletionDelta(tool_calls=[chunk])
+
+    def finish_reason(self, engine_reason: FinishReason) -> Literal["stop", "length", "tool_calls"]:
+        if engine_reason == "length":
+            return "length"
+        return "tool_calls" if self.calls else "stop"
+
+    def message(self) -> ChatCompletionMessage:
+        if self.calls:
+            # As OpenAI answers a tool call: no text, the calls.
+            return ChatCompletionMessage(
+                content=self.content or None, refusal=None, tool_calls=self.calls, annotations=[]
+            )
+        return ChatCompletionMessage(content=self.content, refusal=None, annotations=[])

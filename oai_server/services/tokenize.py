@@ -1,0 +1,98 @@
+"""`/tokenize` and `/detokenize`: the served model's tokenizer, as vLLM exposes it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from oai_server.chat_template import render_prompt
+from oai_server.engine.protocol import Engine, Tokenizer
+from oai_server.errors import InvalidRequestError, UnsupportedParameterError
+from oai_server.services.common import check_model
+from schemas.chat import CreateChatCompletionRequest
+from schemas.tokenize import (
+    DetokenizeRequest,
+    DetokenizeResponse,
+    TokenizeRequest,
+    TokenizeResponse,
+)
+
+
+@dataclass
+class TokenizeService:
+    """Serves `/tokenize` and `/detokenize` for one model."""
+
+    engine: Engine
+    model_name: str
+    chat_template: str | None = None
+
+    def tokenize(self, req: TokenizeRequest) -> TokenizeResponse:
+        """The token ids of a prompt, or of a conversation rendered as chat completions would."""
+        if req.model is not None:
+            check_model(req.model, self.model_name)
+        tokenizer = self.engine.tokenizer
+        if req.messages is not None:
+            if req.prompt is not None:
+                raise InvalidRequestError(
+                    "Give either 'prompt' or 'messages', not both.", param="prompt"
+                )
+            tokens = self._chat_tokens(req, tokenizer)
+        elif req.prompt is not None:
+            add_special = req.add_special_tokens is not False
+            tokens = tokenizer.encode(req.prompt, add_special_tokens=add_special)
+        else:
+            raise InvalidRequestError(
+                "Missing required parameter: 'prompt' or 'messages'.",
+                param="prompt",
+                code="missing_required_parameter",
+            )
+        return TokenizeResponse(
+            count=len(tokens),
+            max_model_len=self.engine.model_info.max_model_len,
+            tokens=tokens,
+            # One id at a time: the text each token stands for (a lone byte of a
+            # multi-byte character shows as U+FFFD).
+            token_strs=[tokenizer.decode([t]) for t in tokens] if req.return_token_strs else None,
+        )
+
+    def _chat_tokens(self, req: TokenizeRequest, tokenizer: Tokenizer) -> list[int]:
+        if req.tools:
+            raise UnsupportedParameterError(
+                "Tool definitions ('tools') are not supported by this server yet.", param="tools"
+            )
+        if req.chat_template is not None:
+            raise UnsupportedParameterError(
+                "A per-request 'chat_template' is not accepted; the server's template is used.",
+                param="chat_template",
+            )
+        if req.add_special_tokens:
+            raise UnsupportedParameterError(
+                "'add_special_tokens' with 'messages' is not supported: the chat template "
+                "writes the special tokens the model expects.",
+                param="add_special_tokens",
+            )
+        # Validated as a chat completion request, so a conversation counts here exactly
+        # as it does in `usage.prompt_tokens`, and is refused for the same reasons.
+        chat = CreateChatCompletionRequest.model_validate(
+            {
+                "model": self.model_name,
+                "messages": req.messages,
+                "add_generation_prompt": req.add_generation_prompt,
+                "continue_final_message": req.continue_final_message,
+                "chat_template_kwargs": req.chat_template_kwargs,
+            },
+            strict=True,
+        )
+        return render_prompt(chat, tokenizer, self.chat_template)
+
+    def detokenize(self, req: DetokenizeRequest) -> DetokenizeResponse:
+        """The text that `req.tokens` stand for."""
+        if req.model is not None:
+            check_model(req.model, self.model_name)
+        try:
+            text = self.engine.tokenizer.decode(req.tokens)
+        except (ValueError, OverflowError) as exc:
+            # Ids beyond what the tokenizer can represent.
+            raise InvalidRequestError(
+                f"The tokens could not be decoded: {exc}", param="tokens"
+            ) from exc
+        return DetokenizeResponse(prompt=text)

@@ -1,0 +1,212 @@
+"""Turn a choice's generated text into content and tool calls, as it streams.
+
+Each parser is fed text deltas and returns events in order: content text, the start
+of a tool call (its id and function name), fragments of a call's JSON arguments.
+OpenAI streams tool calls exactly that way, so the stream maps events one to one
+onto deltas, and the whole answer is just their sum.
+
+- `ContentOnly`: no tools; everything is content.
+- `NamedFunction`: decoding was constrained to the arguments of one named function.
+- `RequiredCalls`: decoding was constrained to `[{"name": ..., "parameters": {...}}, ...]`.
+- `HermesCalls`: free text in which the model writes `<tool_call>{json}</tool_call>`
+  (the Hermes/Qwen style), for `tool_choice="auto"`.
+"""
+
+from __future__ import annotations
+
+import abc
+import json
+import uuid
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Content:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class CallStart:
+    index: int
+    id: str
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class CallArguments:
+    index: int
+    text: str
+
+
+Event = Content | CallStart | CallArguments
+
+
+def new_call_id() -> str:
+    return f"call_{uuid.uuid4().hex[:24]}"
+
+
+class OutputParser(abc.ABC):
+    """Splits one choice's text into events."""
+
+    calls = 0
+
+    @abc.abstractmethod
+    def feed(self, text: str) -> list[Event]:
+        """Events for the next piece of generated text."""
+
+    def finish(self) -> list[Event]:
+        """Events for whatever was held back, once generation ended."""
+        return []
+
+
+class ContentOnly(OutputParser):
+    def feed(self, text: str) -> list[Event]:
+        return [Content(text)] if text else []
+
+
+class NamedFunction(OutputParser):
+    """All output is the arguments of `name`."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def feed(self, text: str) -> list[Event]:
+        events: list[Event] = []
+        if self.calls == 0:
+            self.calls = 1
+            events.append(CallStart(0, new_call_id(), self.name))
+        if text:
+            events.append(CallArguments(0, text))
+        return events
+
+
+class RequiredCalls(OutputParser):
+    """Scans the constrained JSON array character by character.
+
+    The grammar fixes each item's key order (`name`, then `parameters`), so a call
+    starts once its name string closes, and its arguments are the raw text of the
+    `parameters` object, passed on as it arrives: no re-serialization, so the
+    fragments add up to exactly what the model wrote.
+    """
+
+    def __init__(self) -> None:
+        self.depth = 0
+        self.in_string = False
+        self.escaped = False
+        self.string = ""
+        self.expecting_key = False
+        self.key = ""
+        self.in_arguments = False
+
+    def feed(self, text: str) -> list[Event]:
+        events: list[Event] = []
+        arguments = ""
+        for ch in text:
+            if self.in_arguments:
+                arguments += ch
+            if self.in_string:
+                self._string_char(ch, events)
+            elif ch == '"':
+                self.in_string, self.string = True, ""
+            elif ch in "{[":
+                self.depth += 1
+                if self.depth == 2:
+                    self.expecting_key = True
+                elif self.depth == 3 and self.key == "parameters" and ch == "{":
+                    self.in_arguments, arguments = True, "{"
+            elif ch in "}]":
+                if self.in_arguments and self.depth == 3:
+                    self.in_arguments = False
+                    events.append(CallArguments(self.calls - 1, arguments))
+                    arguments = ""
+                self.depth -= 1
+            elif self.depth == 2 and ch == ":":
+                self.expecting_key = False
+            elif self.depth == 2 and ch == ",":
+                self.expecting_key = True
+        if arguments:
+            events.append(CallArguments(self.calls - 1, arguments))
+        return events
+
+    def _string_char(self, ch: str, events: list[Event]) -> None:
+        if self.escaped:
+            self.escaped = False
+            self.string += ch
+        elif ch == "\\":
+            self.escaped = True
+            self.string += ch
+        elif ch == '"':
+            self.in_string = False
+            if self.depth != 2:
+                return
+            if self.expecting_key:
+                self.key = self.string
+            elif self.key == "name":
+                events.append(CallStart(self.calls, new_call_id(), json.loads(f'"{self.string}"')))
+                self.calls += 1
+        else:
+            self.string += ch
+
+
+class HermesCalls(OutputParser):
+    """Content, with `<tool_call>{"name": ..., "arguments": {...}}</tool_call>` blocks as calls."""
+
+    OPEN, CLOSE = "<tool_call>", "</tool_call>"
+
+    def __init__(self) -> None:
+        self.buffer = ""
+        self.inside = False
+
+    def feed(self, text: str) -> list[Event]:
+        self.buffer += text
+        events: list[Event] = []
+        while True:
+            if self.inside:
+                end = self.buffer.find(self.CLOSE)
+                if end == -1:
+                    return events
+                events += self._call(self.buffer[:end])
+                self.buffer = self.buffer[end + len(self.CLOSE) :]
+                self.inside = False
+            else:
+                start = self.buffer.find(self.OPEN)
+                if start == -1:
+                    # Hold back a tail that may be the start of the tag.
+                    keep = _partial_suffix(self.buffer, self.OPEN)
+                    cut = len(self.buffer) - keep
+                    if cut:
+                        events.append(Content(self.buffer[:cut]))
+                    self.buffer = self.buffer[cut:]
+                    return events
+                if start:
+                    events.append(Content(self.buffer[:start]))
+                self.buffer = self.buffer[start + len(self.OPEN) :]
+                self.inside = True
+
+    def finish(self) -> list[Event]:
+        rest, self.buffer = self.buffer, ""
+        if self.inside:
+            self.inside = False
+            return self._call(rest) or [Content(self.OPEN + rest)]
+        return [Content(rest)] if rest else []
+
+    def _call(self, body: str) -> list[Event]:
+        try:
+            call = json.loads(body)
+            name = call["name"]
+            arguments = call.get("arguments", call.get("parameters", {}))
+        except (ValueError, KeyError, TypeError):
+            # Not a well-formed call: leave the text to the user rather than lose it.
+            return [Content(self.OPEN + body + self.CLOSE)]
+        index = self.calls
+        self.calls += 1
+        text = arguments if isinstance(arguments, str) else json.dumps(arguments)
+        return [CallStart(index, new_call_id(), str(name)), CallArguments(index, text)]
+
+
+def _partial_suffix(text: str, tag: str) -> int:
+    """Length of the longest end of `text` that begins `tag`."""
+    for size in range(min(len(tag) - 1, len(text)), 0, -1):
+        if text.endswith(tag[:size]):
+            return size
+    return 0

@@ -1,0 +1,95 @@
+"""Decide how a chat request's `tools` and `tool_choice` are served.
+
+`required` and a named function work on any model: decoding is constrained to the
+JSON of the call(s), so the output always parses. `auto` needs a model trained to
+call tools; its free text is parsed by the configured parser (`--tool-call-parser`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from oai_server.engine.types import StructuredOutput
+from oai_server.errors import InvalidRequestError, UnsupportedParameterError
+from oai_server.tool_calls.parsers import (
+    ContentOnly,
+    HermesCalls,
+    NamedFunction,
+    OutputParser,
+    RequiredCalls,
+)
+from schemas.chat import ChatCompletionTool, CreateChatCompletionRequest, NamedToolChoice
+
+PARSERS: dict[str, Callable[[], OutputParser]] = {"hermes": HermesCalls}
+
+
+@dataclass(frozen=True)
+class ToolPlan:
+    """What the chat service needs: a parser per choice, a grammar, tools for the template."""
+
+    make_parser: Callable[[], OutputParser]
+    structured: StructuredOutput | None = None
+    template_tools: list[dict[str, Any]] | None = None
+
+
+def _parameters(tool: ChatCompletionTool) -> dict[str, Any]:
+    return tool.function.parameters or {"type": "object", "properties": {}}
+
+
+def _required_schema(tools: list[ChatCompletionTool], parallel: bool) -> dict[str, Any]:
+    """A JSON array of calls, each `{"name": <a tool>, "parameters": <its schema>}`."""
+    items = [
+        {
+            "type": "object",
+            "properties": {"name": {"const": t.function.name}, "parameters": _parameters(t)},
+            "required": ["name", "parameters"],
+            "additionalProperties": False,
+        }
+        for t in tools
+    ]
+    schema: dict[str, Any] = {"type": "array", "minItems": 1, "items": {"anyOf": items}}
+    if not parallel:
+        schema["maxItems"] = 1
+    return schema
+
+
+def plan_tools(req: CreateChatCompletionRequest, parser: str) -> ToolPlan:
+    """The plan for `req`; raises a 400 for inconsistent tool settings."""
+    if req.functions or req.function_call is not None:
+        raise UnsupportedParameterError(
+            "'functions' and 'function_call' are deprecated; use 'tools' and 'tool_choice'.",
+            param="functions",
+        )
+    tools = req.tools or []
+    choice = req.tool_choice if req.tool_choice is not None else ("auto" if tools else "none")
+    if choice != "none" and not tools:
+        raise InvalidRequestError(
+            "'tool_choice' is only allowed when 'tools' are specified.", param="tool_choice"
+        )
+    if choice == "none":
+        return ToolPlan(ContentOnly)
+    template_tools = [t.model_dump(exclude_none=True) for t in tools]
+    if isinstance(choice, NamedToolChoice):
+        named = next((t for t in tools if t.function.name == choice.function.name), None)
+        if named is None:
+            raise InvalidRequestError(
+                f"tool_choice names '{choice.function.name}', which is not among 'tools'.",
+                param="tool_choice",
+            )
+        return ToolPlan(
+            lambda: NamedFunction(named.function.name),
+            StructuredOutput(json_schema=_parameters(named)),
+            template_tools,
+        )
+    if choice == "required":
+        schema = _required_schema(tools, req.parallel_tool_calls is not False)
+        return ToolPlan(RequiredCalls, StructuredOutput(json_schema=schema), template_tools)
+    if parser not in PARSERS:
+        raise UnsupportedParameterError(
+            "tool_choice 'auto' needs a tool-call parser; start the server with "
+            f"--tool-call-parser (one of: {', '.join(PARSERS)}).",
+            param="tool_choice",
+        )
+    return ToolPlan(PARSERS[parser], None, template_tools)
