@@ -35,7 +35,9 @@ def _text(content: Content | None, index: int) -> str | None:
 
 def to_template_message(message: ChatMessage, index: int) -> dict[str, Any]:
     """One message as chat templates expect it (`role`, `content` as a string, ...)."""
-    out: dict[str, Any] = {"role": message.role, "content": _text(message.content, index)}
+    # An assistant turn that only called tools has no content; templates concatenate
+    # content as a string, so it becomes "" rather than None.
+    out: dict[str, Any] = {"role": message.role, "content": _text(message.content, index) or ""}
     name = getattr(message, "name", None)
     if name:
         out["name"] = name

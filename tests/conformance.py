@@ -197,10 +197,26 @@ def _parse_spec() -> dict[str, Any]:
     schemas = {
         name: to_json_schema(schema) for name, schema in spec["components"]["schemas"].items()
     }
+    _allow_unscored_echo_token(schemas["CreateCompletionResponse"])
     schemas.setdefault(
         COMPLETION_STREAM_SCHEMA, _completion_stream_schema(schemas["CreateCompletionResponse"])
     )
     return schemas
+
+
+def _allow_unscored_echo_token(response_schema: dict[str, Any]) -> None:
+    """Erratum: with `echo` and `logprobs`, the prompt's first token has no logprob.
+
+    Nothing precedes it, so OpenAI's API (and vLLM's) send `null` at index 0 of
+    `token_logprobs` and `top_logprobs`, which the spec types as plain numbers and
+    objects. Evaluation harnesses index these arrays by position, so the null must
+    stay; only those two item types are widened.
+    """
+    choice = response_schema["properties"]["choices"]["items"]["properties"]
+    logprobs = choice["logprobs"]["anyOf"][0]["properties"]
+    for name in ("token_logprobs", "top_logprobs"):
+        items = logprobs[name]["items"]
+        logprobs[name]["items"] = {"anyOf": [items, {"type": "null"}]}
 
 
 def _cache_file() -> Path:

@@ -55,10 +55,6 @@ class TokenizeService:
         )
 
     def _chat_tokens(self, req: TokenizeRequest, tokenizer: Tokenizer) -> list[int]:
-        if req.tools:
-            raise UnsupportedParameterError(
-                "Tool definitions ('tools') are not supported by this server yet.", param="tools"
-            )
         if req.chat_template is not None:
             raise UnsupportedParameterError(
                 "A per-request 'chat_template' is not accepted; the server's template is used.",
@@ -76,13 +72,16 @@ class TokenizeService:
             {
                 "model": self.model_name,
                 "messages": req.messages,
+                "tools": req.tools,
                 "add_generation_prompt": req.add_generation_prompt,
                 "continue_final_message": req.continue_final_message,
                 "chat_template_kwargs": req.chat_template_kwargs,
             },
             strict=True,
         )
-        return render_prompt(chat, tokenizer, self.chat_template)
+        # As vLLM does, tools are shown to the template whatever a later tool_choice would be.
+        tools = [t.model_dump(exclude_none=True) for t in chat.tools] if chat.tools else None
+        return render_prompt(chat, tokenizer, self.chat_template, tools)
 
     def detokenize(self, req: DetokenizeRequest) -> DetokenizeResponse:
         """The text that `req.tokens` stand for."""

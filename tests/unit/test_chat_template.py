@@ -141,7 +141,7 @@ def test_tool_and_assistant_tool_call_fields_reach_the_template() -> None:
     )
     assert text == (
         "user#ann=Weather in Paris?;"
-        'assistant:call_1/function/get_weather({"city":"Paris"})=None;'
+        'assistant:call_1/function/get_weather({"city":"Paris"})=;'
         "tool<call_1>=sunny;"
     )
 

@@ -94,6 +94,22 @@ async def test_server_template_and_template_kwargs(tmp_path: Path) -> None:
     assert bytes(out["tokens"]).decode() == "Yo[Hi]"
 
 
+async def test_tools_are_shown_to_the_template_as_in_chat_completions(tmp_path: Path) -> None:
+    template = tmp_path / "template.jinja"
+    template.write_text(
+        "{% for t in tools or [] %}<tool {{ t.function.name }}>{% endfor %}"
+        "{% for m in messages %}[{{ m.content }}]{% endfor %}"
+    )
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {}}}]
+    engine = FakeEngine()
+    async with serve(engine, chat_template=template) as client:
+        out = await tokenize(client, messages=HI, tools=tools)
+        reply = await client.post("/v1/chat/completions", json=chat_body(tools=tools))
+    assert reply.status_code == 200, reply.text
+    assert bytes(out["tokens"]).decode() == "<tool get_weather>[Hi]"
+    assert out["tokens"] == engine.calls[0].prompt_token_ids
+
+
 # --- detokenize --------------------------------------------------------------
 
 
@@ -138,6 +154,11 @@ async def test_unknown_model(client: httpx.AsyncClient, path: str) -> None:
         ({"messages": [{"role": "user", "content": 7}]}, "messages[0].content", "invalid_type"),
         ({"messages": [{"role": "user"}]}, "messages[0].content", "missing_required_parameter"),
         (
+            {"messages": HI, "tools": [{"type": "function"}]},
+            "tools[0].function",
+            "missing_required_parameter",
+        ),
+        (
             {"messages": HI, "add_generation_prompt": True, "continue_final_message": True},
             "continue_final_message",
             None,
@@ -157,7 +178,6 @@ async def test_bad_tokenize_requests(
 @pytest.mark.parametrize(
     ("fields", "param"),
     [
-        ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools"),
         ({"chat_template": "{{ messages }}"}, "chat_template"),
         ({"add_special_tokens": True}, "add_special_tokens"),
         (
