@@ -19,6 +19,7 @@ from oai_server.middleware import APIKeyMiddleware, MetricsMiddleware
 from oai_server.routes import chat, completions, models, system, tokenize
 from oai_server.services.chat import ChatService
 from oai_server.services.completions import CompletionService
+from oai_server.services.tokenize import TokenizeService
 from oai_server.settings import Settings
 from oai_server.state import ServerState
 
@@ -63,16 +64,13 @@ def create_app(settings: Settings, engine: Engine) -> FastAPI:
         redoc_url=None,
     )
     metrics = Metrics(engine.running_requests)
+    chat_template = load_template(settings.chat_template)
     app.state.server = ServerState(
         settings=settings,
         engine=engine,
-        chat=ChatService(
-            engine,
-            settings.model_name,
-            load_template(settings.chat_template),
-            settings.tool_call_parser,
-        ),
+        chat=ChatService(engine, settings.model_name, chat_template, settings.tool_call_parser),
         completions=CompletionService(engine, settings.model_name),
+        tokenize=TokenizeService(engine, settings.model_name, chat_template),
         metrics=metrics,
         created=int(time.time()),
     )

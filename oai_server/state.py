@@ -10,6 +10,7 @@ from oai_server.engine.protocol import Engine
 from oai_server.metrics import Metrics
 from oai_server.services.chat import ChatService
 from oai_server.services.completions import CompletionService
+from oai_server.services.tokenize import TokenizeService
 from oai_server.settings import Settings
 
 
@@ -19,6 +20,7 @@ class ServerState:
     engine: Engine
     chat: ChatService
     completions: CompletionService
+    tokenize: TokenizeService
     metrics: Metrics
     created: int
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class RequestModel(BaseModel):
@@ -24,27 +24,32 @@ class RequestModel(BaseModel):
 
 
 class ResponseModel(BaseModel):
-    """Base of response bodies."""
+    """Base of response bodies.
+
+    Serialized with `exclude_unset`, entirely in pydantic's compiled core: required
+    fields are always set, fields whose default is a value (`object`, `role`) are
+    marked set on creation, so only optional fields left at None stay out.
+    """
 
     model_config = ConfigDict(extra="forbid")
-    _optional: ClassVar[frozenset[str]] = frozenset()
+    _always_sent: ClassVar[frozenset[str]] = frozenset()
 
     @classmethod
     def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
         super().__pydantic_init_subclass__(**kwargs)
-        cls._optional = frozenset(n for n, f in cls.model_fields.items() if not f.is_required())
+        cls._always_sent = frozenset(
+            name
+            for name, f in cls.model_fields.items()
+            if not f.is_required() and f.default is not None
+        )
 
-    @model_serializer(mode="wrap")
-    def _omit_unset_nulls(self, handler: SerializerFunctionWrapHandler) -> Any:
-        data = handler(self)
-        for name in self._optional:
-            if data.get(name, 0) is None and name not in self.model_fields_set:
-                del data[name]
-        return data
+    def model_post_init(self, context: Any, /) -> None:
+        if self._always_sent:
+            self.__pydantic_fields_set__.update(self._always_sent)
 
     def to_json(self) -> bytes:
         """Serialize for the wire."""
-        return self.__pydantic_serializer__.to_json(self)
+        return self.__pydantic_serializer__.to_json(self, exclude_unset=True)
 
 
 class StreamOptions(RequestModel):
