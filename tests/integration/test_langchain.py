@@ -10,6 +10,7 @@ import pytest
 from langchain_core.language_models import LanguageModelInput
 from langchain_core.messages import AIMessage, AIMessageChunk
 from langchain_openai import ChatOpenAI
+from pydantic import BaseModel
 
 from tests.conformance import AsyncValidatingTransport, ValidatingTransport
 from tests.integration.conftest import MODEL, Server
@@ -128,3 +129,47 @@ def test_max_tokens_finishes_with_length(make_llm: LLMFactory) -> None:
     assert reply.usage_metadata["output_tokens"] == 2
     streamed = joined(list(make_llm(max_tokens=2).stream(QUESTION)))
     assert streamed.response_metadata["finish_reason"] == "length"
+
+
+class Capital(BaseModel):
+    """A country's capital city."""
+
+    country: str
+    capital: str
+
+
+def test_structured_output_with_json_schema(llm: ChatOpenAI) -> None:
+    structured = llm.with_structured_output(Capital, method="json_schema")
+    result = structured.invoke("What is the capital of France? Answer as JSON.")
+    assert isinstance(result, Capital)
+    assert result.capital
+
+
+def get_weather(city: str) -> str:
+    """Get the current weather in a city."""
+    return f"Sunny in {city}"
+
+
+def test_bind_tools_with_forced_choice(llm: ChatOpenAI) -> None:
+    bound = llm.bind_tools([get_weather], tool_choice="get_weather")
+    message = bound.invoke("What is the weather in Paris?")
+    assert isinstance(message, AIMessage)
+    (call,) = message.tool_calls
+    assert call["name"] == "get_weather"
+    assert isinstance(call["args"].get("city"), str)
+    assert call["id"]
+
+
+def test_streamed_tool_call_chunks_merge(llm: ChatOpenAI) -> None:
+    bound = llm.bind_tools([get_weather], tool_choice="get_weather")
+    merged: AIMessageChunk | None = None
+    pieces = 0
+    for chunk in bound.stream("What is the weather in Paris?"):
+        assert isinstance(chunk, AIMessageChunk)
+        merged = chunk if merged is None else merged + chunk
+        pieces += 1
+    assert merged is not None
+    assert pieces > 2
+    (call,) = merged.tool_calls
+    assert call["name"] == "get_weather"
+    assert isinstance(call["args"].get("city"), str)
