@@ -92,7 +92,7 @@ class FakeEngine(Engine):
 
     @property
     def model_info(self) -> ModelInfo:
-        return ModelInfo(max_model_len=self.max_model_len, source="fake")
+        return ModelInfo(max_model_len=self.max_model_len, source="fake", vocab_size=256)
 
     @property
     def tokenizer(self) -> Tokenizer:

@@ -92,3 +92,5 @@ class ModelInfo:
     max_model_len: int
     # Where the weights came from: a local directory or a hub id.
     source: str
+    # Token ids run from 0 to vocab_size - 1 (added tokens included).
+    vocab_size: int

@@ -154,9 +154,12 @@ class VLLMEngine(Engine):
         args = _engine_args(self._options, on_cpu)
         logger.info("starting vLLM engine (%s): %s", "CPU" if on_cpu else "GPU", args)
         llm = AsyncLLM.from_engine_args(AsyncEngineArgs(**args))
-        self._tokenizer = VLLMTokenizer(llm.get_tokenizer())
+        hf_tokenizer = llm.get_tokenizer()
+        self._tokenizer = VLLMTokenizer(hf_tokenizer)
         self._model_info = ModelInfo(
-            max_model_len=llm.model_config.max_model_len, source=self._options.model
+            max_model_len=llm.model_config.max_model_len,
+            source=self._options.model,
+            vocab_size=len(hf_tokenizer),
         )
         self._make_params = _params_factory()
         self._llm = llm

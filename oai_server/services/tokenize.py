@@ -87,11 +87,11 @@ class TokenizeService:
         """The text that `req.tokens` stand for."""
         if req.model is not None:
             check_model(req.model, self.model_name)
-        try:
-            text = self.engine.tokenizer.decode(req.tokens)
-        except (ValueError, OverflowError) as exc:
-            # Ids beyond what the tokenizer can represent.
+        vocab_size = self.engine.model_info.vocab_size
+        unknown = [t for t in req.tokens if not 0 <= t < vocab_size]
+        if unknown:
+            # The tokenizer would quietly decode them as "".
             raise InvalidRequestError(
-                f"The tokens could not be decoded: {exc}", param="tokens"
-            ) from exc
-        return DetokenizeResponse(prompt=text)
+                f"Token id {unknown[0]} is out of vocabulary (size {vocab_size}).", param="tokens"
+            )
+        return DetokenizeResponse(prompt=self.engine.tokenizer.decode(req.tokens))

@@ -219,3 +219,10 @@ async def test_requests_are_counted_under_their_route(client: httpx.AsyncClient)
     metrics = (await client.get("/metrics")).text
     assert 'route="/tokenize",status="200"' in metrics
     assert 'route="/detokenize",status="200"' in metrics
+
+
+async def test_detokenize_refuses_ids_outside_the_vocabulary(client: httpx.AsyncClient) -> None:
+    reply = await client.post("/detokenize", json={"tokens": [72, 256]})
+    assert reply.status_code == 400
+    assert reply.json()["error"]["param"] == "tokens"
+    assert "256" in reply.json()["error"]["message"]
