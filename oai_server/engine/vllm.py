@@ -106,6 +106,10 @@ def _engine_args(options: VLLMOptions, on_cpu: bool) -> dict[str, Any]:
     if enforce_eager is None:
         enforce_eager = on_cpu
     args: dict[str, Any] = {
+        # Compact JSON in structured output and tool calls: small models otherwise wander
+        # into endless runs of whitespace, and OpenAI's own JSON is compact too. Only
+        # xgrammar and guidance can do that; guidance covers the most of JSON Schema.
+        "structured_outputs_config": {"backend": "guidance", "disable_any_whitespace": True},
         "model": options.model,
         "dtype": dtype,
         "enforce_eager": enforce_eager,
@@ -148,11 +152,15 @@ class VLLMEngine(Engine):
         on_cpu = current_platform.is_cpu()
         if on_cpu:
             _configure_cpu(self._options)
+        from vllm.config import StructuredOutputsConfig
         from vllm.engine.arg_utils import AsyncEngineArgs
         from vllm.v1.engine.async_llm import AsyncLLM
 
         args = _engine_args(self._options, on_cpu)
         logger.info("starting vLLM engine (%s): %s", "CPU" if on_cpu else "GPU", args)
+        args["structured_outputs_config"] = StructuredOutputsConfig(
+            **args["structured_outputs_config"]
+        )
         llm = AsyncLLM.from_engine_args(AsyncEngineArgs(**args))
         hf_tokenizer = llm.get_tokenizer()
         self._tokenizer = VLLMTokenizer(hf_tokenizer)
@@ -293,9 +301,8 @@ def _params_factory() -> Any:
     def structured(s: StructuredOutput | None) -> StructuredOutputsParams | None:
         if s is None:
             return None
-        # Compact JSON: small models otherwise wander into endless runs of whitespace.
         if s.json_schema is not None:
-            return StructuredOutputsParams(json=s.json_schema, disable_any_whitespace=True)
-        return StructuredOutputsParams(json_object=True, disable_any_whitespace=True)
+            return StructuredOutputsParams(json=s.json_schema)
+        return StructuredOutputsParams(json_object=True)
 
     return make

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from tests.conformance import ValidatingTransport
 from tests.integration.conftest import MODEL, Server
@@ -69,16 +69,19 @@ def test_streamed_logprobs_cover_every_token(client: openai.OpenAI) -> None:
         model=MODEL, messages=ASK_WEATHER, max_tokens=6, logprobs=True, stream=True
     )
     tokens = [
-        t.token for c in stream if c.choices and c.choices[0].logprobs
+        t.token
+        for c in stream
+        if c.choices and c.choices[0].logprobs
         for t in c.choices[0].logprobs.content or []
     ]
     assert len(tokens) == 6
 
 
 class City(BaseModel):
-    name: str
-    country: str
-    population: int
+    # Bounded, so a rambling small model cannot run out of tokens mid-string.
+    name: str = Field(max_length=24)
+    country: str = Field(max_length=24)
+    is_capital: bool
 
 
 def test_parse_returns_a_pydantic_object(client: openai.OpenAI) -> None:
@@ -86,7 +89,8 @@ def test_parse_returns_a_pydantic_object(client: openai.OpenAI) -> None:
         model=MODEL,
         messages=[{"role": "user", "content": "Describe Paris as JSON."}],
         response_format=City,
-        max_tokens=100,
+        temperature=0,
+        max_tokens=200,
     )
     city = reply.choices[0].message.parsed
     assert isinstance(city, City)
@@ -95,10 +99,14 @@ def test_parse_returns_a_pydantic_object(client: openai.OpenAI) -> None:
 def test_json_object_mode_gives_json(client: openai.OpenAI) -> None:
     reply = client.chat.completions.create(
         model=MODEL,
-        messages=[{"role": "user", "content": "List three colours as JSON."}],
+        messages=[
+            {"role": "user", "content": "Give a JSON object with keys name and age for Ann, 30."}
+        ],
         response_format={"type": "json_object"},
-        max_tokens=100,
+        temperature=0,
+        max_tokens=300,
     )
+    assert reply.choices[0].finish_reason == "stop"
     assert isinstance(json.loads(reply.choices[0].message.content or ""), dict)
 
 

@@ -50,12 +50,17 @@ BAD_REQUESTS: list[tuple[str, Any, int, str | None]] = [
         400,
         "messages",
     ),
-    ("/v1/chat/completions", {"model": MODEL, "messages": HI, "logprobs": True}, 400, "logprobs"),
     (
         "/v1/chat/completions",
-        {"model": MODEL, "messages": HI, "response_format": {"type": "json_object"}},
+        {"model": MODEL, "messages": HI, "top_logprobs": 2},
         400,
-        "response_format",
+        "top_logprobs",
+    ),
+    (
+        "/v1/chat/completions",
+        {"model": MODEL, "messages": HI, "response_format": {"type": "json_schema"}},
+        400,
+        "response_format.json_schema.schema",
     ),
     (
         "/v1/chat/completions",
@@ -69,7 +74,15 @@ BAD_REQUESTS: list[tuple[str, Any, int, str | None]] = [
         "messages[0].content",
     ),
     ("/v1/completions", {"model": MODEL, "prompt": [999_999_999]}, 400, None),
-    ("/v1/completions", {"model": MODEL, "prompt": "x", "echo": True}, 400, "echo"),
+    ("/v1/completions", {"model": MODEL, "prompt": "x", "suffix": "y"}, 400, "suffix"),
+    ("/v1/completions", {"model": MODEL, "prompt": "x", "n": 3, "best_of": 2}, 400, "best_of"),
+    ("/detokenize", {"tokens": [10**6]}, 400, "tokens"),
+    (
+        "/v1/chat/completions",
+        {"model": MODEL, "messages": HI, "tool_choice": "required"},
+        400,
+        "tool_choice",
+    ),
 ]
 
 

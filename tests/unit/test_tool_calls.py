@@ -150,7 +150,8 @@ async def test_required_choice_sends_a_grammar(
         json=chat_body(tools=[WEATHER], tool_choice="required", parallel_tool_calls=False),
     )
     structured = engine.calls[0].options.structured
-    assert structured is not None and structured.json_schema is not None
+    assert structured is not None
+    assert structured.json_schema is not None
     schema = structured.json_schema
     assert schema["maxItems"] == 1
     item = schema["items"]["anyOf"][0]

@@ -1,0 +1,74 @@
+"""`floor` end to end at a small size, the raw app's stream, and server processes' failures."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmarks.cli import main
+from benchmarks.raw_app import sse_events
+from benchmarks.server_process import ServerProcess, ServerStartError, free_port
+
+OUTPUT_LEN = 16
+
+
+def test_floor_measures_the_cpu_time_of_each_app(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status = main(
+        [
+            "floor",
+            "--num-requests", "12",
+            "--warmup", "2",
+            "--concurrency", "4",
+            "--input-len", "8",
+            "--output-len", str(OUTPUT_LEN),
+            "--out", str(tmp_path),
+            "--no-plots",
+            "--no-progress",
+        ]
+    )  # fmt: skip
+    assert status == 0
+    records = {
+        record["label"]: record
+        for record in (json.loads(p.read_text()) for p in tmp_path.glob("*.json"))
+    }
+    assert set(records) == {"ours", "raw"}
+    for record in records.values():
+        assert record["metrics"]["completed"] == 12
+        assert record["metrics"]["output_tokens"] == 12 * OUTPUT_LEN
+        process = record["server_process"]
+        assert process["cpu_s"] > 0
+        assert process["cpu_us_per_request"] == pytest.approx(1e6 * process["cpu_s"] / 12)
+        assert process["cpu_us_per_token"] == pytest.approx(
+            process["cpu_us_per_request"] / OUTPUT_LEN
+        )
+    table = capsys.readouterr().out
+    assert "| ours | 12 |" in table
+    assert "| raw | 12 |" in table
+    assert list(tmp_path.glob("*-cpu.md"))
+
+
+def test_raw_events_have_the_shape_of_a_chat_stream() -> None:
+    events = sse_events("chat", "m", 3, True, True)
+    assert len(events) == 3 + 4  # role, 3 tokens, finish, usage, [DONE]
+    chunks = [json.loads(event[len(b"data: ") :]) for event in events[:-1]]
+    assert chunks[0]["choices"][0]["delta"]["role"] == "assistant"
+    assert [c["usage"]["completion_tokens"] for c in chunks] == [0, 1, 2, 3, 3, 3]
+    assert chunks[4]["choices"][0]["finish_reason"] == "length"
+    assert chunks[5]["choices"] == []
+    assert events[-1] == b"data: [DONE]\n\n"
+    completions = sse_events("completions", "m", 2, False, False)
+    assert len(completions) == 2 + 2  # 2 tokens, finish, [DONE]
+    assert "usage" not in json.loads(completions[0][len(b"data: ") :])
+
+
+def test_a_server_that_exits_is_reported_with_its_log(tmp_path: Path) -> None:
+    command = [sys.executable, "-c", "import sys; print('no model here'); sys.exit(3)"]
+    server = ServerProcess(command, port=free_port(), log_path=tmp_path / "server.log")
+    with pytest.raises(ServerStartError, match=r"status 3[\s\S]*no model here"):
+        server.start(timeout_s=30)
+    server.stop()
