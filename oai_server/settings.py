@@ -68,9 +68,8 @@ class Settings(BaseSettings):
     # --- engine (vLLM's own flag names) ---------------------------------------
     dtype: str = Field(
         "auto",
-        description="Weight and activation dtype (auto, float32, bfloat16, float16). "
-        "auto: float32 for the embedded model on CPU (its dequantized weights are exact in "
-        "float32; bfloat16 is faster but rounds them), else vLLM's choice.",
+        description="Weight and activation dtype (auto, float32, bfloat16, float16); "
+        "auto is vLLM's choice (bfloat16 for the embedded model).",
     )
     max_model_len: int | None = Field(
         None, description="Context length; default: 2048 for the embedded model, else the model's."

@@ -46,8 +46,6 @@ class VLLMOptions:
     max_num_batched_tokens: int | None = None
     seed: int = 0
     trust_remote_code: bool = False
-    # CPU only: dtype to use when `dtype` is "auto" (None: vLLM's choice).
-    cpu_auto_dtype: str | None = None
     cpu_kvcache_space: float = 2
     cpu_threads_bind: str = "all"
 
@@ -99,9 +97,6 @@ def _configure_cpu(options: VLLMOptions) -> None:
 
 
 def _engine_args(options: VLLMOptions, on_cpu: bool) -> dict[str, Any]:
-    dtype = options.dtype
-    if dtype == "auto" and on_cpu and options.cpu_auto_dtype:
-        dtype = options.cpu_auto_dtype
     enforce_eager = options.enforce_eager
     if enforce_eager is None:
         enforce_eager = on_cpu
@@ -111,7 +106,7 @@ def _engine_args(options: VLLMOptions, on_cpu: bool) -> dict[str, Any]:
         # xgrammar and guidance can do that; guidance covers the most of JSON Schema.
         "structured_outputs_config": {"backend": "guidance", "disable_any_whitespace": True},
         "model": options.model,
-        "dtype": dtype,
+        "dtype": options.dtype,
         "enforce_eager": enforce_eager,
         "seed": options.seed,
         "trust_remote_code": options.trust_remote_code,
@@ -211,14 +206,15 @@ class VLLMEngine(Engine):
         self, request_id: str, prompt_token_ids: list[int], options: SamplingOptions
     ) -> AsyncIterator[GenerationStep]:
         from vllm.exceptions import VLLMClientError
-        from vllm.inputs import TokensPrompt
+        from vllm.inputs import tokens_input
         from vllm.v1.engine.exceptions import EngineDeadError as VLLMEngineDeadError
 
         llm = self._ready_llm()
         prompt_tokens = len(prompt_token_ids)
         try:
             async for out in llm.generate(
-                TokensPrompt(prompt_token_ids=prompt_token_ids),
+                # Already tokenized: handed over as engine input, past vLLM's renderer.
+                tokens_input(prompt_token_ids),
                 self._make_params(options),
                 request_id,
             ):

@@ -79,7 +79,7 @@ def test_first_call_converts_into_the_cache(tmp_path: Path, fake_converter: Fake
     assert (model_dir / "model.safetensors").read_bytes() == b"weights"
     manifest = json.loads((model_dir / MANIFEST_NAME).read_text(encoding="utf-8"))
     assert manifest["source_file"] == locate_gguf().name
-    assert manifest["dtype"] == "float32"
+    assert manifest["dtype"] == "bfloat16"
     assert sorted(p.name for p in model_dir.parent.iterdir()) == [EMBEDDED_MODEL_DIRNAME]
 
 
