@@ -8,6 +8,7 @@ Its tokenizer is byte-level: one token per UTF-8 byte of the text.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +23,12 @@ DEFAULT_TEMPLATE = (
     "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}\n{% endfor %}"
     "{% if add_generation_prompt %}<|assistant|>{% endif %}"
 )
+
+
+@functools.lru_cache(maxsize=8)
+def _compile(source: str) -> jinja2.Template:
+    # Compiled once, as transformers caches the real tokenizers' templates.
+    return jinja2.sandbox.ImmutableSandboxedEnvironment().from_string(source)
 
 
 class FakeTokenizer(Tokenizer):
@@ -43,9 +50,7 @@ class FakeTokenizer(Tokenizer):
         tools: list[dict[str, Any]] | None = None,
         template_kwargs: dict[str, Any] | None = None,
     ) -> str:
-        env = jinja2.sandbox.ImmutableSandboxedEnvironment()
-        template = env.from_string(chat_template or DEFAULT_TEMPLATE)
-        rendered = template.render(
+        rendered = _compile(chat_template or DEFAULT_TEMPLATE).render(
             messages=messages,
             add_generation_prompt=add_generation_prompt,
             tools=tools,
