@@ -4,12 +4,11 @@
 - report: the table and plots of saved records.
 - ceiling: the same prompts through vLLM's AsyncLLM in-process (module `ceiling`).
 - stub: a zero-cost OpenAI-like server, to try the harness or measure its own limits.
+- compare: our server and `vllm serve` in turns, ratios ours / vllm (module `compare`).
+- floor: the web layer's own CPU cost, with a zero-cost engine (module `floor`).
 
 A subcommand lives in a module with a `register(subparsers)` function that sets `handler`, a
 function of the parsed arguments returning the exit status; add it to `_REGISTRARS` below.
-`compare` (our server and `vllm serve` in turns) and `floor` (the web layer's cost with a
-zero-cost engine) are meant to be added this way, reusing `options`, `runner.run_http` and
-`publish`.
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from benchmarks import ceiling, options
+from benchmarks import ceiling, compare, floor, options
 from benchmarks.client import discover_model, make_client
 from benchmarks.publish import publish, show
 from benchmarks.report import DEFAULT_OUT, load_records, run_stamp
@@ -151,6 +150,8 @@ _REGISTRARS: Sequence[Callable[[Subparsers], None]] = (
     _register_report,
     ceiling.register,
     _register_stub,
+    compare.register,
+    floor.register,
 )
 
 

@@ -28,10 +28,18 @@ def show(
 
 
 def publish(
-    records: Sequence[Mapping[str, Any]], out_dir: Path, *, label: str, plots: bool
+    records: Sequence[Mapping[str, Any]],
+    out_dir: Path,
+    *,
+    label: str,
+    plots: bool,
+    stamp: str | None = None,
 ) -> None:
-    """Save each record as JSON, show and save the table and plots; list the files on stderr."""
-    stamp = run_stamp()
+    """Save each record as JSON, show and save the table and plots; list the files on stderr.
+
+    File names start with `stamp` (default: now), so files of one invocation sort together.
+    """
+    stamp = stamp or run_stamp()
     saved = [save_record(record, out_dir, stamp) for record in records]
     saved += show(records, out_dir, f"{stamp}-{slug(label)}", plots=plots)
     for path in saved:

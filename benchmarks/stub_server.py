@@ -50,22 +50,24 @@ def create_stub_app(config: StubConfig | None = None) -> ASGIApp:
 
     async def app(scope: Scope, receive: Receive, send: SendMessage) -> None:
         if scope["type"] == "lifespan":
-            await _lifespan(receive, send)
+            await serve_lifespan(receive, send)
             return
         if scope["type"] != "http":
             return
         if scope["path"] == "/v1/models":
             model = {"id": settings.model, "object": "model", "created": 0, "owned_by": "stub"}
-            await _json(send, 200, {"object": "list", "data": [model]})
+            await send_json(send, 200, {"object": "list", "data": [model]})
             return
         api = ROUTES.get(scope["path"])
         if scope["method"] != "POST" or api is None:
-            await _json(send, 404, {"error": {"message": "not found", "type": "not_found_error"}})
+            await send_json(
+                send, 404, {"error": {"message": "not found", "type": "not_found_error"}}
+            )
             return
-        body = await _read_body(receive)
+        body = await read_body(receive)
         counter.requests += 1
         if settings.fail_every and counter.requests % settings.fail_every == 0:
-            await _json(
+            await send_json(
                 send, 500, {"error": {"message": "scripted failure", "type": "server_error"}}
             )
             return
@@ -74,7 +76,8 @@ def create_stub_app(config: StubConfig | None = None) -> ASGIApp:
     return app
 
 
-async def _lifespan(receive: Receive, send: SendMessage) -> None:
+async def serve_lifespan(receive: Receive, send: SendMessage) -> None:
+    """Answer the ASGI lifespan protocol: nothing to start or stop."""
     while True:
         message = await receive()
         if message["type"] == "lifespan.startup":
@@ -84,7 +87,8 @@ async def _lifespan(receive: Receive, send: SendMessage) -> None:
             return
 
 
-async def _read_body(receive: Receive) -> bytes:
+async def read_body(receive: Receive) -> bytes:
+    """The whole body of an HTTP request."""
     chunks = []
     while True:
         message = await receive()
@@ -93,7 +97,8 @@ async def _read_body(receive: Receive) -> bytes:
             return b"".join(chunks)
 
 
-async def _json(send: SendMessage, status: int, payload: Any) -> None:
+async def send_json(send: SendMessage, status: int, payload: Any) -> None:
+    """A complete JSON response."""
     await send(
         {
             "type": "http.response.start",

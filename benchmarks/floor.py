@@ -1,0 +1,181 @@
+"""`floor`: what the web layer alone costs, in server CPU time per request and per token.
+
+Each app runs in turn in a uvicorn process of its own (`benchmarks.asgi_serve`, same settings
+for all) with nothing computing behind it, and gets the same closed loop of streamed requests:
+
+- ours: this project's app, `create_app(Settings(), FakeEngine(...))`: tokens cost nothing, one
+  per engine step, so all that is measured is validation, templating, tokenizing, the stream
+  state machine, JSON and SSE framing, and the ASGI server.
+- raw: raw ASGI sending SSE bytes built in advance (`benchmarks.raw_app`), of the same shape
+  and count: the ASGI server's own cost, the floor under any framework.
+- stub: the harness's stub server, which builds each chunk's JSON as it goes (optional).
+
+The load generator shares the machine, so wall times say little: the measure is the CPU time
+(user + system, from /proc) the server process used during the measured requests, which a
+warm-up pass precedes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from benchmarks import options
+from benchmarks.client import ApiConfig
+from benchmarks.loops import LoadSpec
+from benchmarks.proc_stats import tree_cpu_seconds
+from benchmarks.publish import publish
+from benchmarks.report import run_stamp, slug
+from benchmarks.runner import HttpTarget, RunSettings, run_http
+from benchmarks.server_process import ServerProcess, free_port, running
+from benchmarks.workloads import Workload
+
+MODEL = "smollm2-135m-instruct"  # what Settings() serves; the other apps list it too
+APPS: Mapping[str, str] = {
+    "ours": "benchmarks.floor:make_fake_app",
+    "raw": "benchmarks.floor:make_raw_app",
+    "stub": "benchmarks.floor:make_stub_app",
+}
+BASELINE = "raw"
+
+
+def make_fake_app() -> Any:
+    """Our app on the fake engine; with `ignore_eos` it repeats "tok" up to `max_tokens`."""
+    from oai_server.app import create_app
+    from oai_server.engine.fake import FakeEngine
+    from oai_server.settings import Settings
+
+    return create_app(Settings(), FakeEngine(reply="tok"))
+
+
+def make_raw_app() -> Any:
+    from benchmarks.raw_app import create_raw_app
+
+    return create_raw_app(MODEL)
+
+
+def make_stub_app() -> Any:
+    from benchmarks.stub_server import StubConfig, create_stub_app
+
+    return create_stub_app(StubConfig(first_token_delay=0.0, token_delay=0.0, model=MODEL))
+
+
+def measure_app(
+    name: str,
+    workload: Workload,
+    load: LoadSpec,
+    settings: RunSettings,
+    *,
+    warmup: int,
+    log_dir: Path,
+) -> dict[str, Any]:
+    """Serve app `name`, warm it up, measure the server's CPU time over a run; its record."""
+    factory = APPS[name]
+    port = free_port()
+    command = [sys.executable, "-m", "benchmarks.asgi_serve", "--factory", factory]
+    server = ServerProcess(
+        [*command, "--port", str(port)],
+        port=port,
+        log_path=log_dir / f"floor-{name}.log",
+        ready_path="/v1/models",
+    )
+    target = HttpTarget(ApiConfig(base_url=f"{server.root_url}/v1", model=MODEL, api=workload.api))
+    measured = dataclasses.replace(settings, label=name, warmup=0)
+    with running(server, timeout_s=120):
+        if warmup:
+            warm = dataclasses.replace(measured, label=f"{name} warm-up", num_requests=warmup)
+            asyncio.run(run_http(target, workload, load, warm, seed_offset=1))
+        before = tree_cpu_seconds(server.pid)
+        record = asyncio.run(run_http(target, workload, load, measured))
+        cpu_s = tree_cpu_seconds(server.pid) - before
+    metrics = record["metrics"]
+    record["server_process"] = {
+        "factory": factory,
+        "cpu_s": cpu_s,
+        "cpu_us_per_request": 1e6 * cpu_s / metrics["completed"] if metrics["completed"] else None,
+        "cpu_us_per_token": 1e6 * cpu_s / metrics["output_tokens"]
+        if metrics["output_tokens"]
+        else None,
+    }
+    return record
+
+
+def floor_table(records: Sequence[Mapping[str, Any]]) -> str:
+    """Markdown: per app, CPU time per request and per token, and the ratio to the raw floor."""
+    by_app = {r["label"]: r for r in records}
+    base = by_app.get(BASELINE, {}).get("server_process", {}).get("cpu_us_per_request")
+    lines = [
+        "| app | ok | tokens | server CPU s | CPU us/request | CPU us/token | x raw | wall req/s |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, record in by_app.items():
+        proc, metrics = record["server_process"], record["metrics"]
+        per_request, per_token = proc["cpu_us_per_request"], proc["cpu_us_per_token"]
+        ratio = f"{per_request / base:.2f}" if base and per_request else "-"
+        cells = [
+            name,
+            str(metrics["completed"]),
+            str(metrics["output_tokens"]),
+            f"{proc['cpu_s']:.2f}",
+            f"{per_request:,.0f}" if per_request else "-",
+            f"{per_token:,.1f}" if per_token else "-",
+            ratio,
+            f"{metrics['request_throughput']:.1f}",
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _apps(text: str) -> list[str]:
+    names = [part.strip() for part in text.split(",") if part.strip()]
+    unknown = [name for name in names if name not in APPS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"apps are among {', '.join(APPS)}; got {text!r}")
+    return names
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the `floor` subcommand."""
+    parser = subparsers.add_parser(
+        "floor",
+        help="the web layer's own CPU cost per request, ours against raw ASGI (zero-cost engine)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--apps", type=_apps, default=["ours", "raw"], help="of ours, raw, stub (default: ours,raw)"
+    )
+    parser.add_argument("--api", choices=("completions", "chat"), default="chat")
+    parser.add_argument("--concurrency", type=int, default=32, help="requests in flight")
+    options.add_workload_options(parser)
+    options.add_run_options(parser, default_label="floor")
+    parser.set_defaults(handler=_command, num_requests=400, warmup=16)
+
+
+def _command(args: argparse.Namespace) -> int:
+    workload = Workload(options.workload_config(args), args.api)
+    settings = options.run_settings(args)
+    stamp = run_stamp()
+    records = [
+        measure_app(
+            name,
+            workload,
+            LoadSpec(concurrency=args.concurrency),
+            settings,
+            warmup=args.warmup,
+            log_dir=args.out / f"{stamp}-floor-logs",
+        )
+        for name in args.apps
+    ]
+    publish(records, args.out, label=args.label, plots=args.plots, stamp=stamp)
+    text = "## server CPU time per request (lower is better)\n\n" + floor_table(records)
+    print(text)
+    path = args.out / f"{stamp}-{slug(args.label)}-cpu.md"
+    path.write_text(text, encoding="utf-8")
+    print(f"saved {path}", file=sys.stderr)
+    return 0
