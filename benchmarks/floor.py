@@ -73,6 +73,7 @@ def measure_app(
     *,
     warmup: int,
     log_dir: Path,
+    continuous_usage: bool = False,
 ) -> dict[str, Any]:
     """Serve app `name`, warm it up, measure the server's CPU time over a run; its record."""
     factory = APPS[name]
@@ -84,7 +85,13 @@ def measure_app(
         log_path=log_dir / f"floor-{name}.log",
         ready_path="/v1/models",
     )
-    target = HttpTarget(ApiConfig(base_url=f"{server.root_url}/v1", model=MODEL, api=workload.api))
+    api = ApiConfig(
+        base_url=f"{server.root_url}/v1",
+        model=MODEL,
+        api=workload.api,
+        continuous_usage=continuous_usage,
+    )
+    target = HttpTarget(api)
     measured = dataclasses.replace(settings, label=name, warmup=0)
     with running(server, timeout_s=120):
         if warmup:
@@ -152,28 +159,86 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument("--api", choices=("completions", "chat"), default="chat")
     parser.add_argument("--concurrency", type=int, default=32, help="requests in flight")
+    parser.add_argument(
+        "--continuous-usage",
+        action="store_true",
+        help="ask for usage in every chunk (vLLM's continuous_usage_stats); by default the "
+        "stream is what OpenAI clients ask for: usage only at the end",
+    )
+    parser.add_argument(
+        "--short-len",
+        type=int,
+        default=16,
+        help="a second, short output length: the two runs separate the cost per request "
+        "from the cost per chunk (default: %(default)s)",
+    )
     options.add_workload_options(parser)
     options.add_run_options(parser, default_label="floor")
     parser.set_defaults(handler=_command, num_requests=400, warmup=16)
 
 
+def split_costs(short: Mapping[str, Any], long: Mapping[str, Any]) -> tuple[float, float]:
+    """(fixed CPU us per request, marginal CPU us per streamed chunk) from runs at two lengths.
+
+    CPU time per request is linear in the chunks streamed: a straight line through the
+    two runs separates what each request costs (parsing, templating, routing) from what
+    each further chunk costs.
+    """
+    points = []
+    for record in (short, long):
+        metrics = record["metrics"]
+        chunks = metrics["output_tokens"] / metrics["completed"]
+        points.append((chunks, record["server_process"]["cpu_us_per_request"]))
+    (x0, y0), (x1, y1) = points
+    per_chunk = (y1 - y0) / (x1 - x0)
+    return y0 - per_chunk * x0, per_chunk
+
+
+def split_table(costs: Mapping[str, tuple[float, float]]) -> str:
+    base_request, base_chunk = costs.get(BASELINE, (0.0, 0.0))
+    lines = [
+        "| app | CPU us per request (fixed) | x raw | CPU us per streamed chunk | x raw |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for name, (request, chunk) in costs.items():
+        request_ratio = f"{request / base_request:.2f}" if base_request else "-"
+        chunk_ratio = f"{chunk / base_chunk:.2f}" if base_chunk else "-"
+        lines.append(f"| {name} | {request:,.0f} | {request_ratio} | {chunk:.2f} | {chunk_ratio} |")
+    return "\n".join(lines) + "\n"
+
+
 def _command(args: argparse.Namespace) -> int:
-    workload = Workload(options.workload_config(args), args.api)
     settings = options.run_settings(args)
     stamp = run_stamp()
-    records = [
-        measure_app(
-            name,
-            workload,
-            LoadSpec(concurrency=args.concurrency),
-            settings,
-            warmup=args.warmup,
-            log_dir=args.out / f"{stamp}-floor-logs",
+    lengths = (args.short_len, args.output_len)
+    if not 0 < args.short_len < args.output_len:
+        raise SystemExit("floor: --short-len must be above 0 and below --output-len")
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in args.apps}
+    for length in lengths:
+        workload = Workload(
+            dataclasses.replace(options.workload_config(args), output_len=length), args.api
         )
-        for name in args.apps
-    ]
+        for name in args.apps:
+            record = measure_app(
+                name,
+                workload,
+                LoadSpec(concurrency=args.concurrency),
+                settings,
+                warmup=args.warmup,
+                log_dir=args.out / f"{stamp}-floor-logs",
+                continuous_usage=args.continuous_usage,
+            )
+            runs[name].append(record)
+    records = [r[-1] for r in runs.values()]
     publish(records, args.out, label=args.label, plots=args.plots, stamp=stamp)
-    text = "## server CPU time per request (lower is better)\n\n" + floor_table(records)
+    costs = {name: split_costs(short, long) for name, (short, long) in runs.items()}
+    text = (
+        f"## server CPU time, fixed per request and per streamed chunk "
+        f"(fit through {lengths[0]} and {lengths[1]} chunks)\n\n"
+        + split_table(costs)
+        + f"\n## server CPU time at {lengths[1]} chunks per request (lower is better)\n\n"
+        + floor_table(records)
+    )
     print(text)
     path = args.out / f"{stamp}-{slug(args.label)}-cpu.md"
     path.write_text(text, encoding="utf-8")

@@ -20,6 +20,8 @@ from oai_server.services.common import (
     structured_output,
     usage_of,
 )
+from oai_server.sse import TextEvents
+from oai_server.tool_calls.parsers import Content
 from oai_server.tool_calls.plan import ToolPlan, plan_tools
 from schemas.chat import (
     ChatCompletionChoice,
@@ -114,7 +116,9 @@ class ChatService:
             usage=usage_of(chat.generation.usage),
         )
 
-    async def stream(self, chat: ChatRequest) -> AsyncIterator[CreateChatCompletionStreamResponse]:
+    async def stream(
+        self, chat: ChatRequest
+    ) -> AsyncIterator[CreateChatCompletionStreamResponse | bytes]:
         """The chunks of a streamed answer, exactly as OpenAI sends them."""
         opts = StreamSettings.of(chat.req.stream_options)
         generation = chat.generation
@@ -132,18 +136,26 @@ class ChatService:
                 out.usage = usage_of(generation.usage) if opts.continuous_usage else None
             return out
 
+        # Plain text chunks go out from a template, unless each chunk is different anyway.
+        text_event = None
+        if not want_logprobs and not opts.continuous_usage:
+            text_event = TextEvents(lambda i, t: chunk(_choice(i, ChatCompletionDelta(content=t))))
+
         states = chat.choices()
         for index in range(len(states)):
             yield chunk(_choice(index, ChatCompletionDelta(role="assistant", content="")))
         async for step in generation:
             for d in step.choices:
                 state = states[d.index]
-                pending = list(d.logprobs or ())
-                deltas = state.feed(d.text)
+                pending = list(d.logprobs) if want_logprobs and d.logprobs else []
+                events = state.feed(d.text)
                 if d.finish_reason is not None:
-                    deltas += state.finish()
-                for delta in deltas:
-                    out = _choice(d.index, delta)
+                    events += state.finish()
+                for e in events:
+                    if text_event is not None and isinstance(e, Content):
+                        yield text_event(d.index, e.text)
+                        continue
+                    out = _choice(d.index, state.delta(e))
                     if want_logprobs and pending:
                         out.logprobs, pending = chat_logprobs(pending), []
                     yield chunk(out)

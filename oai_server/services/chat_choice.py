@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from oai_server.engine.types import FinishReason, TokenLogprob
-from oai_server.tool_calls.parsers import CallArguments, CallStart, Content, Event, OutputParser
+from oai_server.tool_calls.parsers import CallStart, Content, Event, OutputParser
 from schemas.chat import (
     ChatCompletionDelta,
     ChatCompletionMessage,
@@ -19,41 +19,50 @@ from schemas.chat import (
 
 @dataclass
 class ChoiceState:
-    """Everything said so far in one choice; fed text, it returns the deltas to send."""
+    """Everything said so far in one choice; fed text, it returns the events to send."""
 
     parser: OutputParser
     content: str = ""
     calls: list[ChatCompletionMessageToolCall] = field(default_factory=list)
     logprobs: list[TokenLogprob] = field(default_factory=list)
 
-    def feed(self, text: str) -> list[ChatCompletionDelta]:
-        return [self._delta(e) for e in self.parser.feed(text)]
+    def feed(self, text: str) -> list[Event]:
+        """Parse the next text; the events it makes are recorded and returned."""
+        return self._record(self.parser.feed(text))
 
-    def finish(self) -> list[ChatCompletionDelta]:
-        return [self._delta(e) for e in self.parser.finish()]
+    def finish(self) -> list[Event]:
+        return self._record(self.parser.finish())
 
-    def _delta(self, event: Event) -> ChatCompletionDelta:
+    def _record(self, events: list[Event]) -> list[Event]:
+        for event in events:
+            if isinstance(event, Content):
+                self.content += event.text
+            elif isinstance(event, CallStart):
+                self.calls.append(
+                    ChatCompletionMessageToolCall(
+                        id=event.id, function=FunctionCallOut(name=event.name, arguments="")
+                    )
+                )
+            else:
+                self.calls[event.index].function.arguments += event.text
+        return events
+
+    @staticmethod
+    def delta(event: Event) -> ChatCompletionDelta:
+        """The stream delta that carries `event`, as OpenAI streams it."""
         if isinstance(event, Content):
-            self.content += event.text
             return ChatCompletionDelta(content=event.text)
         if isinstance(event, CallStart):
-            self.calls.append(
-                ChatCompletionMessageToolCall(
-                    id=event.id, function=FunctionCallOut(name=event.name, arguments="")
-                )
-            )
             chunk = ChatCompletionMessageToolCallChunk(
                 index=event.index,
                 id=event.id,
                 type="function",
                 function=FunctionCallChunk(name=event.name, arguments=""),
             )
-            return ChatCompletionDelta(tool_calls=[chunk])
-        assert isinstance(event, CallArguments)
-        self.calls[event.index].function.arguments += event.text
-        chunk = ChatCompletionMessageToolCallChunk(
-            index=event.index, function=FunctionCallChunk(arguments=event.text)
-        )
+        else:
+            chunk = ChatCompletionMessageToolCallChunk(
+                index=event.index, function=FunctionCallChunk(arguments=event.text)
+            )
         return ChatCompletionDelta(tool_calls=[chunk])
 
     def finish_reason(self, engine_reason: FinishReason) -> Literal["stop", "length", "tool_calls"]:

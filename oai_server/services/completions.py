@@ -20,6 +20,7 @@ from oai_server.services.common import (
     structured_output,
     usage_of,
 )
+from oai_server.sse import TextEvents
 from schemas.completions import (
     CompletionChoice,
     CompletionLogprobs,
@@ -224,7 +225,7 @@ class CompletionService:
             choice.stop_reason = cand.stop_reason
         return choice
 
-    async def stream(self, batch: Batch) -> AsyncIterator[CreateCompletionResponse]:
+    async def stream(self, batch: Batch) -> AsyncIterator[CreateCompletionResponse | bytes]:
         """Chunks of every prompt's answer, prompt after prompt.
 
         The engine runs all prompts at once; their output waits in the engine's
@@ -241,11 +242,29 @@ class CompletionService:
                 out.usage = usage_of(batch.usage()) if opts.continuous_usage else None
             return out
 
+        # Plain text chunks go out from a template, unless each chunk is different anyway.
+        text_event = None
+        if batch.req.logprobs is None and not opts.continuous_usage and not batch.score_only:
+            text_event = TextEvents(
+                lambda i, t: chunk(
+                    [CompletionChoice(index=i, text=t, logprobs=None, finish_reason=None)]
+                )
+            )
+
         try:
             for p, run in enumerate(batch.runs):
                 sent: dict[int, int] = {}  # characters of each choice sent so far
                 async for step in run.generation:
                     for delta in step.choices:
+                        if (
+                            text_event is not None
+                            and delta.text
+                            and delta.finish_reason is None
+                            and delta.index in sent
+                        ):
+                            sent[delta.index] += len(delta.text)
+                            yield text_event(p * batch.n + delta.index, delta.text)
+                            continue
                         out = self._stream_choice(p * batch.n, delta, run, batch, sent)
                         if out is not None:
                             yield chunk([out])

@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from benchmarks.cli import main
+from benchmarks.floor import split_costs
 from benchmarks.raw_app import sse_events
 from benchmarks.server_process import ServerProcess, ServerStartError, free_port
 
@@ -26,6 +28,7 @@ def test_floor_measures_the_cpu_time_of_each_app(
             "--concurrency", "4",
             "--input-len", "8",
             "--output-len", str(OUTPUT_LEN),
+            "--short-len", "2",
             "--out", str(tmp_path),
             "--no-plots",
             "--no-progress",
@@ -72,3 +75,16 @@ def test_a_server_that_exits_is_reported_with_its_log(tmp_path: Path) -> None:
     with pytest.raises(ServerStartError, match=r"status 3[\s\S]*no model here"):
         server.start(timeout_s=30)
     server.stop()
+
+
+def test_split_costs_separates_request_and_chunk_costs() -> None:
+    def record(chunks: int, cpu_us_per_request: float) -> dict[str, Any]:
+        return {
+            "metrics": {"completed": 10, "output_tokens": 10 * chunks},
+            "server_process": {"cpu_us_per_request": cpu_us_per_request},
+        }
+
+    # 500 us per request plus 5 us per chunk.
+    fixed, per_chunk = split_costs(record(16, 500 + 16 * 5), record(256, 500 + 256 * 5))
+    assert fixed == pytest.approx(500)
+    assert per_chunk == pytest.approx(5)
