@@ -82,7 +82,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="out of the box: no engine flags and no VLLM_CPU_* environment for either server; "
         "without --model-dir ours is started without --model (its embedded model)",
     )
-    group.add_argument("--dtype", default="float32", help="(default: %(default)s)")
+    group.add_argument("--dtype", default="bfloat16", help="(default: %(default)s)")
     group.add_argument("--max-model-len", type=int, default=2048)
     group.add_argument("--no-enforce-eager", dest="enforce_eager", action="store_false")
     group.add_argument(

@@ -85,8 +85,8 @@ def ours_command(
     if model_dir is not None:
         command += ["--model", str(model_dir)]
     if engine is not None:
-        # "auto": the server leaves VLLM_CPU_* as the environment has them, as vLLM does.
-        command += [*engine.engine_flags(), "--cpu-threads-bind", "auto"]
+        # No --cpu-* flags: the server then takes VLLM_CPU_* from the environment, as vLLM does.
+        command += engine.engine_flags()
     return command
 
 

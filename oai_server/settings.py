@@ -85,13 +85,16 @@ class Settings(BaseSettings):
     max_num_batched_tokens: int | None = Field(None, description="Most tokens per engine step.")
     seed: int = Field(0, description="Engine random seed.")
     trust_remote_code: bool = Field(False, description="Allow model code from the hub.")
-    cpu_kvcache_space: float = Field(
-        2, description="CPU only: GiB for the KV cache (sets VLLM_CPU_KVCACHE_SPACE)."
+    cpu_kvcache_space: int | None = Field(
+        None,
+        description="CPU only: GiB for the KV cache (sets VLLM_CPU_KVCACHE_SPACE); "
+        "default: that variable, else 2.",
     )
-    cpu_threads_bind: str = Field(
-        "all",
-        description="CPU only: cores for compute threads (sets VLLM_CPU_OMP_THREADS_BIND); "
-        "'all' binds every core, 'auto' keeps vLLM's default.",
+    cpu_threads_bind: str | None = Field(
+        None,
+        description="CPU only: cores for compute threads (sets VLLM_CPU_OMP_THREADS_BIND), "
+        "e.g. 0-3; 'all' binds every core, 'auto' keeps vLLM's default (a core left for "
+        "the front end); default: that variable, else all.",
     )
 
     @property

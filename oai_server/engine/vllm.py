@@ -46,8 +46,9 @@ class VLLMOptions:
     max_num_batched_tokens: int | None = None
     seed: int = 0
     trust_remote_code: bool = False
-    cpu_kvcache_space: float = 2
-    cpu_threads_bind: str = "all"
+    # CPU only; None: the VLLM_CPU_* environment, else our defaults.
+    cpu_kvcache_space: int | None = None
+    cpu_threads_bind: str | None = None
 
 
 class VLLMTokenizer(Tokenizer):
@@ -86,14 +87,25 @@ class VLLMTokenizer(Tokenizer):
 
 
 def _configure_cpu(options: VLLMOptions) -> None:
-    """Set the CPU backend's environment before the engine process is spawned."""
-    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", f"{options.cpu_kvcache_space:g}")
-    if options.cpu_threads_bind == "all":
+    """Set the CPU backend's environment before the engine process is spawned.
+
+    A setting given explicitly wins over the environment; an unset one leaves what the
+    environment says, else takes our default.
+    """
+    if options.cpu_kvcache_space is not None:
+        os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(options.cpu_kvcache_space)
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
+    bind = options.cpu_threads_bind
+    if bind == "auto":
+        os.environ.pop("VLLM_CPU_OMP_THREADS_BIND", None)
+        return
+    if bind is None and "VLLM_CPU_OMP_THREADS_BIND" in os.environ:
+        return
+    if bind in (None, "all"):
         # vLLM keeps a core for the front end by default; on small machines the
-        # engine is the bottleneck, and both cores computing gave 1.4x the tokens/s.
-        os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", f"0-{(os.cpu_count() or 1) - 1}")
-    elif options.cpu_threads_bind != "auto":
-        os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", options.cpu_threads_bind)
+        # engine is the bottleneck, and every core computing gave 1.4x the tokens/s.
+        bind = f"0-{(os.cpu_count() or 1) - 1}"
+    os.environ["VLLM_CPU_OMP_THREADS_BIND"] = bind
 
 
 def _engine_args(options: VLLMOptions, on_cpu: bool) -> dict[str, Any]:

@@ -101,7 +101,7 @@ def test_same_settings_give_both_servers_the_same_flags_and_environment() -> Non
         assert server.env["PATH"] == "/bin"
     assert ours.env == vllm.env
     assert ours.command[1:3] == ["-m", "oai_server"]
-    assert ours.command[-2:] == ["--cpu-threads-bind", "auto"]
+    assert not any(arg.startswith("--cpu-") for arg in ours.command)
     assert "--model /models/m" in " ".join(ours.command)
     assert vllm.command[1:5] == ["-m", "benchmarks.vllm_launcher", "serve", "/models/m"]
 
