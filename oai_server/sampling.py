@@ -4,10 +4,7 @@ from __future__ import annotations
 
 from oai_server.engine.types import SamplingOptions, StructuredOutput
 from oai_server.errors import ContextLengthExceededError, InvalidRequestError
-from schemas.chat import CreateChatCompletionRequest
-from schemas.completions import CreateCompletionRequest
-
-Request = CreateChatCompletionRequest | CreateCompletionRequest
+from schemas.common import GenerationRequest
 
 
 def resolve_max_tokens(
@@ -65,7 +62,7 @@ def _logit_bias(bias: dict[str, float] | None) -> dict[int, float] | None:
 
 
 def build_options(
-    req: Request,
+    req: GenerationRequest,
     *,
     max_tokens: int,
     logprobs: int | None = None,

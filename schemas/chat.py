@@ -7,18 +7,11 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from schemas.common import (
-    ChoiceCount,
     CompletionUsage,
-    LogitBias,
-    Metadata,
-    Penalty,
+    GenerationRequest,
     RequestModel,
     ResponseModel,
-    Stop,
-    StreamOptions,
-    Temperature,
     TokenCount,
-    TopP,
 )
 
 
@@ -97,11 +90,6 @@ ChatMessage = Annotated[
 ]
 
 
-class ResponseFormat(RequestModel):
-    type: Literal["text", "json_object", "json_schema"]
-    json_schema: dict[str, Any] | None = None
-
-
 class FunctionDefinition(RequestModel):
     name: str
     description: str | None = None
@@ -126,28 +114,13 @@ class NamedToolChoice(RequestModel):
 ToolChoice = Literal["none", "auto", "required"] | NamedToolChoice | None
 
 
-class CreateChatCompletionRequest(RequestModel):
+class CreateChatCompletionRequest(GenerationRequest):
     messages: Annotated[list[ChatMessage], Field(min_length=1)]
-    model: str
-    frequency_penalty: Penalty = 0
-    presence_penalty: Penalty = 0
-    logit_bias: LogitBias = None
     logprobs: bool | None = False
     top_logprobs: Annotated[int, Field(ge=0, le=20)] | None = None
     max_tokens: TokenCount = None
     max_completion_tokens: TokenCount = None
-    n: ChoiceCount = 1
-    seed: int | None = None
-    stop: Stop = None
-    stream: bool | None = False
-    stream_options: StreamOptions | None = None
-    temperature: Temperature = 1
-    top_p: TopP = 1
-    user: str | None = None
-    metadata: Metadata = None
     store: bool | None = False
-    service_tier: str | None = None
-    response_format: ResponseFormat | None = None
     tools: list[ChatCompletionTool] | None = None
     tool_choice: ToolChoice = None
     parallel_tool_calls: bool | None = None
@@ -159,14 +132,7 @@ class CreateChatCompletionRequest(RequestModel):
     web_search_options: dict[str, Any] | None = None
     reasoning_effort: str | None = None
 
-    # vLLM's sampling and templating extensions, accepted as `vllm serve` accepts them.
-    top_k: int | None = None
-    min_p: Annotated[float, Field(ge=0, le=1)] | None = None
-    repetition_penalty: Annotated[float, Field(gt=0)] | None = None
-    min_tokens: Annotated[int, Field(ge=0)] | None = None
-    ignore_eos: bool | None = None
-    stop_token_ids: list[int] | None = None
-    skip_special_tokens: bool | None = None
+    # vLLM's templating extensions.
     add_generation_prompt: bool | None = None
     continue_final_message: bool | None = None
     chat_template_kwargs: dict[str, Any] | None = None

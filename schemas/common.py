@@ -116,3 +116,37 @@ class Model(ResponseModel):
 class ListModelsResponse(ResponseModel):
     object: Literal["list"] = "list"
     data: list[Model]
+
+
+class ResponseFormat(RequestModel):
+    type: Literal["text", "json_object", "json_schema"]
+    json_schema: dict[str, Any] | None = None
+
+
+class GenerationRequest(RequestModel):
+    """The fields the chat and completions requests share: model, sampling, streaming."""
+
+    model: str
+    frequency_penalty: Penalty = 0
+    presence_penalty: Penalty = 0
+    logit_bias: LogitBias = None
+    n: ChoiceCount = 1
+    seed: int | None = None
+    stop: Stop = None
+    stream: bool | None = False
+    stream_options: StreamOptions | None = None
+    temperature: Temperature = 1
+    top_p: TopP = 1
+    user: str | None = None
+    metadata: Metadata = None
+    service_tier: str | None = None
+    response_format: ResponseFormat | None = None
+
+    # vLLM's sampling extensions, accepted as `vllm serve` accepts them.
+    top_k: int | None = None
+    min_p: Annotated[float, Field(ge=0, le=1)] | None = None
+    repetition_penalty: Annotated[float, Field(gt=0)] | None = None
+    min_tokens: Annotated[int, Field(ge=0)] | None = None
+    ignore_eos: bool | None = None
+    stop_token_ids: list[int] | None = None
+    skip_special_tokens: bool | None = None

@@ -8,8 +8,8 @@ from typing import Literal
 from oai_server.engine.types import FinishReason, StructuredOutput
 from oai_server.errors import InvalidRequestError, ModelNotFoundError, UnsupportedParameterError
 from oai_server.generation import Usage
-from schemas.chat import CreateChatCompletionRequest, ResponseFormat
-from schemas.common import CompletionUsage, StreamOptions
+from schemas.chat import CreateChatCompletionRequest
+from schemas.common import CompletionUsage, ResponseFormat, StreamOptions
 from schemas.completions import CreateCompletionRequest
 
 

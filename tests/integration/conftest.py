@@ -12,12 +12,14 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import pytest
+
+from tests.conformance import AsyncValidatingTransport, ValidatingTransport
 
 MODEL = "smollm2-135m-instruct"
 START_TIMEOUT_S = 900  # the first start converts the model (~20 s) and loads vLLM (~30-70 s)
@@ -81,3 +83,17 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@pytest.fixture
+def sdk_http() -> Iterator[httpx.Client]:
+    """An HTTP client for SDKs that checks every response against OpenAI's spec."""
+    with httpx.Client(transport=ValidatingTransport(), timeout=120) as client:
+        yield client
+
+
+@pytest.fixture
+async def sdk_ahttp() -> AsyncIterator[httpx.AsyncClient]:
+    """The async twin of `sdk_http`."""
+    async with httpx.AsyncClient(transport=AsyncValidatingTransport(), timeout=120) as client:
+        yield client

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -12,7 +12,6 @@ from langchain_core.messages import AIMessage, AIMessageChunk
 from langchain_openai import ChatOpenAI
 from pydantic import BaseModel
 
-from tests.conformance import AsyncValidatingTransport, ValidatingTransport
 from tests.integration.conftest import MODEL, Server
 
 pytestmark = pytest.mark.integration
@@ -24,19 +23,7 @@ LLMFactory = Callable[..., ChatOpenAI]
 
 
 @pytest.fixture
-def http() -> Iterator[httpx.Client]:
-    with httpx.Client(transport=ValidatingTransport(), timeout=120) as client:
-        yield client
-
-
-@pytest.fixture
-async def ahttp() -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(transport=AsyncValidatingTransport(), timeout=120) as client:
-        yield client
-
-
-@pytest.fixture
-def make_llm(server: Server, http: httpx.Client, ahttp: httpx.AsyncClient) -> LLMFactory:
+def make_llm(server: Server, sdk_http: httpx.Client, sdk_ahttp: httpx.AsyncClient) -> LLMFactory:
     """`ChatOpenAI` on the server, greedy, with `options` on top."""
 
     def make(**options: Any) -> ChatOpenAI:
@@ -46,8 +33,8 @@ def make_llm(server: Server, http: httpx.Client, ahttp: httpx.AsyncClient) -> LL
             model=MODEL,
             temperature=0,
             max_retries=0,
-            http_client=http,
-            http_async_client=ahttp,
+            http_client=sdk_http,
+            http_async_client=sdk_ahttp,
             **options,
         )
 

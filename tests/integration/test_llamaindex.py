@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -10,7 +10,6 @@ import pytest
 from llama_index.core.llms import ChatMessage
 from llama_index.llms.openai_like import OpenAILike
 
-from tests.conformance import AsyncValidatingTransport, ValidatingTransport
 from tests.integration.conftest import MODEL, Server
 
 pytestmark = pytest.mark.integration
@@ -22,19 +21,7 @@ LLMFactory = Callable[..., OpenAILike]
 
 
 @pytest.fixture
-def http() -> Iterator[httpx.Client]:
-    with httpx.Client(transport=ValidatingTransport(), timeout=120) as client:
-        yield client
-
-
-@pytest.fixture
-async def ahttp() -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(transport=AsyncValidatingTransport(), timeout=120) as client:
-        yield client
-
-
-@pytest.fixture
-def make_llm(server: Server, http: httpx.Client, ahttp: httpx.AsyncClient) -> LLMFactory:
+def make_llm(server: Server, sdk_http: httpx.Client, sdk_ahttp: httpx.AsyncClient) -> LLMFactory:
     """`OpenAILike` on the server, greedy, with `options` on top."""
 
     def make(**options: Any) -> OpenAILike:
@@ -45,8 +32,8 @@ def make_llm(server: Server, http: httpx.Client, ahttp: httpx.AsyncClient) -> LL
             api_key="unused",
             context_window=2048,
             max_retries=0,
-            http_client=http,
-            async_http_client=ahttp,
+            http_client=sdk_http,
+            async_http_client=sdk_ahttp,
             **settings,
         )
 
