@@ -19,3 +19,8 @@ from tests.conformance import ConformanceLog, default_log
 def conformance() -> Iterator[ConformanceLog]:
     yield default_log
     default_log.assert_clean()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Say how many documents were checked against the spec, and how it went."""
+    terminalreporter.write_line(default_log.report().splitlines()[0])
