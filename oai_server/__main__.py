@@ -35,6 +35,8 @@ def build_engine(settings: Settings) -> VLLMEngine:
         gpu_memory_utilization=settings.gpu_memory_utilization,
         max_num_seqs=settings.max_num_seqs,
         max_num_batched_tokens=settings.max_num_batched_tokens,
+        max_num_queued_reqs=settings.max_num_queued_reqs,
+        max_num_queued_tokens=settings.max_num_queued_tokens,
         seed=settings.seed,
         trust_remote_code=settings.trust_remote_code,
         cpu_kvcache_space=settings.cpu_kvcache_space,

@@ -12,6 +12,7 @@ turns them into OpenAI's error envelope, in one place::
     │   └── ModelNotFoundError           404, code "model_not_found"
     ├── RequestTooLargeError         413 invalid_request_error
     ├── EngineNotReadyError          503 service_unavailable
+    ├── EngineOverloadedError        503 service_unavailable (queue limits: retry elsewhere)
     ├── EngineDeadError              503 service_unavailable
     └── InternalServerError          500 server_error
 """
@@ -72,6 +73,12 @@ class EngineNotReadyError(OpenAIError):
     status_code = 503
     type = "service_unavailable"
     code = "engine_not_ready"
+
+
+class EngineOverloadedError(OpenAIError):
+    status_code = 503
+    type = "service_unavailable"
+    code = "server_overloaded"
 
 
 class EngineDeadError(OpenAIError):

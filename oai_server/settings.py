@@ -83,6 +83,14 @@ class Settings(BaseSettings):
     gpu_memory_utilization: float = Field(0.9, description="Share of GPU memory vLLM may take.")
     max_num_seqs: int | None = Field(None, description="Most sequences batched at once.")
     max_num_batched_tokens: int | None = Field(None, description="Most tokens per engine step.")
+    max_num_queued_reqs: int | None = Field(
+        None,
+        description="Most requests waiting or running; more get a 503 at once, so clients "
+        "and load balancers retry elsewhere (default: no limit).",
+    )
+    max_num_queued_tokens: int | None = Field(
+        None, description="Most prompt tokens waiting for prefill; more get a 503 at once."
+    )
     seed: int = Field(0, description="Engine random seed.")
     trust_remote_code: bool = Field(False, description="Allow model code from the hub.")
     cpu_kvcache_space: int | None = Field(

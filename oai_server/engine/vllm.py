@@ -24,7 +24,12 @@ from oai_server.engine.types import (
     StructuredOutput,
     TokenLogprob,
 )
-from oai_server.errors import EngineDeadError, EngineNotReadyError, InvalidRequestError
+from oai_server.errors import (
+    EngineDeadError,
+    EngineNotReadyError,
+    EngineOverloadedError,
+    InvalidRequestError,
+)
 
 if TYPE_CHECKING:
     from vllm.v1.engine.async_llm import AsyncLLM
@@ -44,6 +49,8 @@ class VLLMOptions:
     gpu_memory_utilization: float = 0.9
     max_num_seqs: int | None = None
     max_num_batched_tokens: int | None = None
+    max_num_queued_reqs: int | None = None
+    max_num_queued_tokens: int | None = None
     seed: int = 0
     trust_remote_code: bool = False
     # CPU only; None: the VLLM_CPU_* environment, else our defaults.
@@ -125,6 +132,8 @@ def _engine_args(options: VLLMOptions, on_cpu: bool) -> dict[str, Any]:
         "max_model_len": options.max_model_len,
         "max_num_seqs": options.max_num_seqs,
         "max_num_batched_tokens": options.max_num_batched_tokens,
+        "max_num_queued_reqs": options.max_num_queued_reqs,
+        "max_num_queued_tokens": options.max_num_queued_tokens,
     }
     if not on_cpu:
         args["tensor_parallel_size"] = options.tensor_parallel_size
@@ -217,7 +226,7 @@ class VLLMEngine(Engine):
     async def generate(
         self, request_id: str, prompt_token_ids: list[int], options: SamplingOptions
     ) -> AsyncIterator[GenerationStep]:
-        from vllm.exceptions import VLLMClientError
+        from vllm.exceptions import GracefulHTTPError, VLLMClientError
         from vllm.inputs import tokens_input
         from vllm.v1.engine.exceptions import EngineDeadError as VLLMEngineDeadError
 
@@ -254,6 +263,8 @@ class VLLMEngine(Engine):
                 yield step
         except VLLMEngineDeadError as exc:
             raise EngineDeadError("The engine has stopped; restart the server.") from exc
+        except GracefulHTTPError as exc:
+            raise EngineOverloadedError(exc.message) from exc
         except VLLMClientError as exc:
             raise InvalidRequestError(str(exc), param=getattr(exc, "parameter", None)) from exc
 

@@ -6,6 +6,7 @@ the tests see real HTTP, real SSE framing, real disconnects and the real vLLM en
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -60,18 +61,15 @@ def _wait_ready(root: str, proc: subprocess.Popen[bytes], log: Path) -> None:
     raise RuntimeError(f"server not ready in {START_TIMEOUT_S} s:\n{log.read_text()[-4000:]}")
 
 
-@pytest.fixture(scope="session")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+@contextlib.contextmanager
+def run_server(log_dir: Path, *flags: str) -> Iterator[Server]:
+    """`python -m oai_server` with `flags` on a free port, until the block ends."""
     port = _free_port()
-    log = tmp_path_factory.mktemp("server") / "server.log"
+    log = log_dir / "server.log"
     env = {**os.environ, "OAI_LOG_LEVEL": "info"}
+    command = [sys.executable, "-m", "oai_server", "--host", "127.0.0.1", "--port", str(port)]
     with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "oai_server", "--host", "127.0.0.1", "--port", str(port)],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=env,
-        )
+        proc = subprocess.Popen([*command, *flags], stdout=out, stderr=subprocess.STDOUT, env=env)
     root = f"http://127.0.0.1:{port}"
     try:
         _wait_ready(root, proc, log)
@@ -83,6 +81,12 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    with run_server(tmp_path_factory.mktemp("server")) as running:
+        yield running
 
 
 @pytest.fixture
