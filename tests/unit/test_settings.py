@@ -64,7 +64,7 @@ def test_more_flags() -> None:
         "--api-key", "secret",
         "--tensor-parallel-size", "2",
         "--gpu-memory-utilization", "0.5",
-        "--chat-template", "/tmp/t.jinja",
+        "--chat-template", "templates/t.jinja",
         "--log-level", "debug",
         "--max-request-bytes", "1000",
     )  # fmt: skip
@@ -72,7 +72,7 @@ def test_more_flags() -> None:
     assert settings.api_key == "secret"
     assert settings.tensor_parallel_size == 2
     assert settings.gpu_memory_utilization == 0.5
-    assert settings.chat_template == Path("/tmp/t.jinja")
+    assert settings.chat_template == Path("templates/t.jinja")
     assert settings.log_level == "debug"
     assert settings.max_request_bytes == 1000
 
