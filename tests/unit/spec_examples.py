@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.conformance import (
@@ -113,3 +115,16 @@ def fails(schema: str, instance: object, *needles: str) -> None:
         validate(schema, instance)
     for needle in needles:
         assert needle in str(info.value)
+
+
+Handler = Callable[[httpx.Request], httpx.Response]
+
+
+def reply(
+    body: object = None, *, status: int = 200, content: bytes | None = None, **headers: str
+) -> Handler:
+    if content is None:
+        content = json.dumps(body).encode()
+        headers.setdefault("content-type", "application/json")
+    headers = {k.replace("_", "-"): v for k, v in headers.items()}
+    return lambda request: httpx.Response(status, headers=headers, content=content)
