@@ -7,12 +7,11 @@ engine) import fast and without vllm installed.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import os
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from oai_server.engine.protocol import Engine, Tokenizer
@@ -162,7 +161,7 @@ class VLLMEngine(Engine):
     def _start_blocking(self) -> None:
         began = time.monotonic()
         if self._resolve_model is not None:
-            self._options = dataclasses.replace(self._options, model=self._resolve_model())
+            self._options = replace(self._options, model=self._resolve_model())
         from vllm.platforms import current_platform
 
         on_cpu = current_platform.is_cpu()

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from oai_server.engine.types import FinishReason, TokenLogprob
+from oai_server.services.common import finish_reason
 from oai_server.tool_calls.parsers import CallStart, Content, Event, OutputParser
 from schemas.chat import (
     ChatCompletionDelta,
@@ -66,9 +67,8 @@ class ChoiceState:
         return ChatCompletionDelta(tool_calls=[chunk])
 
     def finish_reason(self, engine_reason: FinishReason) -> Literal["stop", "length", "tool_calls"]:
-        if engine_reason == "length":
-            return "length"
-        return "tool_calls" if self.calls else "stop"
+        reason = finish_reason(engine_reason)
+        return "tool_calls" if reason == "stop" and self.calls else reason
 
     def message(self) -> ChatCompletionMessage:
         if self.calls:
