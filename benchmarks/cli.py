@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from benchmarks import ceiling, compare, floor, options
+from benchmarks import ceiling, compare, floor, options, quality
 from benchmarks.client import discover_model, make_client
 from benchmarks.publish import publish, show
 from benchmarks.report import DEFAULT_OUT, load_records, run_stamp
@@ -152,6 +152,7 @@ _REGISTRARS: Sequence[Callable[[Subparsers], None]] = (
     _register_stub,
     compare.register,
     floor.register,
+    quality.register,
 )
 
 

@@ -16,6 +16,7 @@ from pydantic_settings import CliApp
 from oai_server.app import create_app
 from oai_server.engine.vllm import VLLMEngine, VLLMOptions
 from oai_server.settings import EMBEDDED_MODEL_NAME, Settings
+from oai_server.startup import configure_logging, quiet_uvicorn_start
 
 logger = logging.getLogger("oai_server")
 
@@ -41,14 +42,16 @@ def build_engine(settings: Settings) -> VLLMEngine:
         trust_remote_code=settings.trust_remote_code,
         cpu_kvcache_space=settings.cpu_kvcache_space,
         cpu_threads_bind=settings.cpu_threads_bind,
+        block_size=settings.block_size,
+        cpu_preload=settings.cpu_preload,
     )
     if not embedded:
         return VLLMEngine(options)
 
-    def prepare_embedded() -> str:
+    def prepare_embedded(dtype: str) -> str:
         from oai_server.embedded_model import ensure_embedded_model
 
-        return str(ensure_embedded_model(settings.cache_dir))
+        return str(ensure_embedded_model(settings.cache_dir, dtype))
 
     return VLLMEngine(options, resolve_model=prepare_embedded)
 
@@ -56,14 +59,11 @@ def build_engine(settings: Settings) -> VLLMEngine:
 def main(argv: Sequence[str] | None = None) -> None:
     """Parse flags and environment, then serve until interrupted."""
     settings = CliApp.run(Settings, cli_args=list(sys.argv[1:] if argv is None else argv))
-    logging.basicConfig(
-        level=settings.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    configure_logging(settings.log_level)
     if settings.model is None:
         logger.info("no --model given: serving the embedded %s", EMBEDDED_MODEL_NAME)
     app = create_app(settings, build_engine(settings))
-    uvicorn.run(
+    config = uvicorn.Config(
         app,
         host=settings.host,
         port=settings.port,
@@ -71,6 +71,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         access_log=settings.log_level == "debug",
         timeout_graceful_shutdown=5,
     )
+    if settings.log_level != "debug":
+        quiet_uvicorn_start()
+    uvicorn.Server(config).run()
 
 
 if __name__ == "__main__":

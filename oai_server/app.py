@@ -21,6 +21,7 @@ from oai_server.services.chat import ChatService
 from oai_server.services.completions import CompletionService
 from oai_server.services.tokenize import TokenizeService
 from oai_server.settings import Settings
+from oai_server.startup import ready_message
 from oai_server.state import ServerState
 
 logger = logging.getLogger(__name__)
@@ -33,9 +34,14 @@ async def _start_engine(engine: Engine, settings: Settings) -> None:
         # The server stays up and /health says 503, so an orchestrator sees why.
         logger.exception("the engine failed to start")
         return
-    logger.info(
-        "serving model '%s' at http://%s:%d/v1", settings.model_name, settings.host, settings.port
+    lines = ready_message(
+        host=settings.host,
+        port=settings.port,
+        model=settings.model_name,
+        dtype=engine.model_info.dtype,
     )
+    for line in lines:
+        logger.info("%s", line)
 
 
 def create_app(settings: Settings, engine: Engine) -> FastAPI:

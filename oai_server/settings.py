@@ -69,7 +69,8 @@ class Settings(BaseSettings):
     dtype: str = Field(
         "auto",
         description="Weight and activation dtype (auto, float32, bfloat16, float16); "
-        "auto is vLLM's choice (bfloat16 for the embedded model).",
+        "auto is the model's own, except the embedded model on CPU: bfloat16, or float32 "
+        "on CPUs with AMX (whose bfloat16 kernels answer it wrong).",
     )
     max_model_len: int | None = Field(
         None, description="Context length; default: 2048 for the embedded model, else the model's."
@@ -103,6 +104,18 @@ class Settings(BaseSettings):
         description="CPU only: cores for compute threads (sets VLLM_CPU_OMP_THREADS_BIND), "
         "e.g. 0-3; 'all' binds every core, 'auto' keeps vLLM's default (a core left for "
         "the front end); default: that variable, else all.",
+    )
+
+    # --- CPU kernels and runtime (issue 8) -------------------------------------
+    block_size: int | None = Field(
+        None,
+        description="KV cache block size in tokens (default: vLLM's, 128 on CPU); on CPU a size "
+        "that is not a multiple of 32 selects the vec16 attention kernel.",
+    )
+    cpu_preload: bool = Field(
+        True,
+        description="CPU only: preload tcmalloc and Intel's OpenMP runtime into the engine "
+        "process (LD_PRELOAD) when they are installed; vLLM runs faster with them.",
     )
 
     @property

@@ -94,3 +94,6 @@ class ModelInfo:
     source: str
     # Token ids run from 0 to vocab_size - 1 (added tokens included).
     vocab_size: int
+    # What the engine computes in ("bfloat16", "float32", ...), and on what kernels.
+    dtype: str | None = None
+    kernels: str | None = None

@@ -7,13 +7,15 @@ engine) import fast and without vllm installed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from oai_server.engine import cpu
 from oai_server.engine.protocol import Engine, Tokenizer
 from oai_server.engine.types import (
     ChoiceDelta,
@@ -55,6 +57,8 @@ class VLLMOptions:
     # CPU only; None: the VLLM_CPU_* environment, else our defaults.
     cpu_kvcache_space: int | None = None
     cpu_threads_bind: str | None = None
+    block_size: int | None = None
+    cpu_preload: bool = True
 
 
 class VLLMTokenizer(Tokenizer):
@@ -114,6 +118,34 @@ def _configure_cpu(options: VLLMOptions) -> None:
     os.environ["VLLM_CPU_OMP_THREADS_BIND"] = bind
 
 
+def _preload(options: VLLMOptions) -> str | None:
+    """The LD_PRELOAD for the engine process: tcmalloc and Intel OpenMP when installed."""
+    if not options.cpu_preload:
+        return None
+    libraries = cpu.find_preload_libraries()
+    value = cpu.preload_value(libraries, os.environ.get("LD_PRELOAD"))
+    if value is not None:
+        logger.info("engine preloads %s", ", ".join(lib.name for lib in libraries))
+    return value
+
+
+@contextlib.contextmanager
+def _environment(name: str, value: str | None) -> Iterator[None]:
+    """`name` set to `value` in os.environ inside the block (nothing done for None)."""
+    if value is None:
+        yield
+        return
+    before = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before
+
+
 def _engine_args(options: VLLMOptions, on_cpu: bool) -> dict[str, Any]:
     enforce_eager = options.enforce_eager
     if enforce_eager is None:
@@ -133,6 +165,7 @@ def _engine_args(options: VLLMOptions, on_cpu: bool) -> dict[str, Any]:
         "max_num_batched_tokens": options.max_num_batched_tokens,
         "max_num_queued_reqs": options.max_num_queued_reqs,
         "max_num_queued_tokens": options.max_num_queued_tokens,
+        "block_size": options.block_size,
     }
     if not on_cpu:
         args["tensor_parallel_size"] = options.tensor_parallel_size
@@ -144,9 +177,10 @@ class VLLMEngine(Engine):
     """vLLM's `AsyncLLM`, started in-process; its engine core runs in a child process."""
 
     def __init__(
-        self, options: VLLMOptions, *, resolve_model: Callable[[], str] | None = None
+        self, options: VLLMOptions, *, resolve_model: Callable[[str], str] | None = None
     ) -> None:
-        """`resolve_model`, if given, runs first in `start` (say, to convert weights) and
+        """`resolve_model`, if given, is the embedded model: it runs first in `start` with
+        the dtype chosen for this CPU (say, to convert weights at that precision) and
         returns the model to load in place of `options.model`."""
         self._options = options
         self._resolve_model = resolve_model
@@ -154,39 +188,60 @@ class VLLMEngine(Engine):
         self._tokenizer: VLLMTokenizer | None = None
         self._model_info: ModelInfo | None = None
         self._make_params: Any = None
+        # The CPU kernels and dtype chosen at start (None on GPU).
+        self.plan: cpu.KernelPlan | None = None
 
     async def start(self) -> None:
         await asyncio.to_thread(self._start_blocking)
 
     def _start_blocking(self) -> None:
         began = time.monotonic()
-        if self._resolve_model is not None:
-            self._options = replace(self._options, model=self._resolve_model())
         from vllm.platforms import current_platform
 
         on_cpu = current_platform.is_cpu()
+        embedded = self._resolve_model is not None
+        if on_cpu:
+            plan = cpu.plan_kernels(
+                self._options.dtype,
+                embedded=embedded,
+                flags=cpu.cpu_flags(),
+                block_size=self._options.block_size,
+            )
+            self._options = replace(self._options, dtype=plan.dtype)
+            self.plan = plan
+            logger.info("CPU engine: %s (%s)", plan.describe(), plan.reason)
+        if self._resolve_model is not None:
+            dtype = "bfloat16" if self._options.dtype == "auto" else self._options.dtype
+            self._options = replace(self._options, model=self._resolve_model(dtype))
+        preload: str | None = None
         if on_cpu:
             _configure_cpu(self._options)
+            preload = _preload(self._options)
         from vllm.config import StructuredOutputsConfig
         from vllm.engine.arg_utils import AsyncEngineArgs
         from vllm.v1.engine.async_llm import AsyncLLM
 
         args = _engine_args(self._options, on_cpu)
-        logger.info("starting vLLM engine (%s): %s", "CPU" if on_cpu else "GPU", args)
+        logger.debug("starting vLLM engine (%s): %s", "CPU" if on_cpu else "GPU", args)
+        logger.info("loading the engine (%s)", "CPU" if on_cpu else "GPU")
         args["structured_outputs_config"] = StructuredOutputsConfig(
             **args["structured_outputs_config"]
         )
-        llm = AsyncLLM.from_engine_args(AsyncEngineArgs(**args))
+        with _environment("LD_PRELOAD", preload):
+            # The engine core is spawned here and reads LD_PRELOAD when it starts.
+            llm = AsyncLLM.from_engine_args(AsyncEngineArgs(**args))
         hf_tokenizer = llm.get_tokenizer()
         self._tokenizer = VLLMTokenizer(hf_tokenizer)
         self._model_info = ModelInfo(
             max_model_len=llm.model_config.max_model_len,
             source=self._options.model,
             vocab_size=len(hf_tokenizer),
+            dtype=str(llm.model_config.dtype).removeprefix("torch."),
+            kernels=None if self.plan is None else self.plan.describe(),
         )
         self._make_params = _params_factory()
         self._llm = llm
-        logger.info("vLLM engine ready in %.1f s", time.monotonic() - began)
+        logger.debug("vLLM engine ready in %.1f s", time.monotonic() - began)
 
     async def stop(self) -> None:
         llm, self._llm = self._llm, None
