@@ -9,7 +9,7 @@ point: `--concurrency` requests of `--output-len` tokens at once (`ignore_eos`),
 tokens per second. With `--rounds 2` the configurations run A B A B, and the table gives
 each one's median tok/s: compare ratios within one run, never across runs.
 
-    python -m benchmarks quality                       # bf16 and float32 x vec and vec16
+    python -m benchmarks quality                    # bf16 and float32 x oneDNN ISA caps
     python -m benchmarks quality --config fp32=--dtype=float32 --config bf16=--dtype=bfloat16
     python -m benchmarks quality --config preload=--cpu-preload --config none=--no-cpu-preload
 """
@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import re
 import statistics
 import sys
@@ -38,12 +39,14 @@ if TYPE_CHECKING:
 
 FACTS = Path(__file__).with_name("data") / "facts.jsonl"
 
-# dtype x attention kernel reachable without AMX: block size 16 selects "vec16".
+# dtype x the matmul paths reachable without AMX: oneDNN's ISA capped (bf16 emulated on
+# AVX512_CORE and AVX2, as on CPUs without avx512_bf16); attention is "vec" in all of them.
 DEFAULT_CONFIGS = (
-    "bf16-vec=--dtype=bfloat16",
-    "bf16-vec16=--dtype=bfloat16 --block-size=16",
-    "fp32-vec=--dtype=float32",
-    "fp32-vec16=--dtype=float32 --block-size=16",
+    "bf16=--dtype=bfloat16",
+    "bf16-avx512=ONEDNN_MAX_CPU_ISA=AVX512_CORE --dtype=bfloat16",
+    "bf16-avx2=ONEDNN_MAX_CPU_ISA=AVX2 --dtype=bfloat16",
+    "fp32=--dtype=float32",
+    "fp32-avx2=ONEDNN_MAX_CPU_ISA=AVX2 --dtype=float32",
 )
 
 
@@ -72,17 +75,30 @@ def load_facts(path: Path = FACTS) -> list[Fact]:
 
 @dataclass(frozen=True)
 class Config:
-    """One server start: a label, extra flags for `python -m oai_server`."""
+    """One server start: a label, environment variables and flags for `python -m oai_server`."""
 
     label: str
     flags: tuple[str, ...]
+    env: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def parse(cls, spec: str) -> Config:
-        label, sep, flags = spec.partition("=")
+        """`LABEL=[NAME=VALUE ...] [--flag ...]`."""
+        label, sep, rest = spec.partition("=")
         if not sep or not label:
-            raise argparse.ArgumentTypeError(f"expected LABEL=FLAGS, got {spec!r}")
-        return cls(label, tuple(flags.split()))
+            raise argparse.ArgumentTypeError(f"expected LABEL=[NAME=VALUE ...] FLAGS, got {spec!r}")
+        flags: list[str] = []
+        env: list[tuple[str, str]] = []
+        for word in rest.split():
+            name, is_env, value = word.partition("=")
+            if is_env and not word.startswith("-"):
+                env.append((name, value))
+            else:
+                flags.append(word)
+        return cls(label, tuple(flags), tuple(env))
+
+    def describe(self) -> str:
+        return " ".join([*(f"{k}={v}" for k, v in self.env), *self.flags])
 
 
 @dataclass
@@ -98,7 +114,7 @@ class Result:
     def row(self) -> dict[str, Any]:
         return {
             "config": self.config.label,
-            "flags": " ".join(self.config.flags),
+            "flags": self.config.describe(),
             "dtype": self.dtype,
             "score": self.score,
             "total": self.total,
@@ -184,7 +200,8 @@ def run(args: argparse.Namespace) -> list[Result]:
             command = [sys.executable, "-m", "oai_server", "--port", str(port), "--log-level"]
             command += ["debug", *result.config.flags]
             log = args.out / "logs" / f"quality-{result.config.label}-{round_index}.log"
-            server = ServerProcess(command, port=port, log_path=log)
+            env = {**os.environ, **dict(result.config.env)}
+            server = ServerProcess(command, port=port, log_path=log, env=env)
             with running(server, args.start_timeout):
                 result.started_s.append(server.started_s or 0.0)
                 asyncio.run(measure(server, args, result))
@@ -211,7 +228,7 @@ def table(results: Sequence[Result]) -> str:
         median = statistics.median(r.tok_per_s) if r.tok_per_s else 0.0
         ratio = f"{median / base:.2f}x" if base else "-"
         lines.append(
-            f"| {r.config.label} | `{' '.join(r.config.flags)}` | {r.dtype} | "
+            f"| {r.config.label} | `{r.config.describe()}` | {r.dtype} | "
             f"{r.score}/{r.total} | {median:.1f} | {ratio} |"
         )
     return "\n".join(lines)
@@ -234,7 +251,7 @@ def register(subparsers: Subparsers) -> None:
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--output-len", type=int, default=128)
     parser.add_argument("--rounds", type=int, default=1, help="A B rounds (default: 1)")
-    parser.add_argument("--start-timeout", type=float, default=600.0, metavar="S")
+    parser.add_argument("--start-timeout", type=float, default=240.0, metavar="S")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.set_defaults(handler=_command)
 

@@ -42,7 +42,6 @@ def build_engine(settings: Settings) -> VLLMEngine:
         trust_remote_code=settings.trust_remote_code,
         cpu_kvcache_space=settings.cpu_kvcache_space,
         cpu_threads_bind=settings.cpu_threads_bind,
-        block_size=settings.block_size,
         cpu_preload=settings.cpu_preload,
     )
     if not embedded:

@@ -107,11 +107,6 @@ class Settings(BaseSettings):
     )
 
     # --- CPU kernels and runtime (issue 8) -------------------------------------
-    block_size: int | None = Field(
-        None,
-        description="KV cache block size in tokens (default: vLLM's, 128 on CPU); on CPU a size "
-        "that is not a multiple of 32 selects the vec16 attention kernel.",
-    )
     cpu_preload: bool = Field(
         True,
         description="CPU only: preload tcmalloc and Intel's OpenMP runtime into the engine "

@@ -2,17 +2,21 @@
 
 vLLM picks its CPU kernels from the CPU's features, with no switch of its own:
 
-- attention (`vllm/v1/attention/backends/cpu_attn.py::_get_attn_isa`): "amx" when the CPU has
-  AMX tiles, the dtype is bfloat16 and the KV block size a multiple of 32; else "vec" (AVX-512
-  / AVX2) when the block size is a multiple of 32; else "vec16".
+- attention (`vllm/v1/attention/backends/cpu_attn.py::_get_attn_isa`): "amx" when
+  `torch.cpu._is_amx_tile_supported()` and the dtype is bfloat16 (block sizes are multiples
+  of 32: the CPU backend refuses others); else "vec" (AVX-512 or AVX2). "vec16" is only for
+  head sizes that are not a multiple of 32 (SmolLM2's is 64).
 - matrix products (`vllm/model_executor/layers/utils.py::dispatch_cpu_unquantized_gemm`):
-  with AMX and bfloat16, weights of 1 MiB or less (SmolLM2's o_proj) go to SGLang's AMX
-  kernel, the rest to oneDNN (which itself uses AMX there); otherwise oneDNN.
+  with AMX tiles and bfloat16, weights of 1 MiB or less (SmolLM2's o_proj) go to SGLang's
+  AMX kernel (`check_cpu_sgl_kernel`), the rest to oneDNN, which picks its own ISA (AMX,
+  AVX512_CORE_BF16, AVX512_CORE, AVX2); otherwise oneDNN. `ONEDNN_MAX_CPU_ISA` caps oneDNN
+  alone; on an AMX CPU it also stops oneDNN from asking the kernel for the AMX tile state,
+  so the attention and SGLang AMX kernels then die with SIGILL.
 
-So float32 runs the same kernels on every x86-64 CPU, and bfloat16 runs different ones on
-CPUs with AMX. The embedded model (a 135M model dequantized from 4 bits) answers greedily
-right in bfloat16 on the "vec" kernels and wrong on the AMX ones (see benchmarks/quality.py
-and the README's dtype section), so its default dtype is chosen here per CPU.
+So float32 runs the same kernels on every x86-64 CPU with AVX-512 (oneDNN has no AMX path
+for float32), and bfloat16 runs other ones on CPUs with AMX. The embedded model (135M
+parameters dequantized from 4 bits) answers greedily right in bfloat16 on the vec and oneDNN
+AVX-512 kernels measured here, and wrong on the AMX ones, so its dtype is chosen per CPU.
 """
 
 from __future__ import annotations
@@ -26,8 +30,6 @@ from pathlib import Path
 CPUINFO = Path("/proc/cpuinfo")
 # The flags that decide vLLM's kernels, in the order the test header prints them.
 KERNEL_FLAGS = ("amx_bf16", "amx_tile", "avx512_bf16", "avx512f", "avx2")
-# vLLM's default KV block size on CPU.
-DEFAULT_CPU_BLOCK_SIZE = 128
 
 TCMALLOC = "libtcmalloc_minimal.so.4"
 IOMP = "libiomp5.so"
@@ -66,21 +68,22 @@ class KernelPlan:
         return f"dtype {self.dtype}, attention kernel {self.attention}, matmul {self.gemm}"
 
 
-def attention_kernel(dtype: str, flags: Iterable[str], block_size: int | None) -> str:
-    """The attention ISA vLLM picks (SmolLM2's head size, 64, is a multiple of 32)."""
-    block = block_size or DEFAULT_CPU_BLOCK_SIZE
-    if has_amx(flags) and dtype == "bfloat16" and block % 32 == 0:
-        return "amx"
-    return "vec" if block % 32 == 0 else "vec16"
+def attention_kernel(dtype: str, flags: Iterable[str]) -> str:
+    """The attention ISA vLLM picks for a head size that is a multiple of 32."""
+    return "amx" if has_amx(flags) and dtype == "bfloat16" else "vec"
 
 
 def gemm_kernel(dtype: str, flags: Iterable[str]) -> str:
+    """vLLM's matmul path and the ISA oneDNN will take (its own choice, or ONEDNN_MAX_CPU_ISA)."""
     found = set(flags)
-    if has_amx(found) and dtype == "bfloat16":
-        return "oneDNN (AMX) + SGLang AMX for small weights"
-    if dtype == "bfloat16" and "avx512_bf16" not in found:
-        return "oneDNN (bfloat16 emulated)"
-    return "oneDNN"
+    if dtype != "bfloat16":
+        return "oneDNN"
+    if has_amx(found):
+        return "oneDNN AMX + SGLang AMX (small weights)"
+    capped = os.environ.get("ONEDNN_MAX_CPU_ISA")
+    if capped:
+        return f"oneDNN {capped}"
+    return "oneDNN AVX512_CORE_BF16" if "avx512_bf16" in found else "oneDNN (bf16 emulated)"
 
 
 def plan_kernels(
@@ -88,7 +91,6 @@ def plan_kernels(
     *,
     embedded: bool,
     flags: Iterable[str],
-    block_size: int | None = None,
 ) -> KernelPlan:
     """The dtype for `requested` ("auto" or a dtype) and the kernels it will run on.
 
@@ -114,7 +116,7 @@ def plan_kernels(
     shown = "bfloat16" if dtype == "auto" else dtype
     return KernelPlan(
         dtype=dtype,
-        attention=attention_kernel(shown, found, block_size),
+        attention=attention_kernel(shown, found),
         gemm=gemm_kernel(shown, found),
         reason=reason,
     )

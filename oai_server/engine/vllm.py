@@ -57,7 +57,6 @@ class VLLMOptions:
     # CPU only; None: the VLLM_CPU_* environment, else our defaults.
     cpu_kvcache_space: int | None = None
     cpu_threads_bind: str | None = None
-    block_size: int | None = None
     cpu_preload: bool = True
 
 
@@ -165,7 +164,6 @@ def _engine_args(options: VLLMOptions, on_cpu: bool) -> dict[str, Any]:
         "max_num_batched_tokens": options.max_num_batched_tokens,
         "max_num_queued_reqs": options.max_num_queued_reqs,
         "max_num_queued_tokens": options.max_num_queued_tokens,
-        "block_size": options.block_size,
     }
     if not on_cpu:
         args["tensor_parallel_size"] = options.tensor_parallel_size
@@ -205,7 +203,6 @@ class VLLMEngine(Engine):
                 self._options.dtype,
                 embedded=embedded,
                 flags=cpu.cpu_flags(),
-                block_size=self._options.block_size,
             )
             self._options = replace(self._options, dtype=plan.dtype)
             self.plan = plan

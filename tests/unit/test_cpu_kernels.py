@@ -39,7 +39,8 @@ def test_embedded_model_computes_in_float32_on_amx_cpus() -> None:
 def test_embedded_model_computes_in_bfloat16_without_amx() -> None:
     plan = cpu.plan_kernels("auto", embedded=True, flags=NO_AMX)
 
-    assert (plan.dtype, plan.attention, plan.gemm) == ("bfloat16", "vec", "oneDNN")
+    assert (plan.dtype, plan.attention) == ("bfloat16", "vec")
+    assert plan.gemm.startswith("oneDNN")
 
 
 def test_an_explicit_dtype_wins_and_the_plan_names_the_amx_kernels() -> None:
@@ -49,12 +50,6 @@ def test_an_explicit_dtype_wins_and_the_plan_names_the_amx_kernels() -> None:
     assert plan.attention == "amx"
     assert "SGLang AMX" in plan.gemm
     assert "as asked" in plan.reason
-
-
-def test_a_block_size_not_a_multiple_of_32_selects_vec16() -> None:
-    for flags in (AMX, NO_AMX):
-        plan = cpu.plan_kernels("bfloat16", embedded=True, flags=flags, block_size=16)
-        assert plan.attention == "vec16"
 
 
 def test_other_models_keep_their_own_dtype() -> None:
