@@ -122,9 +122,19 @@ def _preload(options: VLLMOptions) -> str | None:
     if not options.cpu_preload:
         return None
     libraries = cpu.find_preload_libraries()
+    names = {lib.name for lib in libraries}
+    if cpu.TCMALLOC not in names:
+        logger.warning(
+            "tcmalloc not found: the engine runs slower without it "
+            "(Debian/Ubuntu: apt-get install libtcmalloc-minimal4)"
+        )
+    if cpu.IOMP not in names:
+        logger.warning(
+            "Intel OpenMP not found: the engine runs slower without it (pip install intel-openmp)"
+        )
     value = cpu.preload_value(libraries, os.environ.get("LD_PRELOAD"))
     if value is not None:
-        logger.info("engine preloads %s", ", ".join(lib.name for lib in libraries))
+        logger.debug("engine preloads %s", value)
     return value
 
 
@@ -207,6 +217,11 @@ class VLLMEngine(Engine):
             self._options = replace(self._options, dtype=plan.dtype)
             self.plan = plan
             logger.info("CPU engine: %s (%s)", plan.describe(), plan.reason)
+            if embedded and plan.attention == "amx":
+                logger.warning(
+                    "the embedded model was seen answering wrong on vLLM's AMX bfloat16 "
+                    "kernels; --dtype float32 (the default on this CPU) answers right"
+                )
         if self._resolve_model is not None:
             dtype = "bfloat16" if self._options.dtype == "auto" else self._options.dtype
             self._options = replace(self._options, model=self._resolve_model(dtype))
