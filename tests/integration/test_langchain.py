@@ -24,9 +24,11 @@ LLMFactory = Callable[..., ChatOpenAI]
 
 @pytest.fixture
 def make_llm(server: Server, sdk_http: httpx.Client, sdk_ahttp: httpx.AsyncClient) -> LLMFactory:
-    """`ChatOpenAI` on the server, greedy, with `options` on top."""
+    """`ChatOpenAI` on the server, greedy, with `options` on top; output bounded (64 tokens
+    unless said), so a derailed model fails in seconds."""
 
     def make(**options: Any) -> ChatOpenAI:
+        options.setdefault("max_tokens", 64)
         return ChatOpenAI(
             base_url=server.base_url,
             api_key="unused",

@@ -25,7 +25,13 @@ def make_llm(server: Server, sdk_http: httpx.Client, sdk_ahttp: httpx.AsyncClien
     """`OpenAILike` on the server, greedy, with `options` on top."""
 
     def make(**options: Any) -> OpenAILike:
-        settings: dict[str, Any] = {"is_chat_model": True, "temperature": 0, **options}
+        # Output bounded unless said, so a derailed model fails in seconds.
+        settings: dict[str, Any] = {
+            "is_chat_model": True,
+            "temperature": 0,
+            "max_tokens": 32,
+            **options,
+        }
         return OpenAILike(
             model=MODEL,
             api_base=server.base_url,

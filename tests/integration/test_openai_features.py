@@ -112,7 +112,11 @@ def test_json_object_mode_gives_json(client: openai.OpenAI) -> None:
 
 def test_required_tool_choice_calls_a_tool(client: openai.OpenAI) -> None:
     reply = client.chat.completions.create(
-        model=MODEL, messages=ASK_WEATHER, tools=[WEATHER_TOOL, TIME_TOOL], tool_choice="required"
+        model=MODEL,
+        messages=ASK_WEATHER,
+        tools=[WEATHER_TOOL, TIME_TOOL],
+        tool_choice="required",
+        max_tokens=96,
     )
     choice = reply.choices[0]
     assert choice.finish_reason == "tool_calls"
@@ -130,6 +134,7 @@ def test_named_tool_choice_fills_its_schema(client: openai.OpenAI) -> None:
         messages=ASK_WEATHER,
         tools=[WEATHER_TOOL, TIME_TOOL],
         tool_choice={"type": "function", "function": {"name": "get_weather"}},
+        max_tokens=64,
     )
     (call,) = reply.choices[0].message.tool_calls or []
     assert call.function.name == "get_weather"  # type: ignore[union-attr]
@@ -142,6 +147,7 @@ def test_stream_helper_reassembles_tool_calls(client: openai.OpenAI) -> None:
         messages=ASK_WEATHER,
         tools=[WEATHER_TOOL],
         tool_choice={"type": "function", "function": {"name": "get_weather"}},
+        max_tokens=64,
     ) as stream:
         deltas = 0
         for event in stream:

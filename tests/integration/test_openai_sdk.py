@@ -33,7 +33,9 @@ async def aclient(server: Server) -> AsyncIterator[openai.AsyncOpenAI]:
 
 
 def test_factual_question_answered_correctly(client: openai.OpenAI) -> None:
-    reply = client.chat.completions.create(model=MODEL, messages=CAPITAL_QUESTION, temperature=0)
+    reply = client.chat.completions.create(
+        model=MODEL, messages=CAPITAL_QUESTION, temperature=0, max_tokens=32
+    )
     choice = reply.choices[0]
     assert choice.message.role == "assistant"
     assert "Paris" in (choice.message.content or "")
@@ -62,11 +64,11 @@ def test_sync_stream_matches_non_streamed_answer(client: openai.OpenAI) -> None:
 
 async def test_async_create_and_stream(aclient: openai.AsyncOpenAI) -> None:
     reply = await aclient.chat.completions.create(
-        model=MODEL, messages=CAPITAL_QUESTION, temperature=0
+        model=MODEL, messages=CAPITAL_QUESTION, temperature=0, max_tokens=32
     )
     assert "Paris" in (reply.choices[0].message.content or "")
     stream = await aclient.chat.completions.create(
-        model=MODEL, messages=CAPITAL_QUESTION, temperature=0, stream=True
+        model=MODEL, messages=CAPITAL_QUESTION, temperature=0, max_tokens=32, stream=True
     )
     pieces = [c.choices[0].delta.content or "" async for c in stream if c.choices]
     assert len([p for p in pieces if p]) > 1, "content should arrive in several deltas"
