@@ -85,7 +85,7 @@ class Config:
     def parse(cls, spec: str) -> Config:
         """`LABEL=[NAME=VALUE ...] [--flag ...]`."""
         label, sep, rest = spec.partition("=")
-        if not sep or not label:
+        if not sep or not label or label.startswith("-"):
             raise argparse.ArgumentTypeError(f"expected LABEL=[NAME=VALUE ...] FLAGS, got {spec!r}")
         flags: list[str] = []
         env: list[tuple[str, str]] = []
@@ -179,7 +179,7 @@ async def measure(server: ServerProcess, args: argparse.Namespace, result: Resul
         base_url=server.root_url, timeout=600.0, limits=limits, trust_env=False
     ) as client:
         model = (await client.get("/v1/models")).json()["data"][0]["id"]
-        if not result.total:  # greedy: the answers are the same in every round
+        if args.score and not result.total:  # greedy: the same answers in every round
             await score(client, model, load_facts(args.facts), args.max_tokens, result)
         await throughput(client, model, 4, 8)  # warm-up
         result.tok_per_s.append(await throughput(client, model, args.concurrency, args.output_len))
@@ -248,6 +248,12 @@ def register(subparsers: Subparsers) -> None:
     )
     parser.add_argument("--facts", type=Path, default=FACTS)
     parser.add_argument("--max-tokens", type=int, default=48)
+    parser.add_argument(
+        "--score",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="ask the factual questions (--no-score: throughput only)",
+    )
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--output-len", type=int, default=128)
     parser.add_argument("--rounds", type=int, default=1, help="A B rounds (default: 1)")
