@@ -69,8 +69,8 @@ class Settings(BaseSettings):
     dtype: str = Field(
         "auto",
         description="Weight and activation dtype (auto, float32, bfloat16, float16); "
-        "auto is the model's own, except the embedded model on CPU: bfloat16, or float32 "
-        "on CPUs with AMX (whose bfloat16 kernels answer it wrong).",
+        "auto is the model's own, except the embedded model on CPU: float32 (the same "
+        "kernels and answers on every CPU; bfloat16 answers it wrong on AMX kernels).",
     )
     max_model_len: int | None = Field(
         None, description="Context length; default: 2048 for the embedded model, else the model's."

@@ -13,10 +13,12 @@ vLLM picks its CPU kernels from the CPU's features, with no switch of its own:
   alone; on an AMX CPU it also stops oneDNN from asking the kernel for the AMX tile state,
   so the attention and SGLang AMX kernels then die with SIGILL.
 
-So float32 runs the same kernels on every x86-64 CPU with AVX-512 (oneDNN has no AMX path
-for float32), and bfloat16 runs other ones on CPUs with AMX. The embedded model (135M
-parameters dequantized from 4 bits) answers greedily right in bfloat16 on the vec and oneDNN
-AVX-512 kernels measured here, and wrong on the AMX ones, so its dtype is chosen per CPU.
+So float32 runs the same kernels on every x86-64 CPU (vLLM has no AMX path for float32, and
+oneDNN keeps float32 exact by default), and bfloat16 runs other ones on CPUs with AMX. The
+embedded model (135M parameters dequantized from 4 bits) scored the same in bfloat16 and
+float32 on every kernel path reachable without AMX, and float32 was no slower (see
+`python -m benchmarks quality`), while bfloat16 on the AMX kernels derailed on a plain
+question; so the embedded model computes in float32 on every CPU: one answer everywhere.
 """
 
 from __future__ import annotations
@@ -94,25 +96,22 @@ def plan_kernels(
 ) -> KernelPlan:
     """The dtype for `requested` ("auto" or a dtype) and the kernels it will run on.
 
-    "auto" for the embedded model is bfloat16 where vLLM runs its "vec" kernels (measured
-    right, and twice as fast as float32), and float32 on CPUs with AMX, whose bfloat16
-    kernels answer wrong; float32 runs the same kernels there as everywhere else.
-    For any other model "auto" stays vLLM's choice (the model's own dtype).
+    "auto" for the embedded model is float32 on every CPU: the same kernels, and so the same
+    answers, with or without AMX, at bfloat16's speed on this small model. For any other
+    model "auto" stays vLLM's choice (the model's own dtype).
     """
     found = frozenset(flags)
     if requested != "auto":
         dtype, reason = requested, "as asked (--dtype)"
     elif not embedded:
         dtype, reason = "auto", "the model's own dtype (vLLM's choice)"
-    elif has_amx(found):
+    else:
         dtype = "float32"
         reason = (
-            "this CPU has AMX, and the embedded model answers wrong on vLLM's AMX bfloat16 "
-            "kernels; float32 runs the kernels checked right on every x86-64 CPU"
+            "the embedded model's default: the same kernels and answers on every CPU; "
+            "bfloat16 answers wrong on AMX kernels"
+            + (", which this CPU has" if has_amx(found) else ", which this CPU lacks")
         )
-    else:
-        dtype = "bfloat16"
-        reason = "no AMX: bfloat16 runs vLLM's vec kernels, checked right and ~2x float32's speed"
     shown = "bfloat16" if dtype == "auto" else dtype
     return KernelPlan(
         dtype=dtype,

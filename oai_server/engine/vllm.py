@@ -58,6 +58,8 @@ class VLLMOptions:
     cpu_kvcache_space: int | None = None
     cpu_threads_bind: str | None = None
     cpu_preload: bool = True
+    # vLLM's progress bar while it loads the weights (a fraction of a second on CPU).
+    load_progress_bar: bool = True
 
 
 class VLLMTokenizer(Tokenizer):
@@ -174,6 +176,7 @@ def _engine_args(options: VLLMOptions, on_cpu: bool) -> dict[str, Any]:
         "max_num_batched_tokens": options.max_num_batched_tokens,
         "max_num_queued_reqs": options.max_num_queued_reqs,
         "max_num_queued_tokens": options.max_num_queued_tokens,
+        "use_tqdm_on_load": options.load_progress_bar,
     }
     if not on_cpu:
         args["tensor_parallel_size"] = options.tensor_parallel_size
@@ -220,7 +223,7 @@ class VLLMEngine(Engine):
             if embedded and plan.attention == "amx":
                 logger.warning(
                     "the embedded model was seen answering wrong on vLLM's AMX bfloat16 "
-                    "kernels; --dtype float32 (the default on this CPU) answers right"
+                    "kernels; --dtype float32 (its default) answers right"
                 )
         if self._resolve_model is not None:
             dtype = "bfloat16" if self._options.dtype == "auto" else self._options.dtype

@@ -28,19 +28,13 @@ def test_flags_are_read_from_cpuinfo(tmp_path: Path) -> None:
     assert cpu.cpu_flags(tmp_path / "missing") == frozenset()
 
 
-def test_embedded_model_computes_in_float32_on_amx_cpus() -> None:
-    plan = cpu.plan_kernels("auto", embedded=True, flags=AMX)
+@pytest.mark.parametrize("flags", [AMX, NO_AMX], ids=["amx", "no-amx"])
+def test_embedded_model_computes_in_float32_on_the_same_kernels_everywhere(
+    flags: frozenset[str],
+) -> None:
+    plan = cpu.plan_kernels("auto", embedded=True, flags=flags)
 
-    assert plan.dtype == "float32"
-    assert plan.attention == "vec"  # the kernels checked right, not AMX's
-    assert "AMX" in plan.reason
-
-
-def test_embedded_model_computes_in_bfloat16_without_amx() -> None:
-    plan = cpu.plan_kernels("auto", embedded=True, flags=NO_AMX)
-
-    assert (plan.dtype, plan.attention) == ("bfloat16", "vec")
-    assert plan.gemm.startswith("oneDNN")
+    assert (plan.dtype, plan.attention, plan.gemm) == ("float32", "vec", "oneDNN")
 
 
 def test_an_explicit_dtype_wins_and_the_plan_names_the_amx_kernels() -> None:
