@@ -57,7 +57,7 @@ class VLLMOptions:
     # CPU only; None: the VLLM_CPU_* environment, else our defaults.
     cpu_kvcache_space: int | None = None
     cpu_threads_bind: str | None = None
-    cpu_preload: bool = True
+    cpu_preload: bool = False
     # vLLM's progress bar while it loads the weights (a fraction of a second on CPU).
     load_progress_bar: bool = True
 
@@ -120,20 +120,18 @@ def _configure_cpu(options: VLLMOptions) -> None:
 
 
 def _preload(options: VLLMOptions) -> str | None:
-    """The LD_PRELOAD for the engine process: tcmalloc and Intel OpenMP when installed."""
+    """The LD_PRELOAD for the engine process with --cpu-preload: tcmalloc and Intel OpenMP."""
     if not options.cpu_preload:
         return None
     libraries = cpu.find_preload_libraries()
     names = {lib.name for lib in libraries}
     if cpu.TCMALLOC not in names:
         logger.warning(
-            "tcmalloc not found: the engine runs slower without it "
-            "(Debian/Ubuntu: apt-get install libtcmalloc-minimal4)"
+            "--cpu-preload: tcmalloc not found (Debian/Ubuntu: apt-get install "
+            "libtcmalloc-minimal4)"
         )
     if cpu.IOMP not in names:
-        logger.warning(
-            "Intel OpenMP not found: the engine runs slower without it (pip install intel-openmp)"
-        )
+        logger.warning("--cpu-preload: Intel OpenMP not found (pip install intel-openmp)")
     value = cpu.preload_value(libraries, os.environ.get("LD_PRELOAD"))
     if value is not None:
         logger.debug("engine preloads %s", value)
