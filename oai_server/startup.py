@@ -72,14 +72,6 @@ def configure_logging(level: str) -> None:
     warnings.filterwarnings("ignore", category=DeprecationWarning)
 
 
-def quiet_engine_process() -> None:
-    """In a process spawned by vLLM: its loggers at the level the server process chose
-    (VLLM_LOGGING_LEVEL, set by `configure_logging`), before vLLM has configured them."""
-    level = os.environ.get("VLLM_LOGGING_LEVEL")
-    if level and level.upper() in ("WARNING", "ERROR", "CRITICAL"):
-        logging.getLogger("vllm").setLevel(level.upper())
-
-
 class _DropStartLines(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         return not record.getMessage().startswith(_UVICORN_START_LINES)
