@@ -12,11 +12,12 @@ import os
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, get_args
 
 from oai_server.engine.protocol import Engine, Tokenizer
 from oai_server.engine.types import (
     ChoiceDelta,
+    FinishReason,
     GenerationStep,
     ModelInfo,
     SamplingOptions,
@@ -249,7 +250,7 @@ class VLLMEngine(Engine):
                         index=c.index,
                         text=c.text,
                         token_count=len(c.token_ids),
-                        finish_reason=c.finish_reason,  # type: ignore[arg-type]
+                        finish_reason=_finish_reason(c.finish_reason),
                         stop_reason=c.stop_reason,
                         cumulative_logprob=c.cumulative_logprob,
                     )
@@ -266,6 +267,20 @@ class VLLMEngine(Engine):
             raise EngineOverloadedError(exc.message) from exc
         except VLLMClientError as exc:
             raise InvalidRequestError(str(exc), param=getattr(exc, "parameter", None)) from exc
+
+
+_FINISH_REASONS: dict[str, FinishReason] = {r: r for r in get_args(FinishReason)}
+
+
+def _finish_reason(reason: str | None) -> FinishReason | None:
+    """vLLM's finish reason as ours; one we do not know is reported as a failure."""
+    if reason is None:
+        return None
+    known = _FINISH_REASONS.get(reason)
+    if known is None:
+        logger.error("unknown finish reason from the engine: %r", reason)
+        return "error"
+    return known
 
 
 # JSON has no -inf; vLLM's own server clamps the same way.
