@@ -11,10 +11,10 @@ import logging
 import os
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, get_args
 
 from oai_server.engine.protocol import Engine, Tokenizer
+from oai_server.engine.settings import EngineSettings
 from oai_server.engine.types import (
     ChoiceDelta,
     FinishReason,
@@ -35,27 +35,6 @@ if TYPE_CHECKING:
     from vllm.v1.engine.async_llm import AsyncLLM
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class VLLMOptions:
-    """Engine arguments, with vLLM's names; None means "vLLM's default"."""
-
-    model: str
-    dtype: str = "auto"
-    max_model_len: int | None = None
-    enforce_eager: bool | None = None
-    tensor_parallel_size: int = 1
-    gpu_memory_utilization: float = 0.9
-    max_num_seqs: int | None = None
-    max_num_batched_tokens: int | None = None
-    max_num_queued_reqs: int | None = None
-    max_num_queued_tokens: int | None = None
-    seed: int = 0
-    trust_remote_code: bool = False
-    # CPU only; None: the VLLM_CPU_* environment, else our defaults.
-    cpu_kvcache_space: int | None = None
-    cpu_threads_bind: str | None = None
 
 
 class VLLMTokenizer(Tokenizer):
@@ -93,7 +72,7 @@ class VLLMTokenizer(Tokenizer):
         )
 
 
-def _configure_cpu(options: VLLMOptions) -> None:
+def _configure_cpu(options: EngineSettings) -> None:
     """Set the CPU backend's environment before the engine process is spawned.
 
     A setting given explicitly wins over the environment; an unset one leaves what the
@@ -115,7 +94,7 @@ def _configure_cpu(options: VLLMOptions) -> None:
     os.environ["VLLM_CPU_OMP_THREADS_BIND"] = bind
 
 
-def _engine_args(options: VLLMOptions, on_cpu: bool) -> dict[str, Any]:
+def _engine_args(options: EngineSettings, on_cpu: bool) -> dict[str, Any]:
     enforce_eager = options.enforce_eager
     if enforce_eager is None:
         enforce_eager = on_cpu
@@ -134,6 +113,7 @@ def _engine_args(options: VLLMOptions, on_cpu: bool) -> dict[str, Any]:
         "max_num_batched_tokens": options.max_num_batched_tokens,
         "max_num_queued_reqs": options.max_num_queued_reqs,
         "max_num_queued_tokens": options.max_num_queued_tokens,
+        "stream_interval": options.stream_interval,
     }
     if not on_cpu:
         args["tensor_parallel_size"] = options.tensor_parallel_size
@@ -145,7 +125,7 @@ class VLLMEngine(Engine):
     """vLLM's `AsyncLLM`, started in-process; its engine core runs in a child process."""
 
     def __init__(
-        self, options: VLLMOptions, *, resolve_model: Callable[[], str] | None = None
+        self, options: EngineSettings, *, resolve_model: Callable[[], str] | None = None
     ) -> None:
         """`resolve_model`, if given, runs first in `start` (say, to convert weights) and
         returns the model to load in place of `options.model`."""
@@ -162,7 +142,7 @@ class VLLMEngine(Engine):
     def _start_blocking(self) -> None:
         began = time.monotonic()
         if self._resolve_model is not None:
-            self._options = replace(self._options, model=self._resolve_model())
+            self._options = self._options.model_copy(update={"model": self._resolve_model()})
         from vllm.platforms import current_platform
 
         on_cpu = current_platform.is_cpu()
@@ -182,7 +162,7 @@ class VLLMEngine(Engine):
         self._tokenizer = VLLMTokenizer(hf_tokenizer)
         self._model_info = ModelInfo(
             max_model_len=llm.model_config.max_model_len,
-            source=self._options.model,
+            source=self._options.model or "",
             vocab_size=len(hf_tokenizer),
         )
         self._make_params = _params_factory()
