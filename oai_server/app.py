@@ -16,6 +16,7 @@ from oai_server.error_responses import install_error_handlers
 from oai_server.generation.chat_template import load_template
 from oai_server.metrics import Metrics
 from oai_server.middleware import APIKeyMiddleware, MetricsMiddleware
+from oai_server.realtime import router as realtime
 from oai_server.routes import chat, completions, models, system, tokenize
 from oai_server.services.chat import ChatService
 from oai_server.services.completions import CompletionService
@@ -74,7 +75,7 @@ def create_app(settings: Settings, engine: Engine) -> FastAPI:
         metrics=metrics,
         created=int(time.time()),
     )
-    for module in (chat, completions, models, system, tokenize):
+    for module in (chat, completions, models, system, tokenize, realtime):
         app.include_router(module.router)
     install_error_handlers(app)
     if settings.api_key:

@@ -58,6 +58,11 @@ class Settings(BaseSettings, EngineSettings):
         description="How tool calls are read from free text for tool_choice 'auto' "
         "(hermes: <tool_call>{json}</tool_call>); 'required' and named tools work on any model.",
     )
+    realtime_idle_timeout: float = Field(
+        600.0,
+        gt=0,
+        description="Seconds a Realtime WebSocket session may stay silent before it is closed.",
+    )
     cache_dir: Path = Field(
         Path.home() / ".cache" / "oai-server",
         description="Where the embedded model is converted once and kept.",
