@@ -42,6 +42,11 @@ class Settings(BaseSettings):
         "info", description="Log level."
     )
 
+    # --- web chat page --------------------------------------------------------
+    web_ui: bool = Field(
+        True, description="Serve the built-in chat page at / (its files under /ui/)."
+    )
+
     # --- model ----------------------------------------------------------------
     model: str | None = Field(
         None,
