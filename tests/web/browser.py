@@ -13,7 +13,9 @@ from contextlib import contextmanager
 from playwright.sync_api import Browser, Page, sync_playwright
 
 VIEWPORT = {"width": 1100, "height": 720}
-REPLY_DONE = ".msg.assistant:last-child .stats .total"
+# The page is idle again (Send, not Stop) and the last reply carries its figures.
+REPLY_DONE = """() => !document.getElementById('send').hidden
+  && document.querySelector('#messages .msg.assistant:last-child .stats .total') !== null"""
 
 
 @contextmanager
@@ -42,5 +44,5 @@ def send(page: Page, text: str) -> None:
 
 def wait_reply(page: Page, timeout_ms: float = 15_000) -> str:
     """Wait for the last reply to finish; return its text."""
-    page.wait_for_selector(REPLY_DONE, timeout=timeout_ms)
+    page.wait_for_function(REPLY_DONE, timeout=timeout_ms)
     return page.inner_text(".msg.assistant:last-child .content")
