@@ -95,7 +95,9 @@ export function replyStats(started, first, ended, usage) {
     ttft: first === null ? null : first - started,
     total: ended - started,
     tokens,
-    tps: tokens !== null && tokens > 1 && decode > 0 ? ((tokens - 1) * 1000) / decode : null,
+    // The decode rate, over a window long enough to mean something (a reply that
+    // arrived in one read has none).
+    tps: tokens !== null && tokens > 1 && decode >= 10 ? ((tokens - 1) * 1000) / decode : null,
   };
 }
 
