@@ -21,13 +21,12 @@ WATCH_REPLY = """() => {
     if (document.querySelector('.msg.assistant .typing')) window.sawTyping = true;
     const reply = document.querySelector('.msg.assistant:last-child .content');
     if (reply) window.seen.push(reply.textContent);
-  }).observe(document.getElementById('messages'), {subtree: true, childList: true, characterData: true});
+  }).observe(document.getElementById('messages'),
+             {subtree: true, childList: true, characterData: true});
 }"""
 
 
-def test_tokens_appear_as_they_arrive_with_figures_under_the_reply(
-    page: Page, live: Serve
-) -> None:
+def test_tokens_appear_as_they_arrive_with_figures_under_the_reply(page: Page, live: Serve) -> None:
     engine = FakeEngine(reply=WORDS, token_delay=0.04)
     with live(engine) as root:
         open_page(page, root)
@@ -123,7 +122,8 @@ def test_a_reload_keeps_the_conversations(page: Page, live: Serve) -> None:
         send(page, "And this")
         wait_reply(page)
         prompt = engine.tokenizer.decode(engine.calls[-1].prompt_token_ids)
-        assert "Keep this" in prompt and "Remembered." in prompt and "And this" in prompt
+        for turn in ("Keep this", "Remembered.", "And this"):
+            assert turn in prompt
 
 
 def test_copy_and_regenerate(page: Page, live: Serve) -> None:
@@ -137,7 +137,9 @@ def test_copy_and_regenerate(page: Page, live: Serve) -> None:
         expect(page.locator(".msg.assistant button[data-action=copy]")).to_have_text("Copied")
         assert page.evaluate("navigator.clipboard.readText()") == "Copy me."
         page.click(".msg.assistant button[data-action=regenerate]")
-        page.wait_for_function("() => document.querySelectorAll('.msg.assistant .stats').length === 1")
+        page.wait_for_function(
+            "() => document.querySelectorAll('.msg.assistant .stats').length === 1"
+        )
         wait_reply(page)
         assert len(engine.calls) == 2
         assert engine.calls[0].prompt_token_ids == engine.calls[1].prompt_token_ids

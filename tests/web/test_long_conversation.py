@@ -147,7 +147,8 @@ def test_5000_messages_open_scroll_and_stream_smoothly(
 
     assert opened["ms"] < OPEN_BOUND_MS
     assert max(scrolled["times"]) < SCROLL_STEP_BOUND_MS
-    assert opened["rows"] < 100 and scrolled["rows"] < 100  # virtualized, not 5,000 rows
+    assert opened["rows"] < 100  # virtualized: not 5,000 rows
+    assert scrolled["rows"] < 100
     assert len(updates) >= 10
     assert summary(updates)["p95"] < UPDATE_P95_BOUND_MS
     # The list around the reply is left alone: a handful of changes (the two new rows,
