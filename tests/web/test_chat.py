@@ -157,7 +157,7 @@ def test_a_401_asks_for_the_key_and_then_works(page: Page, live: Serve) -> None:
         page.click("#key-ok")
         expect(dialog).to_be_visible()  # asked again
         page.fill("#key-input", "k")
-        page.click("#key-ok")
+        page.press("#key-input", "Enter")  # the keyboard alone will do
         expect(dialog).to_be_hidden()
         page.wait_for_function("() => document.querySelector('#model').options.length > 0")
         send(page, "Let me in")
@@ -187,3 +187,31 @@ def test_an_http_error_is_shown_from_its_envelope(page: Page, live: Serve) -> No
         expect(error).to_contain_text("Error 400")
         expect(error).to_contain_text("temperature")
         assert page.inner_text(".msg.assistant .content") == ""
+
+
+def test_every_control_is_labelled_and_the_keyboard_alone_works(page: Page, live: Serve) -> None:
+    with live(FakeEngine(reply="Done.")) as root:
+        open_page(page, root)
+        unlabelled = page.evaluate(
+            """() => [...document.querySelectorAll('input, select, textarea, button')]
+              .filter((el) => !(el.labels && el.labels.length) && !el.getAttribute('aria-label')
+                              && !el.textContent.trim())
+              .map((el) => el.id || el.outerHTML)"""
+        )
+        assert unlabelled == []
+        # Tab from the top reaches the sidebar, the settings, the model and the message box.
+        reached = []
+        page.focus("body")
+        for _ in range(12):
+            page.keyboard.press("Tab")
+            reached.append(page.evaluate("() => document.activeElement.id"))
+        for control in ("new-chat", "model", "prompt", "send"):
+            assert control in reached
+        page.focus("#prompt")
+        page.keyboard.type("Hello")
+        page.keyboard.press("Enter")
+        wait_reply(page)
+        page.keyboard.press("Shift+Tab")  # from the box back into the list: the reply's buttons
+        page.keyboard.press("Shift+Tab")
+        focused = page.evaluate("() => document.activeElement.dataset.action || ''")
+        assert focused in ("copy", "regenerate")

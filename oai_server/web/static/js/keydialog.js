@@ -3,6 +3,10 @@
 
 let pending = null;
 
+document.getElementById("key-cancel").addEventListener("click", () => {
+  document.getElementById("key-dialog").close("cancel");
+});
+
 /** Resolves to the key the user typed, or null when they cancelled. */
 export function askKey(reason) {
   if (pending) return pending;
@@ -10,6 +14,7 @@ export function askKey(reason) {
   const input = document.getElementById("key-input");
   document.getElementById("key-reason").textContent = reason;
   input.value = "";
+  dialog.returnValue = ""; // Escape closes with the value of the last close
   pending = new Promise((resolve) => {
     dialog.addEventListener(
       "close",
