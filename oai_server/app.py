@@ -11,9 +11,9 @@ from collections.abc import AsyncIterator
 from fastapi import FastAPI
 
 from oai_server import __version__
-from oai_server.chat_template import load_template
 from oai_server.engine.protocol import Engine
 from oai_server.error_responses import install_error_handlers
+from oai_server.generation.chat_template import load_template
 from oai_server.metrics import Metrics
 from oai_server.middleware import APIKeyMiddleware, MetricsMiddleware
 from oai_server.routes import chat, completions, models, system, tokenize
