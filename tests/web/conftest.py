@@ -1,9 +1,7 @@
-"""One browser for the module; each test gets a fresh context (empty local storage)."""
+"""One browser for the session; each test gets a fresh context (empty local storage)."""
 
 from __future__ import annotations
 
-import queue
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
@@ -39,43 +37,13 @@ def page(browser: Browser) -> Iterator[Page]:
     assert not errors, f"the page raised: {errors}"
 
 
-@contextmanager
-def serve_beside_playwright(app: Any) -> Iterator[str]:
-    """`serve(app)`, entered from a thread of its own.
-
-    Playwright's sync API keeps an event loop running in the test's thread, where
-    `serve` cannot run its readiness check (`asyncio.run`).
-    """
-    started: queue.Queue[str | BaseException] = queue.Queue()
-    finish = threading.Event()
-
-    def run() -> None:
-        try:
-            with serve(app) as root:
-                started.put(root)
-                finish.wait()
-        except BaseException as exc:  # noqa: BLE001 - handed to the test's thread
-            started.put(exc)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    root = started.get(timeout=30)
-    if isinstance(root, BaseException):
-        raise root
-    try:
-        yield root
-    finally:
-        finish.set()
-        thread.join(timeout=15)
-
-
 @pytest.fixture
 def live() -> Serve:
     """`with live(engine, **settings) as root:` the app with `engine` behind a real uvicorn."""
 
     @contextmanager
     def run(engine: FakeEngine, **settings: Any) -> Iterator[str]:
-        with serve_beside_playwright(create_app(Settings(**settings), engine)) as root:
+        with serve(create_app(Settings(**settings), engine)) as root:
             yield root
 
     return run
