@@ -23,6 +23,7 @@ from oai_server.services.completions import CompletionService
 from oai_server.services.tokenize import TokenizeService
 from oai_server.settings import Settings
 from oai_server.state import ServerState
+from oai_server.web import install as install_web_ui
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +79,7 @@ def create_app(settings: Settings, engine: Engine) -> FastAPI:
     for module in (chat, completions, models, system, tokenize, realtime):
         app.include_router(module.router)
     install_error_handlers(app)
+    install_web_ui(app, settings)  # last: the API routes win over the page's paths
     if settings.api_key:
         app.add_middleware(APIKeyMiddleware, api_key=settings.api_key)
     app.add_middleware(MetricsMiddleware, metrics=metrics)

@@ -45,6 +45,11 @@ class Settings(BaseSettings, EngineSettings):
         "info", description="Log level."
     )
 
+    # --- web chat page --------------------------------------------------------
+    web_ui: bool = Field(
+        True, description="Serve the built-in chat page at / (its files under /ui/)."
+    )
+
     # --- model ----------------------------------------------------------------
     served_model_name: str | None = Field(
         None,
