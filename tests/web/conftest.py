@@ -18,8 +18,10 @@ from tests.web.browser import VIEWPORT, chromium
 Serve = Callable[..., AbstractContextManager[str]]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
+    # Per module, not per session: Playwright's sync API keeps an event loop running in
+    # this thread while it is open, which the asyncio tests of other modules cannot share.
     with chromium() as launched:
         yield launched
 
