@@ -10,6 +10,7 @@ values.schema.json (the schema test below says so when it is missing).
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 import helm_python
@@ -51,7 +52,7 @@ def settings_from_env(
     monkeypatch: pytest.MonkeyPatch, variables: dict[str, str]
 ) -> Settings:
     """What the server reads from exactly these OAI_* variables."""
-    for name in [name for name in __import__("os").environ if name.startswith("OAI_")]:
+    for name in [name for name in os.environ if name.startswith("OAI_")]:
         monkeypatch.delenv(name)
     for name, value in variables.items():
         monkeypatch.setenv(name, value)
