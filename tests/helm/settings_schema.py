@@ -55,9 +55,7 @@ def server_properties() -> dict[str, Any]:
     """One JSON-schema property per setting, keyed by its camelCase name."""
     schema = Settings.model_json_schema()
     defs = schema.get("$defs", {})
-    return {
-        camel_case(name): _clean(prop, defs) for name, prop in schema["properties"].items()
-    }
+    return {camel_case(name): _clean(prop, defs) for name, prop in schema["properties"].items()}
 
 
 def read_values_schema() -> dict[str, Any]:

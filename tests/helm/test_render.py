@@ -59,7 +59,10 @@ VALUE_SETS = {
 
 # prometheus-operator's ServiceMonitor (monitoring.coreos.com/v1) is a CRD that
 # kubernetes-validate has no schema for: the fields the chart writes, as that CRD defines them.
-_DURATION = {"type": "string", "pattern": r"^(0|(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$"}
+_DURATION = {
+    "type": "string",
+    "pattern": r"^(0|(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$",
+}
 SERVICE_MONITOR_SCHEMA = {
     "type": "object",
     "additionalProperties": False,
@@ -77,7 +80,10 @@ SERVICE_MONITOR_SCHEMA = {
                     "type": "object",
                     "additionalProperties": False,
                     "properties": {
-                        "matchLabels": {"type": "object", "additionalProperties": {"type": "string"}}
+                        "matchLabels": {
+                            "type": "object",
+                            "additionalProperties": {"type": "string"},
+                        }
                     },
                 },
                 "endpoints": {
@@ -157,7 +163,7 @@ def test_gpus_follow_tensor_parallelism(chart: helm_python.Chart) -> None:
 
 
 def test_fewer_gpus_than_tensor_parallelism_fails(chart: helm_python.Chart) -> None:
-    with pytest.raises(helm_python.HelmRenderError, match="less than server.tensorParallelSize"):
+    with pytest.raises(helm_python.HelmRenderError, match=r"less than server\.tensorParallelSize"):
         render(chart, {"gpus": 1, "server": {"tensorParallelSize": 4}})
 
 
@@ -192,7 +198,7 @@ def test_probes_wait_minutes_for_the_model(chart: helm_python.Chart) -> None:
 # server.drainTimeout says otherwise; once the setting exists, its default must agree.
 _DRAIN_FIELD = Settings.model_fields.get("drain_timeout")
 SERVER_DRAIN_DEFAULT = 30 if _DRAIN_FIELD is None else _DRAIN_FIELD.default
-DRAIN_CASES = [({}, 5 + SERVER_DRAIN_DEFAULT + 15)]
+DRAIN_CASES: list[tuple[dict[str, Any], int]] = [({}, 5 + SERVER_DRAIN_DEFAULT + 15)]
 if _DRAIN_FIELD is not None:
     DRAIN_CASES.append(({"server": {"drainTimeout": 120}}, 5 + 120 + 15))
 

@@ -48,9 +48,7 @@ def sample(schema: dict[str, Any]) -> Any:
     return "/srv/value-from-helm"  # strings, paths
 
 
-def settings_from_env(
-    monkeypatch: pytest.MonkeyPatch, variables: dict[str, str]
-) -> Settings:
+def settings_from_env(monkeypatch: pytest.MonkeyPatch, variables: dict[str, str]) -> Settings:
     """What the server reads from exactly these OAI_* variables."""
     for name in [name for name in os.environ if name.startswith("OAI_")]:
         monkeypatch.delenv(name)
