@@ -14,6 +14,7 @@ from oai_server import __version__
 from oai_server.engine.protocol import Engine
 from oai_server.error_responses import install_error_handlers
 from oai_server.generation.chat_template import load_template
+from oai_server.generation.work_limits import WorkLimits
 from oai_server.metrics import Metrics
 from oai_server.middleware import APIKeyMiddleware, MetricsMiddleware
 from oai_server.realtime import router as realtime
@@ -67,11 +68,14 @@ def create_app(settings: Settings, engine: Engine) -> FastAPI:
     )
     metrics = Metrics(engine.running_requests)
     chat_template = load_template(settings.chat_template)
+    limits = WorkLimits(settings.max_request_tokens, settings.max_request_prompts)
     app.state.server = ServerState(
         settings=settings,
         engine=engine,
-        chat=ChatService(engine, settings.model_name, chat_template, settings.tool_call_parser),
-        completions=CompletionService(engine, settings.model_name),
+        chat=ChatService(
+            engine, settings.model_name, chat_template, settings.tool_call_parser, limits
+        ),
+        completions=CompletionService(engine, settings.model_name, limits),
         tokenize=TokenizeService(engine, settings.model_name, chat_template),
         metrics=metrics,
         created=int(time.time()),

@@ -45,6 +45,17 @@ class Settings(BaseSettings, EngineSettings):
         "info", description="Log level."
     )
 
+    # --- work one request may ask for -------------------------------------------
+    max_request_tokens: int | None = Field(
+        262_144,
+        ge=1,
+        description="Most tokens one request may ask for: its prompt tokens plus n x "
+        "max_tokens, summed over a completions batch's prompts (else 400); unset: no bound.",
+    )
+    max_request_prompts: int = Field(
+        1024, ge=1, description="Most prompts in one /v1/completions batch (else 400)."
+    )
+
     # --- web chat page --------------------------------------------------------
     web_ui: bool = Field(
         True, description="Serve the built-in chat page at / (its files under /ui/)."
