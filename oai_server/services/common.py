@@ -39,8 +39,10 @@ def reject_unsupported(req: CreateChatCompletionRequest | CreateCompletionReques
     Silently ignoring them would hand the client an answer it did not ask for.
     """
     if isinstance(req, CreateChatCompletionRequest):
-        if (req.modalities and set(req.modalities) != {"text"}) or req.audio is not None:
+        if req.modalities and set(req.modalities) != {"text"}:
             raise _unsupported("modalities", "Audio output")
+        if req.audio is not None:
+            raise _unsupported("audio", "Audio output")
         if req.prediction is not None:
             raise _unsupported("prediction", "Predicted outputs ('prediction')")
         if req.web_search_options is not None:

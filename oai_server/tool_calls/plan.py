@@ -75,7 +75,7 @@ def plan_tools(req: CreateChatCompletionRequest, parser: str) -> ToolPlan:
     if req.functions or req.function_call is not None:
         raise UnsupportedParameterError(
             "'functions' and 'function_call' are deprecated; use 'tools' and 'tool_choice'.",
-            param="functions",
+            param="functions" if req.functions else "function_call",
         )
     tools = req.tools or []
     for i, tool in enumerate(tools):
