@@ -24,7 +24,9 @@ WEATHER_TOOL: Any = {
         "description": "Current weather in a city",
         "parameters": {
             "type": "object",
-            "properties": {"city": {"type": "string"}},
+            # Bounded, as a real tool's would be: the 135M model, constrained to a JSON
+            # string, can wander in it for as long as max_tokens lets it.
+            "properties": {"city": {"type": "string", "maxLength": 24}},
             "required": ["city"],
         },
     },
@@ -33,7 +35,10 @@ TIME_TOOL: Any = {
     "type": "function",
     "function": {
         "name": "get_time",
-        "parameters": {"type": "object", "properties": {"timezone": {"type": "string"}}},
+        "parameters": {
+            "type": "object",
+            "properties": {"timezone": {"type": "string", "maxLength": 24}},
+        },
     },
 }
 ASK_WEATHER: Any = [{"role": "user", "content": "What is the weather like in Paris?"}]
@@ -116,7 +121,7 @@ def test_required_tool_choice_calls_a_tool(client: openai.OpenAI) -> None:
         messages=ASK_WEATHER,
         tools=[WEATHER_TOOL, TIME_TOOL],
         tool_choice="required",
-        max_tokens=32,
+        max_tokens=64,
     )
     choice = reply.choices[0]
     assert choice.finish_reason == "tool_calls"

@@ -20,7 +20,8 @@ from tests.integration.conftest import MODEL, SDK_TIMEOUT_S, Server
 pytestmark = pytest.mark.integration
 
 STORY = "Once upon a time"
-REPEATED = "one one one one one one one one"
+# Greedily continued with " 1 1 1 1"; any of the penalties turns it elsewhere.
+REPEATED = "1 1 1 1 1 1 1 1"
 QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
 
 
