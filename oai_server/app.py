@@ -22,6 +22,7 @@ from oai_server.services.completions import CompletionService
 from oai_server.services.tokenize import TokenizeService
 from oai_server.settings import Settings
 from oai_server.state import ServerState
+from oai_server.store import install as install_store
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +48,7 @@ def create_app(settings: Settings, engine: Engine) -> FastAPI:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await store.start()
         starting = asyncio.create_task(_start_engine(engine, settings))
         try:
             yield
@@ -55,6 +57,7 @@ def create_app(settings: Settings, engine: Engine) -> FastAPI:
             with contextlib.suppress(asyncio.CancelledError):
                 await starting
             await engine.stop()
+            await store.stop()
 
     app = FastAPI(
         title="oai-server",
@@ -76,6 +79,7 @@ def create_app(settings: Settings, engine: Engine) -> FastAPI:
     )
     for module in (chat, completions, models, system, tokenize):
         app.include_router(module.router)
+    store = install_store(app, settings, metrics.registry)
     install_error_handlers(app)
     if settings.api_key:
         app.add_middleware(APIKeyMiddleware, api_key=settings.api_key)

@@ -14,6 +14,7 @@ turns them into OpenAI's error envelope, in one place::
     ├── EngineNotReadyError          503 service_unavailable
     ├── EngineOverloadedError        503 service_unavailable (queue limits: retry elsewhere)
     ├── EngineDeadError              503 service_unavailable
+    ├── StoreUnavailableError        503 service_unavailable (stored objects: database down)
     └── InternalServerError          500 server_error
 """
 
@@ -85,6 +86,12 @@ class EngineDeadError(OpenAIError):
     status_code = 503
     type = "service_unavailable"
     code = "engine_dead"
+
+
+class StoreUnavailableError(OpenAIError):
+    status_code = 503
+    type = "service_unavailable"
+    code = "store_unavailable"
 
 
 class InternalServerError(OpenAIError):
