@@ -24,6 +24,7 @@ from oai_server.services.completions import CompletionService
 from oai_server.services.tokenize import TokenizeService
 from oai_server.settings import Settings
 from oai_server.state import ServerState
+from oai_server.store import install as install_store
 from oai_server.web import install as install_web_ui
 
 logger = logging.getLogger(__name__)
@@ -50,6 +51,7 @@ def create_app(settings: Settings, engine: Engine) -> FastAPI:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await store.start()
         starting = asyncio.create_task(_start_engine(engine, settings))
         try:
             yield
@@ -58,6 +60,7 @@ def create_app(settings: Settings, engine: Engine) -> FastAPI:
             with contextlib.suppress(asyncio.CancelledError):
                 await starting
             await engine.stop()
+            await store.stop()
 
     app = FastAPI(
         title="oai-server",
@@ -82,6 +85,7 @@ def create_app(settings: Settings, engine: Engine) -> FastAPI:
     )
     for module in (chat, completions, models, system, tokenize, realtime):
         app.include_router(module.router)
+    store = install_store(app, settings, metrics.registry)
     install_error_handlers(app)
     install_web_ui(app, settings)  # last: the API routes win over the page's paths
     if settings.api_key:

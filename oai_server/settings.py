@@ -84,6 +84,25 @@ class Settings(BaseSettings, EngineSettings):
         description="Where the embedded model is converted once and kept.",
     )
 
+    # --- store (stored chat completions; later responses and conversations) ---
+    data_dir: Path = Field(
+        Path.home() / ".local" / "share" / "oai-server",
+        description="Where the server keeps its data (the default SQLite store); "
+        "created on first use.",
+    )
+    store_url: str | None = Field(
+        None,
+        description="Database of stored completions: sqlite:///path or "
+        "postgresql://user:pass@host/db (shared by replicas); default: SQLite in --data-dir.",
+    )
+    store_all: bool = Field(
+        False,
+        description="Audit log: store every chat completion, whatever its 'store' field says.",
+    )
+    store_retention_days: float | None = Field(
+        None, description="Delete stored objects older than this many days (default: keep)."
+    )
+
     @property
     def model_name(self) -> str:
         """The id clients address the model by."""

@@ -99,7 +99,7 @@ async def test_unknown_route(client: httpx.AsyncClient) -> None:
 
 
 async def test_wrong_method(client: httpx.AsyncClient) -> None:
-    response = await client.get(CHAT)
+    response = await client.put(CHAT)  # GET lists stored completions
     error = error_of(response, 405)
     assert error["type"] == "invalid_request_error"
     assert "POST" in response.headers.get("allow", "")
