@@ -6,10 +6,6 @@ from typing import Any
 
 from oai_server.settings import Settings
 
-# How often a replica reports its ongoing requests, and over what window the autoscaler
-# averages them: short enough to follow an LLM's bursty load.
-METRICS_INTERVAL_S = 1.0
-LOOK_BACK_PERIOD_S = 5.0
 # Serve's own health probe: a dead engine is noticed within ~10 s and the replica replaced.
 HEALTH_CHECK_PERIOD_S = 5.0
 HEALTH_CHECK_TIMEOUT_S = 30.0
@@ -36,7 +32,12 @@ def resources(settings: Settings) -> dict[str, Any]:
 
 
 def autoscaling(settings: Settings) -> dict[str, Any]:
-    """Serve's autoscaling config: replicas follow the ongoing requests per replica."""
+    """Serve's autoscaling config: replicas follow the ongoing requests per replica.
+
+    Serve averages them over `look_back_period_s` (30 s); replicas and proxies report every
+    RAY_SERVE_{REPLICA,HANDLE}_AUTOSCALING_METRIC_PUSH_INTERVAL_S seconds (Ray's
+    environment variables, default 10).
+    """
     return {
         "min_replicas": settings.ray_min_replicas,
         "initial_replicas": max(settings.ray_min_replicas, 1),
@@ -44,8 +45,6 @@ def autoscaling(settings: Settings) -> dict[str, Any]:
         "target_ongoing_requests": settings.ray_target_ongoing_requests,
         "upscale_delay_s": settings.ray_upscale_delay_s,
         "downscale_delay_s": settings.ray_downscale_delay_s,
-        "metrics_interval_s": METRICS_INTERVAL_S,
-        "look_back_period_s": LOOK_BACK_PERIOD_S,
     }
 
 
