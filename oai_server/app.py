@@ -11,17 +11,19 @@ from collections.abc import AsyncIterator
 from fastapi import FastAPI
 
 from oai_server import __version__
-from oai_server.chat_template import load_template
 from oai_server.engine.protocol import Engine
 from oai_server.error_responses import install_error_handlers
+from oai_server.generation.chat_template import load_template
 from oai_server.metrics import Metrics
 from oai_server.middleware import APIKeyMiddleware, MetricsMiddleware
+from oai_server.realtime import router as realtime
 from oai_server.routes import chat, completions, models, system, tokenize
 from oai_server.services.chat import ChatService
 from oai_server.services.completions import CompletionService
 from oai_server.services.tokenize import TokenizeService
 from oai_server.settings import Settings
 from oai_server.state import ServerState
+from oai_server.web import install as install_web_ui
 
 logger = logging.getLogger(__name__)
 
@@ -74,9 +76,10 @@ def create_app(settings: Settings, engine: Engine) -> FastAPI:
         metrics=metrics,
         created=int(time.time()),
     )
-    for module in (chat, completions, models, system, tokenize):
+    for module in (chat, completions, models, system, tokenize, realtime):
         app.include_router(module.router)
     install_error_handlers(app)
+    install_web_ui(app, settings)  # last: the API routes win over the page's paths
     if settings.api_key:
         app.add_middleware(APIKeyMiddleware, api_key=settings.api_key)
     app.add_middleware(MetricsMiddleware, metrics=metrics)

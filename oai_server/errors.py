@@ -14,7 +14,9 @@ turns them into OpenAI's error envelope, in one place::
     ├── EngineNotReadyError          503 service_unavailable
     ├── EngineOverloadedError        503 service_unavailable (queue limits: retry elsewhere)
     ├── EngineDeadError              503 service_unavailable
+    ├── GenerationAbortedError       503 service_unavailable (the engine dropped the request)
     └── InternalServerError          500 server_error
+        └── GenerationFailedError        500, code "generation_failed"
 """
 
 from __future__ import annotations
@@ -90,3 +92,13 @@ class EngineDeadError(OpenAIError):
 class InternalServerError(OpenAIError):
     status_code = 500
     type = "server_error"
+
+
+class GenerationAbortedError(OpenAIError):
+    status_code = 503
+    type = "service_unavailable"
+    code = "request_aborted"
+
+
+class GenerationFailedError(InternalServerError):
+    code = "generation_failed"

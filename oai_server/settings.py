@@ -1,8 +1,9 @@
 """Every setting of the server, defined once.
 
 The command line (`--max-model-len`), the environment (`OAI_MAX_MODEL_LEN`) and the
-Helm chart's values all map onto this one class. Engine settings keep vLLM's own
-names, so a user of `vllm serve` already knows them.
+Helm chart's values all map onto this one class. The engine's settings are defined
+once in `engine/settings.py`, with vLLM's own names (a user of `vllm serve` already
+knows them), and this class inherits them: the engine adapter reads the same fields.
 """
 
 from __future__ import annotations
@@ -13,10 +14,12 @@ from typing import Literal
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from oai_server.engine.settings import EngineSettings
+
 EMBEDDED_MODEL_NAME = "smollm2-135m-instruct"
 
 
-class Settings(BaseSettings):
+class Settings(BaseSettings, EngineSettings):
     """oai-server: an OpenAI-compatible chat and completions server on vLLM."""
 
     model_config = SettingsConfigDict(
@@ -42,12 +45,12 @@ class Settings(BaseSettings):
         "info", description="Log level."
     )
 
-    # --- model ----------------------------------------------------------------
-    model: str | None = Field(
-        None,
-        description="Hugging Face model id or local directory; "
-        "default: the embedded SmolLM2-135M-Instruct.",
+    # --- web chat page --------------------------------------------------------
+    web_ui: bool = Field(
+        True, description="Serve the built-in chat page at / (its files under /ui/)."
     )
+
+    # --- model ----------------------------------------------------------------
     served_model_name: str | None = Field(
         None,
         description="Model id clients use; default: the --model value, or smollm2-135m-instruct.",
@@ -60,49 +63,14 @@ class Settings(BaseSettings):
         description="How tool calls are read from free text for tool_choice 'auto' "
         "(hermes: <tool_call>{json}</tool_call>); 'required' and named tools work on any model.",
     )
+    realtime_idle_timeout: float = Field(
+        600.0,
+        gt=0,
+        description="Seconds a Realtime WebSocket session may stay silent before it is closed.",
+    )
     cache_dir: Path = Field(
         Path.home() / ".cache" / "oai-server",
         description="Where the embedded model is converted once and kept.",
-    )
-
-    # --- engine (vLLM's own flag names) ---------------------------------------
-    dtype: str = Field(
-        "auto",
-        description="Weight and activation dtype (auto, float32, bfloat16, float16); "
-        "auto is vLLM's choice (bfloat16 for the embedded model).",
-    )
-    max_model_len: int | None = Field(
-        None, description="Context length; default: 2048 for the embedded model, else the model's."
-    )
-    enforce_eager: bool | None = Field(
-        None,
-        description="Skip graph compilation; "
-        "default: on for CPU (saves ~70 s per start), off on GPU.",
-    )
-    tensor_parallel_size: int = Field(1, description="GPUs to shard the model over.")
-    gpu_memory_utilization: float = Field(0.9, description="Share of GPU memory vLLM may take.")
-    max_num_seqs: int | None = Field(None, description="Most sequences batched at once.")
-    max_num_batched_tokens: int | None = Field(None, description="Most tokens per engine step.")
-    max_num_queued_reqs: int | None = Field(
-        None,
-        description="Most requests waiting or running; more get a 503 at once, so clients "
-        "and load balancers retry elsewhere (default: no limit).",
-    )
-    max_num_queued_tokens: int | None = Field(
-        None, description="Most prompt tokens waiting for prefill; more get a 503 at once."
-    )
-    seed: int = Field(0, description="Engine random seed.")
-    trust_remote_code: bool = Field(False, description="Allow model code from the hub.")
-    cpu_kvcache_space: int | None = Field(
-        None,
-        description="CPU only: GiB for the KV cache (sets VLLM_CPU_KVCACHE_SPACE); "
-        "default: that variable, else 2.",
-    )
-    cpu_threads_bind: str | None = Field(
-        None,
-        description="CPU only: cores for compute threads (sets VLLM_CPU_OMP_THREADS_BIND), "
-        "e.g. 0-3; 'all' binds every core, 'auto' keeps vLLM's default (a core left for "
-        "the front end); default: that variable, else all.",
     )
 
     # --- Ray Serve (oai_server.ray_serve; ignored by the plain server) ------------

@@ -10,7 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-FinishReason = Literal["stop", "length", "abort"]
+# Why a choice ended, in vLLM's words: a stop string or token, the length limit, an abort
+# (ours, or the engine's), a failure inside the engine, or a detected repetition loop.
+FinishReason = Literal["stop", "length", "abort", "error", "repetition"]
 
 
 @dataclass(frozen=True, slots=True)

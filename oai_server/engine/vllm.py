@@ -11,12 +11,13 @@ import logging
 import os
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, get_args
 
 from oai_server.engine.protocol import Engine, Tokenizer
+from oai_server.engine.settings import EngineSettings
 from oai_server.engine.types import (
     ChoiceDelta,
+    FinishReason,
     GenerationStep,
     ModelInfo,
     SamplingOptions,
@@ -34,27 +35,6 @@ if TYPE_CHECKING:
     from vllm.v1.engine.async_llm import AsyncLLM
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class VLLMOptions:
-    """Engine arguments, with vLLM's names; None means "vLLM's default"."""
-
-    model: str
-    dtype: str = "auto"
-    max_model_len: int | None = None
-    enforce_eager: bool | None = None
-    tensor_parallel_size: int = 1
-    gpu_memory_utilization: float = 0.9
-    max_num_seqs: int | None = None
-    max_num_batched_tokens: int | None = None
-    max_num_queued_reqs: int | None = None
-    max_num_queued_tokens: int | None = None
-    seed: int = 0
-    trust_remote_code: bool = False
-    # CPU only; None: the VLLM_CPU_* environment, else our defaults.
-    cpu_kvcache_space: int | None = None
-    cpu_threads_bind: str | None = None
 
 
 class VLLMTokenizer(Tokenizer):
@@ -92,7 +72,7 @@ class VLLMTokenizer(Tokenizer):
         )
 
 
-def _configure_cpu(options: VLLMOptions) -> None:
+def _configure_cpu(options: EngineSettings) -> None:
     """Set the CPU backend's environment before the engine process is spawned.
 
     A setting given explicitly wins over the environment; an unset one leaves what the
@@ -114,7 +94,7 @@ def _configure_cpu(options: VLLMOptions) -> None:
     os.environ["VLLM_CPU_OMP_THREADS_BIND"] = bind
 
 
-def _engine_args(options: VLLMOptions, on_cpu: bool) -> dict[str, Any]:
+def _engine_args(options: EngineSettings, on_cpu: bool) -> dict[str, Any]:
     enforce_eager = options.enforce_eager
     if enforce_eager is None:
         enforce_eager = on_cpu
@@ -133,6 +113,7 @@ def _engine_args(options: VLLMOptions, on_cpu: bool) -> dict[str, Any]:
         "max_num_batched_tokens": options.max_num_batched_tokens,
         "max_num_queued_reqs": options.max_num_queued_reqs,
         "max_num_queued_tokens": options.max_num_queued_tokens,
+        "stream_interval": options.stream_interval,
     }
     if not on_cpu:
         args["tensor_parallel_size"] = options.tensor_parallel_size
@@ -144,7 +125,7 @@ class VLLMEngine(Engine):
     """vLLM's `AsyncLLM`, started in-process; its engine core runs in a child process."""
 
     def __init__(
-        self, options: VLLMOptions, *, resolve_model: Callable[[], str] | None = None
+        self, options: EngineSettings, *, resolve_model: Callable[[], str] | None = None
     ) -> None:
         """`resolve_model`, if given, runs first in `start` (say, to convert weights) and
         returns the model to load in place of `options.model`."""
@@ -161,7 +142,7 @@ class VLLMEngine(Engine):
     def _start_blocking(self) -> None:
         began = time.monotonic()
         if self._resolve_model is not None:
-            self._options = replace(self._options, model=self._resolve_model())
+            self._options = self._options.model_copy(update={"model": self._resolve_model()})
         from vllm.platforms import current_platform
 
         on_cpu = current_platform.is_cpu()
@@ -181,7 +162,7 @@ class VLLMEngine(Engine):
         self._tokenizer = VLLMTokenizer(hf_tokenizer)
         self._model_info = ModelInfo(
             max_model_len=llm.model_config.max_model_len,
-            source=self._options.model,
+            source=self._options.model or "",
             vocab_size=len(hf_tokenizer),
         )
         self._make_params = _params_factory()
@@ -249,7 +230,7 @@ class VLLMEngine(Engine):
                         index=c.index,
                         text=c.text,
                         token_count=len(c.token_ids),
-                        finish_reason=c.finish_reason,  # type: ignore[arg-type]
+                        finish_reason=_finish_reason(c.finish_reason),
                         stop_reason=c.stop_reason,
                         cumulative_logprob=c.cumulative_logprob,
                     )
@@ -266,6 +247,20 @@ class VLLMEngine(Engine):
             raise EngineOverloadedError(exc.message) from exc
         except VLLMClientError as exc:
             raise InvalidRequestError(str(exc), param=getattr(exc, "parameter", None)) from exc
+
+
+_FINISH_REASONS: dict[str, FinishReason] = {r: r for r in get_args(FinishReason)}
+
+
+def _finish_reason(reason: str | None) -> FinishReason | None:
+    """vLLM's finish reason as ours; one we do not know is reported as a failure."""
+    if reason is None:
+        return None
+    known = _FINISH_REASONS.get(reason)
+    if known is None:
+        logger.error("unknown finish reason from the engine: %r", reason)
+        return "error"
+    return known
 
 
 # JSON has no -inf; vLLM's own server clamps the same way.

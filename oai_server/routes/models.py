@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 
 from oai_server.errors import ModelNotFoundError
-from oai_server.routes.responses import json_response
+from oai_server.http.answer import json_response
 from oai_server.state import ServerState, server_state
 from schemas.common import ListModelsResponse, Model
 

@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, assert_never
 
 from oai_server.engine.types import FinishReason, StructuredOutput
-from oai_server.errors import InvalidRequestError, ModelNotFoundError, UnsupportedParameterError
-from oai_server.generation import Usage
+from oai_server.errors import (
+    GenerationAbortedError,
+    GenerationFailedError,
+    InvalidRequestError,
+    ModelNotFoundError,
+    UnsupportedParameterError,
+)
+from oai_server.generation.engine_request import Usage
 from schemas.chat import CreateChatCompletionRequest
 from schemas.common import CompletionUsage, ResponseFormat, StreamOptions
 from schemas.completions import CreateCompletionRequest
@@ -61,8 +67,25 @@ def structured_output(response_format: ResponseFormat | None) -> StructuredOutpu
 
 
 def finish_reason(reason: FinishReason) -> Literal["stop", "length"]:
-    """OpenAI's finish reason for an engine's (an abort only happens when we asked for it)."""
-    return "length" if reason == "length" else "stop"
+    """OpenAI's finish reason for an engine's; a request the engine failed raises.
+
+    Anything but an answer that ended normally must reach the client as an error, never
+    as an ordinary answer cut short.
+    """
+    if reason == "stop":
+        return "stop"
+    if reason == "length":
+        return "length"
+    if reason == "repetition":
+        # Only when repetition detection was asked for: the answer ended, by its own rule.
+        return "stop"
+    if reason == "abort":
+        raise GenerationAbortedError(
+            "The engine stopped this request before it finished; please retry."
+        )
+    if reason == "error":
+        raise GenerationFailedError("The engine failed while generating this answer; retry.")
+    assert_never(reason)
 
 
 def usage_of(usage: Usage) -> CompletionUsage:

@@ -16,7 +16,7 @@ from benchmarks.loops import LoadSpec
 from benchmarks.runner import HttpTarget, RunSettings, WarmupError, run_http
 from benchmarks.stub_server import StubConfig, create_stub_app
 from benchmarks.workloads import Workload, WorkloadConfig
-from tests.benchmarks.servers import serve
+from tests.live import serve
 
 OUTPUT_LEN = 16
 
@@ -79,7 +79,8 @@ async def test_open_loop_run(stub_url: str) -> None:
 
 
 async def test_http_errors_are_counted_by_kind() -> None:
-    with serve(create_stub_app(StubConfig(fail_every=3, token_delay=0.001))) as url:
+    with serve(create_stub_app(StubConfig(fail_every=3, token_delay=0.001))) as root:
+        url = f"{root}/v1"
         load = LoadSpec(concurrency=3)
         record = await run_http(target(url), workload(), load, settings(num_requests=9, warmup=0))
     metrics = record["metrics"]
@@ -91,7 +92,8 @@ async def test_http_errors_are_counted_by_kind() -> None:
 
 async def test_a_run_stops_at_its_time_limit() -> None:
     slow = StubConfig(token_delay=0.05)  # 16 tokens: 0.8 s per request
-    with serve(create_stub_app(slow)) as url:
+    with serve(create_stub_app(slow)) as root:
+        url = f"{root}/v1"
         started = time.perf_counter()
         record = await run_http(
             target(url),

@@ -10,8 +10,6 @@ import httpx
 import pytest
 
 from oai_server.engine.fake import FakeEngine
-from oai_server.services.chat import ChatService
-from oai_server.services.completions import CompletionService
 from tests.unit.conftest import MODEL, chat_body, serve
 from tests.unit.error_helpers import CHAT, assert_still_serves, error_of, raw_serve
 
@@ -103,44 +101,52 @@ async def test_engine_failing_mid_answer_is_503() -> None:
 
 
 @pytest.mark.parametrize("stream", [False, True])
-async def test_unexpected_exception_is_a_plain_500(
-    monkeypatch: pytest.MonkeyPatch, stream: bool
-) -> None:
-    async def explode(*args: Any, **kwargs: Any) -> Any:
-        raise RuntimeError("secret traceback detail")
-
-    monkeypatch.setattr(ChatService, "start", explode)
-    async with raw_serve(FakeEngine(), ready=True) as client:
+async def test_unexpected_exception_is_a_plain_500(stream: bool) -> None:
+    engine = FakeEngine(fail_at_step=0, fault=RuntimeError("secret traceback detail"))
+    async with raw_serve(engine, ready=True) as client:
         response = await client.post(CHAT, json=chat_body(stream=stream))
         error = error_of(response, 500)
         assert error["type"] == "server_error"
         assert "secret" not in response.text
         assert "Traceback" not in response.text
         assert "RuntimeError" not in response.text
-        monkeypatch.undo()
+        engine.fail_at_step = None
         await assert_still_serves(client)
 
 
-async def test_unexpected_exception_mid_stream_hides_its_text(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    def explode(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
-        async def chunks() -> AsyncIterator[Any]:
-            raise RuntimeError("secret traceback detail")
-            yield  # an async generator
-
-        return chunks()
-
-    monkeypatch.setattr(CompletionService, "stream", explode)
-    async with raw_serve(FakeEngine(), ready=True) as client:
+async def test_unexpected_exception_mid_stream_hides_its_text() -> None:
+    engine = FakeEngine(fail_at_step=2, fault=RuntimeError("secret traceback detail"))
+    async with raw_serve(engine, ready=True) as client:
         body = {"model": MODEL, "prompt": "x", "stream": True}
         response = await client.post("/v1/completions", json=body)
     assert response.status_code == 200
     assert "secret" not in response.text
     assert "Traceback" not in response.text
-    first, done = [e for e in response.text.split("\n\n") if e]
-    assert json.loads(first.removeprefix("data: "))["error"]["type"] == "server_error"
+    *_, last, done = [e for e in response.text.split("\n\n") if e]
+    assert json.loads(last.removeprefix("data: "))["error"]["type"] == "server_error"
     assert done == "data: [DONE]"
+
+
+@pytest.mark.parametrize(
+    ("reason", "status", "error_type"),
+    [("error", 500, "server_error"), ("abort", 503, "service_unavailable")],
+)
+@pytest.mark.parametrize("path", [CHAT, "/v1/completions"])
+async def test_a_request_the_engine_failed_is_an_error_not_an_answer(
+    path: str, reason: str, status: int, error_type: str
+) -> None:
+    engine = FakeEngine(reply="partial answer", finish_reason=reason)  # type: ignore[arg-type]
+    body = chat_body() if path == CHAT else {"model": MODEL, "prompt": "x"}
+    async with serve(engine) as client:
+        error = error_of(await client.post(path, json=body), status)
+        assert error["type"] == error_type
+        streamed = await client.post(path, json={**body, "stream": True})
+    assert streamed.status_code == 200
+    *chunks, last, done = [e.removeprefix("data: ") for e in streamed.text.split("\n\n") if e]
+    assert done == "[DONE]"
+    assert json.loads(last)["error"]["type"] == error_type
+    # No chunk claims the answer ended normally.
+    assert all(c.get("finish_reason") is None for e in chunks for c in json.loads(e)["choices"])
 
 
 async def test_errors_do_not_break_later_requests(client: httpx.AsyncClient) -> None:
