@@ -15,6 +15,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+from ray import serve
 
 from tests.conformance import AsyncValidatingTransport, ConformanceLog
 from tests.ray.conftest import (
@@ -142,3 +143,18 @@ async def test_a_replica_killed_mid_run_leaves_the_other_serving(url: str) -> No
     assert [a.status_code for a in answers] == [200] * 10
     assert victim not in {a.headers["x-replica"] for a in answers}
     assert running_replicas(APP) >= 1
+
+
+async def test_deleting_the_app_lets_in_flight_streams_finish(url: str) -> None:
+    """Serve stops replicas gracefully: streams under way run to their end first."""
+    tokens = 40  # 2 s per stream
+    streams = [Stream() for _ in range(6)]
+    async with client() as http:
+        running = [asyncio.create_task(read_stream(http, url, tokens, s)) for s in streams]
+        while any(s.first_chunk_s is None for s in streams):  # noqa: ASYNC110 - filled by the tasks
+            await asyncio.sleep(0.05)
+        deleting = asyncio.create_task(asyncio.to_thread(serve.delete, APP))
+        await asyncio.gather(*running)
+        await deleting
+    assert all(s.done and s.text == expected_text(tokens) for s in streams)
+    assert APP not in serve.status().applications
