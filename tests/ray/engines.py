@@ -13,3 +13,8 @@ REPLY = " ".join(f"w{i}" for i in range(400))
 def slow_fake(settings: Settings) -> FakeEngine:
     """One word every 50 ms: a stream of n tokens takes n / 20 seconds."""
     return FakeEngine(reply=REPLY, token_delay=TOKEN_DELAY_S)
+
+
+def dying_fake(settings: Settings) -> FakeEngine:
+    """Dies (as vLLM's engine core can) at the second step of its first request."""
+    return FakeEngine(fail_at_step=1)

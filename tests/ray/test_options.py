@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 from ray.serve import Application
+from ray.serve.schema import ServeDeploySchema
 
 from oai_server.ray_serve import build_app
 from oai_server.ray_serve.options import deployment_options
@@ -55,6 +56,7 @@ def test_the_builder_rejects_a_misspelt_setting() -> None:
 
 def test_the_shipped_serve_config_builds_the_app() -> None:
     config = yaml.safe_load(CONFIG.read_text())
+    ServeDeploySchema.model_validate(config)  # what `serve run` / `serve deploy` check first
     (app,) = config["applications"]
     assert app["import_path"] == "oai_server.ray_serve:build_app"
     assert isinstance(build_app(app["args"]), Application)
