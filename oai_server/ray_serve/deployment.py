@@ -53,7 +53,7 @@ class Replica:
     async def __init__(  # type: ignore[misc]
         self, settings: dict[str, Any], engine_factory: str | None
     ) -> None:
-        self.settings = Settings.model_validate(settings)
+        self.settings = Settings(**settings)  # the rest from this node's OAI_* and defaults
         self.engine = StartOnce(load_factory(engine_factory)(self.settings))
         self.replica = serve.get_replica_context().replica_id.unique_id
         await self.engine.start()
@@ -92,5 +92,8 @@ def build_app(args: dict[str, Any]) -> Application:
         raise ValueError(f"unknown settings for oai-server: {', '.join(unknown)}")
     settings = Settings(**args)
     deployment = OAIServer.options(**deployment_options(settings))
-    app: Application = deployment.bind(settings.model_dump(), engine_factory)
+    # Only what was given (args, the OAI_* environment where the builder runs): defaults
+    # such as the cache directory are resolved on each replica's own node.
+    given = settings.model_dump(exclude_unset=True)
+    app: Application = deployment.bind(given, engine_factory)
     return app
