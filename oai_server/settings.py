@@ -103,6 +103,41 @@ class Settings(BaseSettings, EngineSettings):
         None, description="Delete stored objects older than this many days (default: keep)."
     )
 
+    # --- Ray Serve (oai_server.ray_serve; ignored by the plain server) ------------
+    ray_min_replicas: int = Field(1, ge=0, description="Ray Serve: fewest replicas kept.")
+    ray_max_replicas: int = Field(1, ge=1, description="Ray Serve: most replicas started.")
+    ray_target_ongoing_requests: float = Field(
+        16.0,
+        gt=0,
+        description="Ray Serve: requests in flight per replica the autoscaler aims for "
+        "(running plus queued for the replica).",
+    )
+    ray_max_ongoing_requests: int = Field(
+        256,
+        ge=1,
+        description="Ray Serve: most requests sent to one replica at once; more wait in the proxy.",
+    )
+    ray_upscale_delay_s: float = Field(
+        30.0,
+        ge=0,
+        description="Ray Serve: load must stay high this long before a replica is added.",
+    )
+    ray_downscale_delay_s: float = Field(
+        600.0, ge=0, description="Ray Serve: load must stay low this long before one is removed."
+    )
+    ray_num_cpus: float = Field(1.0, ge=0, description="Ray Serve: CPUs each replica reserves.")
+    ray_num_gpus: float = Field(
+        0.0,
+        ge=0,
+        description="Ray Serve: GPUs per engine worker (1 on a GPU cluster); with "
+        "--tensor-parallel-size N > 1 a replica reserves a placement group of N such bundles.",
+    )
+    ray_graceful_shutdown_timeout_s: float = Field(
+        60.0,
+        ge=0,
+        description="Ray Serve: how long a stopping replica lets its in-flight requests finish.",
+    )
+
     @property
     def model_name(self) -> str:
         """The id clients address the model by."""
