@@ -94,7 +94,7 @@ async def run_load(
         work = _open_loop(send_one, specs, load.rate, load.max_concurrency, random.Random(seed))
     try:
         await asyncio.wait_for(work, timeout=max(0.0, deadline - start))
-    except asyncio.TimeoutError:
+    except TimeoutError:
         result.hit_deadline = True
     result.duration_s = time.perf_counter() - start
     result.cancelled = started - len(result.finished)

@@ -70,7 +70,7 @@ def make_record(
         "load": dict(load),
         "limits": dict(limits),
         "git_revision": git_revision(),
-        "timestamp": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "timestamp": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "client_host": {
             "node": platform.node(),
             "cpus": os.cpu_count(),

@@ -14,7 +14,7 @@ import uvicorn
 from pydantic_settings import CliApp
 
 from oai_server.app import create_app
-from oai_server.engine.vllm import VLLMEngine, VLLMOptions
+from oai_server.engine.vllm import VLLMEngine
 from oai_server.settings import EMBEDDED_MODEL_NAME, Settings
 from oai_server.startup import configure_logging, quiet_uvicorn_start
 
@@ -27,24 +27,9 @@ EMBEDDED_MAX_MODEL_LEN = 2048
 def build_engine(settings: Settings) -> VLLMEngine:
     """The vLLM engine for `settings`; the embedded model when no --model is given."""
     embedded = settings.model is None
-    options = VLLMOptions(
-        model=settings.model or "",
-        dtype=settings.dtype,
-        max_model_len=settings.max_model_len or (EMBEDDED_MAX_MODEL_LEN if embedded else None),
-        enforce_eager=settings.enforce_eager,
-        tensor_parallel_size=settings.tensor_parallel_size,
-        gpu_memory_utilization=settings.gpu_memory_utilization,
-        max_num_seqs=settings.max_num_seqs,
-        max_num_batched_tokens=settings.max_num_batched_tokens,
-        max_num_queued_reqs=settings.max_num_queued_reqs,
-        max_num_queued_tokens=settings.max_num_queued_tokens,
-        seed=settings.seed,
-        trust_remote_code=settings.trust_remote_code,
-        cpu_kvcache_space=settings.cpu_kvcache_space,
-        cpu_threads_bind=settings.cpu_threads_bind,
-        cpu_preload=settings.cpu_preload,
-        load_progress_bar=settings.log_level == "debug",
-    )
+    options = settings
+    if embedded and settings.max_model_len is None:
+        options = settings.model_copy(update={"max_model_len": EMBEDDED_MAX_MODEL_LEN})
     if not embedded:
         return VLLMEngine(options)
 

@@ -11,11 +11,13 @@ from collections.abc import AsyncIterator
 from fastapi import FastAPI
 
 from oai_server import __version__
-from oai_server.chat_template import load_template
 from oai_server.engine.protocol import Engine
 from oai_server.error_responses import install_error_handlers
+from oai_server.generation.chat_template import load_template
+from oai_server.generation.work_limits import WorkLimits
 from oai_server.metrics import Metrics
 from oai_server.middleware import APIKeyMiddleware, MetricsMiddleware
+from oai_server.realtime import router as realtime
 from oai_server.routes import chat, completions, models, system, tokenize
 from oai_server.services.chat import ChatService
 from oai_server.services.completions import CompletionService
@@ -23,6 +25,8 @@ from oai_server.services.tokenize import TokenizeService
 from oai_server.settings import Settings
 from oai_server.startup import ready_message
 from oai_server.state import ServerState
+from oai_server.store import install as install_store
+from oai_server.web import install as install_web_ui
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +57,7 @@ def create_app(settings: Settings, engine: Engine) -> FastAPI:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await store.start()
         starting = asyncio.create_task(_start_engine(engine, settings))
         try:
             yield
@@ -61,6 +66,7 @@ def create_app(settings: Settings, engine: Engine) -> FastAPI:
             with contextlib.suppress(asyncio.CancelledError):
                 await starting
             await engine.stop()
+            await store.stop()
 
     app = FastAPI(
         title="oai-server",
@@ -71,18 +77,23 @@ def create_app(settings: Settings, engine: Engine) -> FastAPI:
     )
     metrics = Metrics(engine.running_requests)
     chat_template = load_template(settings.chat_template)
+    limits = WorkLimits(settings.max_request_tokens, settings.max_request_prompts)
     app.state.server = ServerState(
         settings=settings,
         engine=engine,
-        chat=ChatService(engine, settings.model_name, chat_template, settings.tool_call_parser),
-        completions=CompletionService(engine, settings.model_name),
+        chat=ChatService(
+            engine, settings.model_name, chat_template, settings.tool_call_parser, limits
+        ),
+        completions=CompletionService(engine, settings.model_name, limits),
         tokenize=TokenizeService(engine, settings.model_name, chat_template),
         metrics=metrics,
         created=int(time.time()),
     )
-    for module in (chat, completions, models, system, tokenize):
+    for module in (chat, completions, models, system, tokenize, realtime):
         app.include_router(module.router)
+    store = install_store(app, settings, metrics.registry)
     install_error_handlers(app)
+    install_web_ui(app, settings)  # last: the API routes win over the page's paths
     if settings.api_key:
         app.add_middleware(APIKeyMiddleware, api_key=settings.api_key)
     app.add_middleware(MetricsMiddleware, metrics=metrics)

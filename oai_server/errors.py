@@ -14,7 +14,10 @@ turns them into OpenAI's error envelope, in one place::
     ├── EngineNotReadyError          503 service_unavailable
     ├── EngineOverloadedError        503 service_unavailable (queue limits: retry elsewhere)
     ├── EngineDeadError              503 service_unavailable
+    ├── GenerationAbortedError       503 service_unavailable (the engine dropped the request)
+    ├── StoreUnavailableError        503 service_unavailable (stored objects: database down)
     └── InternalServerError          500 server_error
+        └── GenerationFailedError        500, code "generation_failed"
 """
 
 from __future__ import annotations
@@ -87,6 +90,22 @@ class EngineDeadError(OpenAIError):
     code = "engine_dead"
 
 
+class StoreUnavailableError(OpenAIError):
+    status_code = 503
+    type = "service_unavailable"
+    code = "store_unavailable"
+
+
 class InternalServerError(OpenAIError):
     status_code = 500
     type = "server_error"
+
+
+class GenerationAbortedError(OpenAIError):
+    status_code = 503
+    type = "service_unavailable"
+    code = "request_aborted"
+
+
+class GenerationFailedError(InternalServerError):
+    code = "generation_failed"

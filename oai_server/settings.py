@@ -1,8 +1,9 @@
 """Every setting of the server, defined once.
 
 The command line (`--max-model-len`), the environment (`OAI_MAX_MODEL_LEN`) and the
-Helm chart's values all map onto this one class. Engine settings keep vLLM's own
-names, so a user of `vllm serve` already knows them.
+Helm chart's values all map onto this one class. The engine's settings are defined
+once in `engine/settings.py`, with vLLM's own names (a user of `vllm serve` already
+knows them), and this class inherits them: the engine adapter reads the same fields.
 """
 
 from __future__ import annotations
@@ -13,10 +14,12 @@ from typing import Literal
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from oai_server.engine.settings import EngineSettings
+
 EMBEDDED_MODEL_NAME = "smollm2-135m-instruct"
 
 
-class Settings(BaseSettings):
+class Settings(BaseSettings, EngineSettings):
     """oai-server: an OpenAI-compatible chat and completions server on vLLM."""
 
     model_config = SettingsConfigDict(
@@ -42,12 +45,23 @@ class Settings(BaseSettings):
         "info", description="Log level."
     )
 
-    # --- model ----------------------------------------------------------------
-    model: str | None = Field(
-        None,
-        description="Hugging Face model id or local directory; "
-        "default: the embedded SmolLM2-135M-Instruct.",
+    # --- work one request may ask for -------------------------------------------
+    max_request_tokens: int | None = Field(
+        262_144,
+        ge=1,
+        description="Most tokens one request may ask for: its prompt tokens plus n x "
+        "max_tokens, summed over a completions batch's prompts (else 400); unset: no bound.",
     )
+    max_request_prompts: int = Field(
+        1024, ge=1, description="Most prompts in one /v1/completions batch (else 400)."
+    )
+
+    # --- web chat page --------------------------------------------------------
+    web_ui: bool = Field(
+        True, description="Serve the built-in chat page at / (its files under /ui/)."
+    )
+
+    # --- model ----------------------------------------------------------------
     served_model_name: str | None = Field(
         None,
         description="Model id clients use; default: the --model value, or smollm2-135m-instruct.",
@@ -60,58 +74,68 @@ class Settings(BaseSettings):
         description="How tool calls are read from free text for tool_choice 'auto' "
         "(hermes: <tool_call>{json}</tool_call>); 'required' and named tools work on any model.",
     )
+    realtime_idle_timeout: float = Field(
+        600.0,
+        gt=0,
+        description="Seconds a Realtime WebSocket session may stay silent before it is closed.",
+    )
     cache_dir: Path = Field(
         Path.home() / ".cache" / "oai-server",
         description="Where the embedded model is converted once and kept.",
     )
 
-    # --- engine (vLLM's own flag names) ---------------------------------------
-    dtype: str = Field(
-        "auto",
-        description="Weight and activation dtype (auto, float32, bfloat16, float16); "
-        "auto is the model's own, except the embedded model on CPU: float32 (the same "
-        "kernels and answers on every CPU; bfloat16 answers it wrong on AMX kernels).",
+    # --- store (stored chat completions; later responses and conversations) ---
+    data_dir: Path = Field(
+        Path.home() / ".local" / "share" / "oai-server",
+        description="Where the server keeps its data (the default SQLite store); "
+        "created on first use.",
     )
-    max_model_len: int | None = Field(
-        None, description="Context length; default: 2048 for the embedded model, else the model's."
-    )
-    enforce_eager: bool | None = Field(
+    store_url: str | None = Field(
         None,
-        description="Skip graph compilation; "
-        "default: on for CPU (saves ~70 s per start), off on GPU.",
+        description="Database of stored completions: sqlite:///path or "
+        "postgresql://user:pass@host/db (shared by replicas); default: SQLite in --data-dir.",
     )
-    tensor_parallel_size: int = Field(1, description="GPUs to shard the model over.")
-    gpu_memory_utilization: float = Field(0.9, description="Share of GPU memory vLLM may take.")
-    max_num_seqs: int | None = Field(None, description="Most sequences batched at once.")
-    max_num_batched_tokens: int | None = Field(None, description="Most tokens per engine step.")
-    max_num_queued_reqs: int | None = Field(
-        None,
-        description="Most requests waiting or running; more get a 503 at once, so clients "
-        "and load balancers retry elsewhere (default: no limit).",
+    store_all: bool = Field(
+        False,
+        description="Audit log: store every chat completion, whatever its 'store' field says.",
     )
-    max_num_queued_tokens: int | None = Field(
-        None, description="Most prompt tokens waiting for prefill; more get a 503 at once."
-    )
-    seed: int = Field(0, description="Engine random seed.")
-    trust_remote_code: bool = Field(False, description="Allow model code from the hub.")
-    cpu_kvcache_space: int | None = Field(
-        None,
-        description="CPU only: GiB for the KV cache (sets VLLM_CPU_KVCACHE_SPACE); "
-        "default: that variable, else 2.",
-    )
-    cpu_threads_bind: str | None = Field(
-        None,
-        description="CPU only: cores for compute threads (sets VLLM_CPU_OMP_THREADS_BIND), "
-        "e.g. 0-3; 'all' binds every core, 'auto' keeps vLLM's default (a core left for "
-        "the front end); default: that variable, else all.",
+    store_retention_days: float | None = Field(
+        None, description="Delete stored objects older than this many days (default: keep)."
     )
 
-    # --- CPU kernels and runtime (issue 8) -------------------------------------
-    cpu_preload: bool = Field(
-        False,
-        description="CPU only: preload tcmalloc and Intel's OpenMP runtime into the engine "
-        "process (LD_PRELOAD), as vLLM advises; off by default: measured no faster on 2 "
-        "shared cores (Intel OpenMP's threads spin between steps).",
+    # --- Ray Serve (oai_server.ray_serve; ignored by the plain server) ------------
+    ray_min_replicas: int = Field(1, ge=0, description="Ray Serve: fewest replicas kept.")
+    ray_max_replicas: int = Field(1, ge=1, description="Ray Serve: most replicas started.")
+    ray_target_ongoing_requests: float = Field(
+        16.0,
+        gt=0,
+        description="Ray Serve: requests in flight per replica the autoscaler aims for "
+        "(running plus queued for the replica).",
+    )
+    ray_max_ongoing_requests: int = Field(
+        256,
+        ge=1,
+        description="Ray Serve: most requests sent to one replica at once; more wait in the proxy.",
+    )
+    ray_upscale_delay_s: float = Field(
+        30.0,
+        ge=0,
+        description="Ray Serve: load must stay high this long before a replica is added.",
+    )
+    ray_downscale_delay_s: float = Field(
+        600.0, ge=0, description="Ray Serve: load must stay low this long before one is removed."
+    )
+    ray_num_cpus: float = Field(1.0, ge=0, description="Ray Serve: CPUs each replica reserves.")
+    ray_num_gpus: float = Field(
+        0.0,
+        ge=0,
+        description="Ray Serve: GPUs per engine worker (1 on a GPU cluster); with "
+        "--tensor-parallel-size N > 1 a replica reserves a placement group of N such bundles.",
+    )
+    ray_graceful_shutdown_timeout_s: float = Field(
+        60.0,
+        ge=0,
+        description="Ray Serve: how long a stopping replica lets its in-flight requests finish.",
     )
 
     @property

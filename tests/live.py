@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
+import httpx
 import uvicorn
 
 START_TIMEOUT_S = 10.0
@@ -54,6 +55,15 @@ async def _engine_ready(app: Any) -> bool:
     return True
 
 
+def _healthy(root: str) -> bool:
+    """True once `/health` answers 200 (or the app has no `/health` at all)."""
+    try:
+        status = httpx.get(f"{root}/health", timeout=2).status_code
+    except httpx.TransportError:
+        return False
+    return status in (200, 404)
+
+
 @asynccontextmanager
 async def serve_async(app: Any, **uvicorn_options: Any) -> AsyncIterator[str]:
     """Serve `app` on this event loop until the block ends; yield its root URL."""
@@ -83,11 +93,12 @@ def serve(app: Any, **uvicorn_options: Any) -> Iterator[str]:
     thread.start()
     try:
         deadline = time.monotonic() + START_TIMEOUT_S
-        while not server.started or not asyncio.run(_engine_ready(app)):
+        root = f"http://127.0.0.1:{port}"
+        while not server.started or not _healthy(root):
             if time.monotonic() > deadline or not thread.is_alive():
                 raise RuntimeError("uvicorn did not start")
             time.sleep(0.01)
-        yield f"http://127.0.0.1:{port}"
+        yield root
     finally:
         server.should_exit = True
         thread.join(timeout=10)

@@ -9,15 +9,24 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import jinja2.sandbox
 
 from oai_server.engine.protocol import Engine, Tokenizer
-from oai_server.engine.types import ChoiceDelta, GenerationStep, ModelInfo, SamplingOptions
+from oai_server.engine.types import (
+    ChoiceDelta,
+    FinishReason,
+    GenerationStep,
+    ModelInfo,
+    SamplingOptions,
+)
 from oai_server.errors import EngineDeadError, EngineNotReadyError
+
+# vLLM's default block size: its prefix cache reuses whole blocks of tokens.
+CACHE_BLOCK_TOKENS = 16
 
 DEFAULT_TEMPLATE = (
     "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}\n{% endfor %}"
@@ -72,16 +81,28 @@ class Call:
 class FakeEngine(Engine):
     """Replies with `reply` split into `tokens` (words by default), one per step.
 
-    `token_delay` seconds pass between steps; `fail_at_step` makes step k raise
-    `EngineDeadError`; with `ignore_eos` the reply repeats until `max_tokens`.
+    `prefill_delay` seconds pass before the first step (a request queued or in
+    prefill), `token_delay` seconds between steps; `fail_at_step` makes step k raise
+    `fault` (by default `EngineDeadError`, and the engine stays dead); `finish_reason`
+    replaces the reason the last step reports (say, vLLM's "error"); with `ignore_eos`
+    the reply repeats until `max_tokens`; `reply_for`, if given, makes the reply from
+    the rendered prompt (so concurrent requests can be told apart); with `prefix_cache`,
+    steps report the prompt tokens an earlier prompt shared, as vLLM's cache does.
     """
 
     reply: str = "Hello! How can I help you today?"
     tokens: list[str] | None = None
     token_delay: float = 0.0
+    prefill_delay: float = 0.0
     fail_at_step: int | None = None
+    fault: Exception | None = None
+    finish_reason: FinishReason | None = None
+    reply_for: Callable[[str], str] | None = None
     max_model_len: int = 2048
     start_delay: float = 0.0
+    # Report prompt tokens an earlier call shared as cached (off: the benchmarks' floor
+    # must not pay for comparing every prompt with every earlier one).
+    prefix_cache: bool = False
     calls: list[Call] = field(default_factory=list)
     aborted: list[str] = field(default_factory=list)
     _ready: bool = False
@@ -121,36 +142,63 @@ class FakeEngine(Engine):
             self._running.discard(request_id)
             self.aborted.append(request_id)
 
-    def _pieces(self) -> list[str]:
+    def _prefix_cached(self, prompt: list[int]) -> int:
+        """Like vLLM's prefix cache: whole blocks of the longest prefix an earlier prompt
+        shared, never the last token (the engine recomputes it for the first output)."""
+        if not self.prefix_cache:
+            return 0
+        best = 0
+        for call in self.calls:
+            earlier = call.prompt_token_ids
+            same = next(
+                (i for i, (a, b) in enumerate(zip(earlier, prompt, strict=False)) if a != b),
+                min(len(earlier), len(prompt)),
+            )
+            best = max(best, same)
+        best = min(best, len(prompt) - 1)
+        return best - best % CACHE_BLOCK_TOKENS
+
+    def _pieces(self, prompt_token_ids: list[int]) -> list[str]:
         if self.tokens is not None:
             return self.tokens
-        words = self.reply.split(" ")
+        reply = self.reply
+        if self.reply_for is not None:
+            reply = self.reply_for(FakeTokenizer().decode(prompt_token_ids))
+        words = reply.split(" ")
         return [w if i == 0 else " " + w for i, w in enumerate(words)]
 
     async def generate(
         self, request_id: str, prompt_token_ids: list[int], options: SamplingOptions
     ) -> AsyncIterator[GenerationStep]:
         await self.check_health()
+        cached = self._prefix_cached(prompt_token_ids)
         self.calls.append(Call(request_id, list(prompt_token_ids), options))
         self._running.add(request_id)
-        pieces = self._pieces()
+        pieces = self._pieces(prompt_token_ids)
         texts = [""] * options.n
         done = [False] * options.n
         try:
+            if self.prefill_delay:
+                await asyncio.sleep(self.prefill_delay)
             for step in range(options.max_tokens):
                 if self.token_delay:
                     await asyncio.sleep(self.token_delay)
                 if self.fail_at_step is not None and step >= self.fail_at_step:
+                    if self.fault is not None:
+                        raise self.fault
                     self._dead = True
                     raise EngineDeadError("The engine failed while generating.")
                 if request_id not in self._running:
                     return
-                out = GenerationStep(prompt_tokens=len(prompt_token_ids))
+                out = GenerationStep(prompt_tokens=len(prompt_token_ids), cached_tokens=cached)
                 for i in range(options.n):
                     if done[i]:
                         continue
                     out.choices.append(self._advance(i, step, pieces, texts, done, options))
                 out.finished = all(done)
+                if out.finished and self.finish_reason is not None:
+                    for choice in out.choices:
+                        choice.finish_reason = self.finish_reason
                 yield out
                 if out.finished:
                     return

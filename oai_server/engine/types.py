@@ -10,7 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-FinishReason = Literal["stop", "length", "abort"]
+# Why a choice ended, in vLLM's words: a stop string or token, the length limit, an abort
+# (ours, or the engine's), a failure inside the engine, or a detected repetition loop.
+FinishReason = Literal["stop", "length", "abort", "error", "repetition"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +82,8 @@ class GenerationStep:
     prompt_tokens: int
     choices: list[ChoiceDelta] = field(default_factory=list)
     finished: bool = False
+    # Prompt tokens the engine's prefix cache already held (known once scheduled).
+    cached_tokens: int = 0
     # On the first step only, when prompt logprobs were asked for: one entry per prompt
     # token, None for the first (nothing precedes it).
     prompt_logprobs: list[TokenLogprob | None] | None = None

@@ -12,13 +12,14 @@ import logging
 import os
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, get_args
 
 from oai_server.engine import cpu
 from oai_server.engine.protocol import Engine, Tokenizer
+from oai_server.engine.settings import EngineSettings
 from oai_server.engine.types import (
     ChoiceDelta,
+    FinishReason,
     GenerationStep,
     ModelInfo,
     SamplingOptions,
@@ -36,30 +37,6 @@ if TYPE_CHECKING:
     from vllm.v1.engine.async_llm import AsyncLLM
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class VLLMOptions:
-    """Engine arguments, with vLLM's names; None means "vLLM's default"."""
-
-    model: str
-    dtype: str = "auto"
-    max_model_len: int | None = None
-    enforce_eager: bool | None = None
-    tensor_parallel_size: int = 1
-    gpu_memory_utilization: float = 0.9
-    max_num_seqs: int | None = None
-    max_num_batched_tokens: int | None = None
-    max_num_queued_reqs: int | None = None
-    max_num_queued_tokens: int | None = None
-    seed: int = 0
-    trust_remote_code: bool = False
-    # CPU only; None: the VLLM_CPU_* environment, else our defaults.
-    cpu_kvcache_space: int | None = None
-    cpu_threads_bind: str | None = None
-    cpu_preload: bool = False
-    # vLLM's progress bar while it loads the weights (a fraction of a second on CPU).
-    load_progress_bar: bool = True
 
 
 class VLLMTokenizer(Tokenizer):
@@ -97,7 +74,7 @@ class VLLMTokenizer(Tokenizer):
         )
 
 
-def _configure_cpu(options: VLLMOptions) -> None:
+def _configure_cpu(options: EngineSettings) -> None:
     """Set the CPU backend's environment before the engine process is spawned.
 
     A setting given explicitly wins over the environment; an unset one leaves what the
@@ -119,7 +96,7 @@ def _configure_cpu(options: VLLMOptions) -> None:
     os.environ["VLLM_CPU_OMP_THREADS_BIND"] = bind
 
 
-def _preload(options: VLLMOptions) -> str | None:
+def _preload(options: EngineSettings) -> str | None:
     """The LD_PRELOAD for the engine process with --cpu-preload: tcmalloc and Intel OpenMP."""
     if not options.cpu_preload:
         return None
@@ -155,7 +132,7 @@ def _environment(name: str, value: str | None) -> Iterator[None]:
             os.environ[name] = before
 
 
-def _engine_args(options: VLLMOptions, on_cpu: bool) -> dict[str, Any]:
+def _engine_args(options: EngineSettings, on_cpu: bool) -> dict[str, Any]:
     enforce_eager = options.enforce_eager
     if enforce_eager is None:
         enforce_eager = on_cpu
@@ -174,7 +151,9 @@ def _engine_args(options: VLLMOptions, on_cpu: bool) -> dict[str, Any]:
         "max_num_batched_tokens": options.max_num_batched_tokens,
         "max_num_queued_reqs": options.max_num_queued_reqs,
         "max_num_queued_tokens": options.max_num_queued_tokens,
-        "use_tqdm_on_load": options.load_progress_bar,
+        "stream_interval": options.stream_interval,
+        # vLLM's progress bar while it loads the weights (under a second on CPU): debug only.
+        "use_tqdm_on_load": logger.isEnabledFor(logging.DEBUG),
     }
     if not on_cpu:
         args["tensor_parallel_size"] = options.tensor_parallel_size
@@ -186,10 +165,10 @@ class VLLMEngine(Engine):
     """vLLM's `AsyncLLM`, started in-process; its engine core runs in a child process."""
 
     def __init__(
-        self, options: VLLMOptions, *, resolve_model: Callable[[str], str] | None = None
+        self, options: EngineSettings, *, resolve_model: Callable[[str], str] | None = None
     ) -> None:
         """`resolve_model`, if given, is the embedded model: it runs first in `start` with
-        the dtype chosen for this CPU (say, to convert weights at that precision) and
+        the dtype chosen for this CPU (to convert the weights at that precision) and
         returns the model to load in place of `options.model`."""
         self._options = options
         self._resolve_model = resolve_model
@@ -210,12 +189,8 @@ class VLLMEngine(Engine):
         on_cpu = current_platform.is_cpu()
         embedded = self._resolve_model is not None
         if on_cpu:
-            plan = cpu.plan_kernels(
-                self._options.dtype,
-                embedded=embedded,
-                flags=cpu.cpu_flags(),
-            )
-            self._options = replace(self._options, dtype=plan.dtype)
+            plan = cpu.plan_kernels(self._options.dtype, embedded=embedded, flags=cpu.cpu_flags())
+            self._options = self._options.model_copy(update={"dtype": plan.dtype})
             self.plan = plan
             logger.info("CPU engine: %s (%s)", plan.describe(), plan.reason)
             if embedded and plan.attention == "amx":
@@ -225,7 +200,7 @@ class VLLMEngine(Engine):
                 )
         if self._resolve_model is not None:
             dtype = "bfloat16" if self._options.dtype == "auto" else self._options.dtype
-            self._options = replace(self._options, model=self._resolve_model(dtype))
+            self._options = self._options.model_copy(update={"model": self._resolve_model(dtype)})
         preload: str | None = None
         if on_cpu:
             _configure_cpu(self._options)
@@ -247,7 +222,7 @@ class VLLMEngine(Engine):
         self._tokenizer = VLLMTokenizer(hf_tokenizer)
         self._model_info = ModelInfo(
             max_model_len=llm.model_config.max_model_len,
-            source=self._options.model,
+            source=self._options.model or "",
             vocab_size=len(hf_tokenizer),
             dtype=str(llm.model_config.dtype).removeprefix("torch."),
             kernels=None if self.plan is None else self.plan.describe(),
@@ -306,7 +281,11 @@ class VLLMEngine(Engine):
                 self._make_params(options),
                 request_id,
             ):
-                step = GenerationStep(prompt_tokens=prompt_tokens, finished=out.finished)
+                step = GenerationStep(
+                    prompt_tokens=prompt_tokens,
+                    finished=out.finished,
+                    cached_tokens=out.num_cached_tokens or 0,
+                )
                 if out.prompt_logprobs is not None and options.prompt_logprobs is not None:
                     step.prompt_logprobs = [
                         None if d is None else _token_logprob(t, d, options.prompt_logprobs)
@@ -317,7 +296,7 @@ class VLLMEngine(Engine):
                         index=c.index,
                         text=c.text,
                         token_count=len(c.token_ids),
-                        finish_reason=c.finish_reason,  # type: ignore[arg-type]
+                        finish_reason=_finish_reason(c.finish_reason),
                         stop_reason=c.stop_reason,
                         cumulative_logprob=c.cumulative_logprob,
                     )
@@ -334,6 +313,20 @@ class VLLMEngine(Engine):
             raise EngineOverloadedError(exc.message) from exc
         except VLLMClientError as exc:
             raise InvalidRequestError(str(exc), param=getattr(exc, "parameter", None)) from exc
+
+
+_FINISH_REASONS: dict[str, FinishReason] = {r: r for r in get_args(FinishReason)}
+
+
+def _finish_reason(reason: str | None) -> FinishReason | None:
+    """vLLM's finish reason as ours; one we do not know is reported as a failure."""
+    if reason is None:
+        return None
+    known = _FINISH_REASONS.get(reason)
+    if known is None:
+        logger.error("unknown finish reason from the engine: %r", reason)
+        return "error"
+    return known
 
 
 # JSON has no -inf; vLLM's own server clamps the same way.

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
 
-from oai_server.routes.parsing import parse_body
-from oai_server.routes.responses import answer
+from oai_server.http.answer import answer
+from oai_server.http.parsing import parse_body
 from oai_server.state import server_state
+from oai_server.store.hook import recording
 from schemas.chat import CreateChatCompletionRequest
 
 router = APIRouter()
@@ -16,4 +17,4 @@ router = APIRouter()
 async def create_chat_completion(request: Request) -> Response:
     server = server_state(request)
     req = await parse_body(request, CreateChatCompletionRequest, server.settings.max_request_bytes)
-    return await answer(request, req, server.chat)
+    return await answer(request, req, recording(request, req, server.chat))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
 
-from oai_server.routes.parsing import parse_body
-from oai_server.routes.responses import answer
+from oai_server.http.answer import answer
+from oai_server.http.parsing import parse_body
 from oai_server.state import server_state
 from schemas.completions import CreateCompletionRequest
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
 
-from oai_server.routes.parsing import parse_body
-from oai_server.routes.responses import json_response
+from oai_server.http.answer import json_response
+from oai_server.http.parsing import parse_body
 from oai_server.state import server_state
 from schemas.tokenize import DetokenizeRequest, TokenizeRequest
 

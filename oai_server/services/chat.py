@@ -1,17 +1,25 @@
-"""Chat completions: request in, engine request out, typed responses and chunks back."""
+"""Chat completions: request in, engine request out, typed events back.
+
+`prepare` validates and converts (every rejection happens there or at the engine's
+admission in `start`); `stream` yields the events of the answer exactly as OpenAI
+streams them; `complete` is the sum of those same events.
+"""
 
 from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from oai_server.chat_template import render_prompt
 from oai_server.engine.protocol import Engine
+from oai_server.engine.types import SamplingOptions
 from oai_server.errors import InvalidRequestError
-from oai_server.generation import Generation, new_request_id
-from oai_server.logprobs import chat_logprobs
-from oai_server.sampling import build_options, resolve_max_tokens
+from oai_server.generation.chat_template import render_prompt
+from oai_server.generation.engine_request import Generation, new_request_id
+from oai_server.generation.logprobs import chat_logprobs
+from oai_server.generation.sampling import build_options, resolve_max_tokens
+from oai_server.generation.work_limits import WorkLimits, check_options_token_ids
+from oai_server.services.chat_assembler import ChatAssembler
 from oai_server.services.chat_choice import ChoiceState
 from oai_server.services.common import (
     StreamSettings,
@@ -20,11 +28,10 @@ from oai_server.services.common import (
     structured_output,
     usage_of,
 )
-from oai_server.sse import TextEvents
+from oai_server.services.events import EventStream, TextDelta
 from oai_server.tool_calls.parsers import Content
 from oai_server.tool_calls.plan import ToolPlan, plan_tools
 from schemas.chat import (
-    ChatCompletionChoice,
     ChatCompletionChunkChoice,
     ChatCompletionDelta,
     CreateChatCompletionRequest,
@@ -32,17 +39,33 @@ from schemas.chat import (
     CreateChatCompletionStreamResponse,
 )
 
+ChatEvent = CreateChatCompletionStreamResponse | TextDelta
+
+
+@dataclass
+class ChatJob:
+    """A validated chat request, converted into what the engine takes."""
+
+    req: CreateChatCompletionRequest
+    prompt_token_ids: list[int]
+    options: SamplingOptions
+    tools: ToolPlan
+
 
 @dataclass
 class ChatRequest:
-    """A validated chat request whose generation has started."""
+    """A chat job whose generation has started."""
 
-    req: CreateChatCompletionRequest
+    job: ChatJob
     generation: Generation
-    tools: ToolPlan
+    created: int
+
+    @property
+    def req(self) -> CreateChatCompletionRequest:
+        return self.job.req
 
     def choices(self) -> list[ChoiceState]:
-        return [ChoiceState(self.tools.make_parser()) for _ in range(self.req.n or 1)]
+        return [ChoiceState(self.job.tools.make_parser()) for _ in range(self.req.n or 1)]
 
 
 def _logprobs_count(req: CreateChatCompletionRequest) -> int | None:
@@ -61,9 +84,10 @@ class ChatService:
     model_name: str
     chat_template: str | None = None
     tool_parser: str = "hermes"
+    limits: WorkLimits = field(default_factory=WorkLimits)
 
-    async def start(self, req: CreateChatCompletionRequest) -> ChatRequest:
-        """Validate `req` and start generating; every rejection happens here."""
+    def prepare(self, req: CreateChatCompletionRequest) -> ChatJob:
+        """Validate `req` and convert it into the engine's prompt and options."""
         check_model(req.model, self.model_name)
         reject_unsupported(req)
         tools = plan_tools(req, self.tool_parser)
@@ -81,65 +105,57 @@ class ChatService:
         options = build_options(
             req, max_tokens=max_tokens, logprobs=_logprobs_count(req), structured=structured
         )
+        self.limits.check_work([prompt], [options], prompt_param="messages")
+        check_options_token_ids(options, self.engine.model_info.vocab_size)
+        return ChatJob(req, prompt, options, tools)
+
+    async def start(self, job: ChatJob, request_id: str | None = None) -> ChatRequest:
+        """Hand `job` to the engine; returns once its first step (or refusal) is in."""
         generation = await Generation.start(
-            self.engine, new_request_id("chatcmpl"), prompt, options
+            self.engine, request_id or new_request_id("chatcmpl"), job.prompt_token_ids, job.options
         )
-        return ChatRequest(req, generation, tools)
+        return ChatRequest(job, generation, int(time.time()))
+
+    def stream(self, chat: ChatRequest) -> EventStream[CreateChatCompletionStreamResponse]:
+        """The events of the answer, exactly as OpenAI streams them."""
+        opts = StreamSettings.of(chat.req.stream_options)
+        return EventStream(
+            self._events(chat, opts), lambda i, t: self._text_chunk(chat, opts, i, t)
+        )
 
     async def complete(self, chat: ChatRequest) -> CreateChatCompletionResponse:
-        """Collect a whole answer."""
-        states = chat.choices()
-        choices: list[ChatCompletionChoice | None] = [None] * len(states)
-        async for step in chat.generation:
-            for delta in step.choices:
-                state = states[delta.index]
-                state.feed(delta.text)
-                if delta.logprobs:
-                    state.logprobs += delta.logprobs
-                if delta.finish_reason is None:
-                    continue
-                state.finish()
-                choice = ChatCompletionChoice(
-                    index=delta.index,
-                    message=state.message(),
-                    logprobs=chat_logprobs(state.logprobs) if chat.req.logprobs else None,
-                    finish_reason=state.finish_reason(delta.finish_reason),
-                )
-                if delta.stop_reason is not None:
-                    choice.stop_reason = delta.stop_reason
-                choices[delta.index] = choice
-        return CreateChatCompletionResponse(
-            id=chat.generation.request_id,
-            created=int(time.time()),
-            model=self.model_name,
-            choices=[c for c in choices if c is not None],
-            usage=usage_of(chat.generation.usage),
-        )
+        """The whole answer: the sum of the streamed events."""
+        assembler = ChatAssembler(with_logprobs=bool(chat.req.logprobs))
+        async for event in self._events(chat, StreamSettings(True, False)):
+            assembler.add(event)
+        return assembler.result()
 
-    async def stream(
-        self, chat: ChatRequest
-    ) -> AsyncIterator[CreateChatCompletionStreamResponse | bytes]:
-        """The chunks of a streamed answer, exactly as OpenAI sends them."""
-        opts = StreamSettings.of(chat.req.stream_options)
+    def _chunk(
+        self, chat: ChatRequest, opts: StreamSettings, choice: ChatCompletionChunkChoice | None
+    ) -> CreateChatCompletionStreamResponse:
+        out = CreateChatCompletionStreamResponse(
+            id=chat.generation.request_id,
+            created=chat.created,
+            model=self.model_name,
+            choices=[] if choice is None else [choice],
+        )
+        if opts.include_usage:
+            out.usage = usage_of(chat.generation.usage) if opts.continuous_usage else None
+        return out
+
+    def _text_chunk(
+        self, chat: ChatRequest, opts: StreamSettings, index: int, text: str
+    ) -> CreateChatCompletionStreamResponse:
+        return self._chunk(chat, opts, _choice(index, ChatCompletionDelta(content=text)))
+
+    async def _events(self, chat: ChatRequest, opts: StreamSettings) -> AsyncIterator[ChatEvent]:
         generation = chat.generation
-        created = int(time.time())
         want_logprobs = bool(chat.req.logprobs)
+        # Plain text goes out as a bare `TextDelta`, unless each chunk differs anyway.
+        bare_text = not want_logprobs and not opts.continuous_usage
 
         def chunk(choice: ChatCompletionChunkChoice | None) -> CreateChatCompletionStreamResponse:
-            out = CreateChatCompletionStreamResponse(
-                id=generation.request_id,
-                created=created,
-                model=self.model_name,
-                choices=[] if choice is None else [choice],
-            )
-            if opts.include_usage:
-                out.usage = usage_of(generation.usage) if opts.continuous_usage else None
-            return out
-
-        # Plain text chunks go out from a template, unless each chunk is different anyway.
-        text_event = None
-        if not want_logprobs and not opts.continuous_usage:
-            text_event = TextEvents(lambda i, t: chunk(_choice(i, ChatCompletionDelta(content=t))))
+            return self._chunk(chat, opts, choice)
 
         states = chat.choices()
         for index in range(len(states)):
@@ -149,25 +165,29 @@ class ChatService:
                 state = states[d.index]
                 pending = list(d.logprobs) if want_logprobs and d.logprobs else []
                 events = state.feed(d.text)
+                finish = None
                 if d.finish_reason is not None:
                     events += state.finish()
+                    # Before anything of this step goes out: a failed request raises here,
+                    # so it never reaches the client as an ordinary, truncated answer.
+                    finish = state.finish_reason(d.finish_reason)
                 for e in events:
-                    if text_event is not None and isinstance(e, Content):
-                        yield text_event(d.index, e.text)
+                    if bare_text and isinstance(e, Content):
+                        yield TextDelta(d.index, e.text)
                         continue
                     out = _choice(d.index, state.delta(e))
-                    if want_logprobs and pending:
+                    if pending:
                         out.logprobs, pending = chat_logprobs(pending), []
                     yield chunk(out)
-                if d.finish_reason is not None:
+                if finish is not None:
                     done = _choice(d.index, ChatCompletionDelta())
-                    done.finish_reason = state.finish_reason(d.finish_reason)
-                    if want_logprobs and pending:
+                    done.finish_reason = finish
+                    if pending:
                         done.logprobs = chat_logprobs(pending)
                     if d.stop_reason is not None:
                         done.stop_reason = d.stop_reason
                     yield chunk(done)
-                elif want_logprobs and pending:
+                elif pending:
                     # Text held back by the parser: its tokens' logprobs still go out now.
                     out = _choice(d.index, ChatCompletionDelta(content=""))
                     out.logprobs = chat_logprobs(pending)

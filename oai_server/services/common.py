@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, assert_never
 
 from oai_server.engine.types import FinishReason, StructuredOutput
-from oai_server.errors import InvalidRequestError, ModelNotFoundError, UnsupportedParameterError
-from oai_server.generation import Usage
+from oai_server.errors import (
+    GenerationAbortedError,
+    GenerationFailedError,
+    InvalidRequestError,
+    ModelNotFoundError,
+    UnsupportedParameterError,
+)
+from oai_server.generation.engine_request import Usage
+from oai_server.structured.limits import check_schema
 from schemas.chat import CreateChatCompletionRequest
-from schemas.common import CompletionUsage, ResponseFormat, StreamOptions
+from schemas.common import CompletionUsage, PromptTokensDetails, ResponseFormat, StreamOptions
 from schemas.completions import CreateCompletionRequest
 
 
@@ -32,8 +39,10 @@ def reject_unsupported(req: CreateChatCompletionRequest | CreateCompletionReques
     Silently ignoring them would hand the client an answer it did not ask for.
     """
     if isinstance(req, CreateChatCompletionRequest):
-        if (req.modalities and set(req.modalities) != {"text"}) or req.audio is not None:
+        if req.modalities and set(req.modalities) != {"text"}:
             raise _unsupported("modalities", "Audio output")
+        if req.audio is not None:
+            raise _unsupported("audio", "Audio output")
         if req.prediction is not None:
             raise _unsupported("prediction", "Predicted outputs ('prediction')")
         if req.web_search_options is not None:
@@ -57,12 +66,30 @@ def structured_output(response_format: ResponseFormat | None) -> StructuredOutpu
             "response_format 'json_schema' needs 'json_schema.schema', a JSON Schema object.",
             param="response_format.json_schema.schema",
         )
+    check_schema(schema, "response_format.json_schema.schema")
     return StructuredOutput(json_schema=schema)
 
 
 def finish_reason(reason: FinishReason) -> Literal["stop", "length"]:
-    """OpenAI's finish reason for an engine's (an abort only happens when we asked for it)."""
-    return "length" if reason == "length" else "stop"
+    """OpenAI's finish reason for an engine's; a request the engine failed raises.
+
+    Anything but an answer that ended normally must reach the client as an error, never
+    as an ordinary answer cut short.
+    """
+    if reason == "stop":
+        return "stop"
+    if reason == "length":
+        return "length"
+    if reason == "repetition":
+        # Only when repetition detection was asked for: the answer ended, by its own rule.
+        return "stop"
+    if reason == "abort":
+        raise GenerationAbortedError(
+            "The engine stopped this request before it finished; please retry."
+        )
+    if reason == "error":
+        raise GenerationFailedError("The engine failed while generating this answer; retry.")
+    assert_never(reason)
 
 
 def usage_of(usage: Usage) -> CompletionUsage:
@@ -70,6 +97,7 @@ def usage_of(usage: Usage) -> CompletionUsage:
         prompt_tokens=usage.prompt_tokens,
         completion_tokens=usage.completion_tokens,
         total_tokens=usage.prompt_tokens + usage.completion_tokens,
+        prompt_tokens_details=PromptTokensDetails(cached_tokens=usage.cached_tokens),
     )
 
 

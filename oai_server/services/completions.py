@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from oai_server.engine.protocol import Engine
-from oai_server.engine.types import ChoiceDelta, FinishReason
+from oai_server.engine.types import ChoiceDelta, FinishReason, SamplingOptions
 from oai_server.errors import InvalidRequestError
-from oai_server.generation import Generation, Usage, new_request_id
-from oai_server.logprobs import completion_logprobs, merge_completion_logprobs
-from oai_server.sampling import build_options, resolve_max_tokens
+from oai_server.generation.engine_request import Generation, Usage, new_request_id
+from oai_server.generation.logprobs import completion_logprobs, merge_completion_logprobs
+from oai_server.generation.sampling import build_options, resolve_max_tokens
+from oai_server.generation.work_limits import (
+    WorkLimits,
+    check_options_token_ids,
+    check_token_ids,
+)
 from oai_server.services.common import (
     StreamSettings,
     check_model,
@@ -20,7 +26,8 @@ from oai_server.services.common import (
     structured_output,
     usage_of,
 )
-from oai_server.sse import TextEvents
+from oai_server.services.completion_assembler import CompletionAssembler
+from oai_server.services.events import EventStream, TextDelta
 from schemas.completions import (
     CompletionChoice,
     CompletionLogprobs,
@@ -42,12 +49,12 @@ class PromptRun:
 
 
 @dataclass
-class Batch:
-    """The engine requests of one completions request, all started."""
+class CompletionJob:
+    """A validated completions request, converted into the engine's prompts and options."""
 
-    id: str
     req: CreateCompletionRequest
-    runs: list[PromptRun] = field(default_factory=list)
+    prompts: list[list[int]]
+    options: list[SamplingOptions]
     # `max_tokens: 0` with `echo` scores the prompt: one token is generated, then dropped.
     score_only: bool = False
 
@@ -55,10 +62,38 @@ class Batch:
     def n(self) -> int:
         return self.req.n or 1
 
+    @property
+    def samples(self) -> int:
+        """How many samples are drawn per prompt (`best_of`, at least `n`)."""
+        return self.options[0].n
+
+
+@dataclass
+class Batch:
+    """The engine requests of one completions request, all started."""
+
+    id: str
+    job: CompletionJob
+    created: int
+    runs: list[PromptRun] = field(default_factory=list)
+
+    @property
+    def req(self) -> CreateCompletionRequest:
+        return self.job.req
+
+    @property
+    def n(self) -> int:
+        return self.job.n
+
+    @property
+    def score_only(self) -> bool:
+        return self.job.score_only
+
     def usage(self) -> Usage:
         total = Usage()
         for run in self.runs:
             total.prompt_tokens += run.generation.usage.prompt_tokens
+            total.cached_tokens += run.generation.usage.cached_tokens
             if not self.score_only:
                 total.completion_tokens += run.generation.usage.completion_tokens
         return total
@@ -103,6 +138,7 @@ class CompletionService:
 
     engine: Engine
     model_name: str
+    limits: WorkLimits = field(default_factory=WorkLimits)
 
     def _prompts(self, req: CreateCompletionRequest) -> list[list[int]]:
         prompt = DEFAULT_PROMPT if req.prompt is None else req.prompt
@@ -114,10 +150,15 @@ class CompletionService:
             items = prompt  # type: ignore[assignment]
         if not items:
             raise InvalidRequestError("'prompt' must not be an empty list.", param="prompt")
+        self.limits.check_prompt_count(len(items))
         encode = self.engine.tokenizer.encode
         token_lists = [encode(p) if isinstance(p, str) else list(p) for p in items]
         if any(not tokens for tokens in token_lists):
             raise InvalidRequestError("A prompt must not be empty.", param="prompt")
+        vocab_size = self.engine.model_info.vocab_size
+        for p in items:
+            if not isinstance(p, str):
+                check_token_ids(p, vocab_size, "prompt")
         return token_lists
 
     def _check(self, req: CreateCompletionRequest) -> int:
@@ -130,17 +171,15 @@ class CompletionService:
             raise InvalidRequestError("'best_of' results cannot be streamed.", param="best_of")
         return best_of
 
-    async def start(self, req: CreateCompletionRequest) -> Batch:
-        """Validate `req` and start one engine request per prompt."""
+    def prepare(self, req: CreateCompletionRequest) -> CompletionJob:
+        """Validate `req` and convert it into one engine prompt and options per prompt."""
         check_model(req.model, self.model_name)
         reject_unsupported(req)
         samples = self._check(req)
         prompts = self._prompts(req)
-        batch = Batch(
-            new_request_id("cmpl"), req, score_only=bool(req.echo and req.max_tokens == 0)
-        )
+        score_only = bool(req.echo and req.max_tokens == 0)
         max_model_len = self.engine.model_info.max_model_len
-        requested = 1 if batch.score_only else req.max_tokens
+        requested = 1 if score_only else req.max_tokens
         budgets = [
             resolve_max_tokens(requested, len(p), max_model_len, prompt_param="prompt")
             for p in prompts
@@ -158,14 +197,36 @@ class CompletionService:
             )
             for budget in budgets
         ]
+        self.limits.check_work(prompts, options, prompt_param="prompt")
+        check_options_token_ids(options[0], self.engine.model_info.vocab_size)
+        return CompletionJob(req, prompts, options, score_only)
+
+    async def start(self, job: CompletionJob, request_id: str | None = None) -> Batch:
+        """Hand every prompt of `job` to the engine at once; return when all have begun.
+
+        Submitted together, so the engine batches them and a client that leaves while
+        they wait aborts all of them, not just the one being awaited.
+        """
+        batch = Batch(request_id or new_request_id("cmpl"), job, int(time.time()))
+        single = len(job.prompts) == 1
+        starts = [
+            asyncio.ensure_future(
+                Generation.start(self.engine, batch.id if single else f"{batch.id}-{i}", p, o)
+            )
+            for i, (p, o) in enumerate(zip(job.prompts, job.options, strict=True))
+        ]
         try:
-            for i, (prompt, opts) in enumerate(zip(prompts, options, strict=True)):
-                rid = batch.id if len(prompts) == 1 else f"{batch.id}-{i}"
-                generation = await Generation.start(self.engine, rid, prompt, opts)
-                batch.runs.append(self._echo(req, prompt, generation))
+            generations = await asyncio.gather(*starts)
         except BaseException:
-            await batch.close()
+            for task in starts:
+                task.cancel()
+            for outcome in await asyncio.gather(*starts, return_exceptions=True):
+                if isinstance(outcome, Generation):
+                    await outcome.close()
             raise
+        batch.runs = [
+            self._echo(job.req, p, g) for p, g in zip(job.prompts, generations, strict=True)
+        ]
         return batch
 
     def _echo(self, req: CreateCompletionRequest, prompt: list[int], g: Generation) -> PromptRun:
@@ -179,7 +240,16 @@ class CompletionService:
         return run
 
     async def complete(self, batch: Batch) -> CreateCompletionResponse:
-        """Collect every prompt's whole answer; with `best_of`, keep the `n` best samples."""
+        """The whole answer: the sum of the streamed events (`best_of` ranks its own)."""
+        if batch.job.samples > batch.n:
+            return await self._best_of(batch)
+        assembler = CompletionAssembler(with_logprobs=batch.req.logprobs is not None)
+        async for event in self._events(batch, StreamSettings(True, False)):
+            assembler.add(event)
+        return assembler.result(batch.id, batch.created, self.model_name)
+
+    async def _best_of(self, batch: Batch) -> CreateCompletionResponse:
+        """Draw `best_of` samples per prompt, keep the `n` with the best logprob per token."""
         choices: list[CompletionChoice] = []
         try:
             for p, run in enumerate(batch.runs):
@@ -192,14 +262,13 @@ class CompletionService:
                     key=lambda c: c.cumulative_logprob / max(c.tokens, 1),
                     reverse=True,
                 )
-                best = ranked if len(ranked) == batch.n else ranked[: batch.n]
-                for i, cand in enumerate(best):
+                for i, cand in enumerate(ranked[: batch.n]):
                     choices.append(self._choice(p * batch.n + i, cand, run, batch.req))
         finally:
             await batch.close()
         return CreateCompletionResponse(
             id=batch.id,
-            created=int(time.time()),
+            created=batch.created,
             model=self.model_name,
             choices=choices,
             usage=usage_of(batch.usage()),
@@ -225,53 +294,58 @@ class CompletionService:
             choice.stop_reason = cand.stop_reason
         return choice
 
-    async def stream(self, batch: Batch) -> AsyncIterator[CreateCompletionResponse | bytes]:
-        """Chunks of every prompt's answer, prompt after prompt.
+    def stream(self, batch: Batch) -> EventStream[CreateCompletionResponse]:
+        """The events of every prompt's answer, prompt after prompt.
 
         The engine runs all prompts at once; their output waits in the engine's
         per-request queues while an earlier prompt is being sent.
         """
         opts = StreamSettings.of(batch.req.stream_options)
-        created = int(time.time())
+        return EventStream(
+            self._events(batch, opts),
+            lambda i, t: self._chunk(
+                batch, opts, [CompletionChoice(index=i, text=t, logprobs=None, finish_reason=None)]
+            ),
+        )
 
-        def chunk(choices: list[CompletionChoice]) -> CreateCompletionResponse:
-            out = CreateCompletionResponse(
-                id=batch.id, created=created, model=self.model_name, choices=choices
-            )
-            if opts.include_usage:
-                out.usage = usage_of(batch.usage()) if opts.continuous_usage else None
-            return out
+    def _chunk(
+        self, batch: Batch, opts: StreamSettings, choices: list[CompletionChoice]
+    ) -> CreateCompletionResponse:
+        out = CreateCompletionResponse(
+            id=batch.id, created=batch.created, model=self.model_name, choices=choices
+        )
+        if opts.include_usage:
+            out.usage = usage_of(batch.usage()) if opts.continuous_usage else None
+        return out
 
-        # Plain text chunks go out from a template, unless each chunk is different anyway.
-        text_event = None
-        if batch.req.logprobs is None and not opts.continuous_usage and not batch.score_only:
-            text_event = TextEvents(
-                lambda i, t: chunk(
-                    [CompletionChoice(index=i, text=t, logprobs=None, finish_reason=None)]
-                )
-            )
-
+    async def _events(
+        self, batch: Batch, opts: StreamSettings
+    ) -> AsyncIterator[CreateCompletionResponse | TextDelta]:
+        # Plain text goes out as a bare `TextDelta`, unless each chunk differs anyway.
+        bare_text = (
+            batch.req.logprobs is None and not opts.continuous_usage and not batch.score_only
+        )
         try:
             for p, run in enumerate(batch.runs):
                 sent: dict[int, int] = {}  # characters of each choice sent so far
                 async for step in run.generation:
                     for delta in step.choices:
                         if (
-                            text_event is not None
+                            bare_text
                             and delta.text
                             and delta.finish_reason is None
                             and delta.index in sent
                         ):
                             sent[delta.index] += len(delta.text)
-                            yield text_event(p * batch.n + delta.index, delta.text)
+                            yield TextDelta(p * batch.n + delta.index, delta.text)
                             continue
                         out = self._stream_choice(p * batch.n, delta, run, batch, sent)
                         if out is not None:
-                            yield chunk([out])
+                            yield self._chunk(batch, opts, [out])
         finally:
             await batch.close()
         if opts.include_usage:
-            final = chunk([])
+            final = self._chunk(batch, opts, [])
             final.usage = usage_of(batch.usage())
             yield final
 

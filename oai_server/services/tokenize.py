@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from oai_server.chat_template import render_prompt
 from oai_server.engine.protocol import Engine, Tokenizer
 from oai_server.errors import InvalidRequestError, UnsupportedParameterError
+from oai_server.generation.chat_template import render_prompt
 from oai_server.services.common import check_model
 from schemas.chat import CreateChatCompletionRequest
 from schemas.tokenize import (

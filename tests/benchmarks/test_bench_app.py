@@ -11,7 +11,7 @@ from benchmarks.workloads import Workload, WorkloadConfig
 from oai_server.app import create_app
 from oai_server.engine.fake import FakeEngine
 from oai_server.settings import Settings
-from tests.benchmarks.servers import serve
+from tests.live import serve
 
 OUTPUT_LEN = 12
 
@@ -19,7 +19,8 @@ OUTPUT_LEN = 12
 @pytest.mark.parametrize("api", ["completions", "chat"])
 async def test_closed_loop_against_the_app(api: str) -> None:
     engine = FakeEngine(token_delay=0.002)
-    with serve(create_app(Settings(), engine)) as url:
+    with serve(create_app(Settings(), engine)) as root:
+        url = f"{root}/v1"
         target = HttpTarget(ApiConfig(base_url=url, model=Settings().model_name, api=api))
         workload = Workload(WorkloadConfig(input_len=10, output_len=OUTPUT_LEN), api)
         settings = RunSettings(label="app", num_requests=8, warmup=1, progress=False)

@@ -16,7 +16,8 @@ from benchmarks.loops import LoadSpec
 from benchmarks.runner import HttpTarget, RunSettings, WarmupError, run_http
 from benchmarks.stub_server import StubConfig, create_stub_app
 from benchmarks.workloads import Workload, WorkloadConfig
-from tests.benchmarks.servers import serve
+from tests.conformance import AsyncValidatingTransport
+from tests.live import serve
 
 OUTPUT_LEN = 16
 
@@ -63,7 +64,8 @@ async def test_closed_loop_run(stub_url: str, api: str) -> None:
 async def test_tokens_per_chunk_come_from_per_chunk_usage(stub_url: str, continuous: bool) -> None:
     api = ApiConfig(base_url=stub_url, model="stub", continuous_usage=continuous)
     spec = workload().requests(1)[0]
-    async with make_client(stub_url, 1, 10, None) as client:
+    # The harness's client sees what a real client sees: every response checked against the spec.
+    async with make_client(stub_url, 1, 10, None, AsyncValidatingTransport()) as client:
         record = await send_request(client, api, spec)
     assert record.ok
     assert record.completion_tokens == OUTPUT_LEN  # the final usage chunk
@@ -79,7 +81,8 @@ async def test_open_loop_run(stub_url: str) -> None:
 
 
 async def test_http_errors_are_counted_by_kind() -> None:
-    with serve(create_stub_app(StubConfig(fail_every=3, token_delay=0.001))) as url:
+    with serve(create_stub_app(StubConfig(fail_every=3, token_delay=0.001))) as root:
+        url = f"{root}/v1"
         load = LoadSpec(concurrency=3)
         record = await run_http(target(url), workload(), load, settings(num_requests=9, warmup=0))
     metrics = record["metrics"]
@@ -91,7 +94,8 @@ async def test_http_errors_are_counted_by_kind() -> None:
 
 async def test_a_run_stops_at_its_time_limit() -> None:
     slow = StubConfig(token_delay=0.05)  # 16 tokens: 0.8 s per request
-    with serve(create_stub_app(slow)) as url:
+    with serve(create_stub_app(slow)) as root:
+        url = f"{root}/v1"
         started = time.perf_counter()
         record = await run_http(
             target(url),

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from oai_server.chat_template import load_template, render_prompt
 from oai_server.engine.fake import FakeTokenizer
 from oai_server.errors import InvalidRequestError, UnsupportedParameterError
+from oai_server.generation.chat_template import load_template, render_prompt
 from schemas.chat import CreateChatCompletionRequest
 
 TOKENIZER = FakeTokenizer()

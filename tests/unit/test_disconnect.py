@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import socket
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -18,13 +17,12 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 
 from oai_server.app import create_app
 from oai_server.engine.fake import FakeEngine
-from oai_server.errors import OpenAIError
 from oai_server.settings import Settings
 from tests.conformance import AsyncValidatingTransport
+from tests.live import serve_async
 from tests.unit.conftest import MODEL, chat_body
 
 LONG_REPLY = "word " * 500
@@ -32,37 +30,9 @@ LONG_REPLY = "word " * 500
 
 @asynccontextmanager
 async def live_server(engine: FakeEngine) -> AsyncIterator[str]:
-    """A real uvicorn serving the app around `engine` on a free port; yields its base URL."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    config = uvicorn.Config(
-        create_app(Settings(port=port), engine),
-        host="127.0.0.1",
-        port=port,
-        log_level="warning",
-        log_config=None,
-        timeout_graceful_shutdown=2,
-    )
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve(sockets=[sock]))
-    try:
-        async with asyncio.timeout(5):
-            while not server.started:
-                assert not task.done(), "uvicorn did not start"
-                await asyncio.sleep(0.005)
-            while True:
-                try:
-                    await engine.check_health()
-                    break
-                except OpenAIError:
-                    await asyncio.sleep(0.005)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        await task
-        sock.close()
+    """A real uvicorn serving the app around `engine`; yields its root URL."""
+    async with serve_async(create_app(Settings(), engine)) as url:
+        yield url
 
 
 async def eventually(condition: Callable[[], bool], within: float = 1.0) -> bool:
@@ -90,7 +60,7 @@ async def test_stream_closed_by_client_aborts_engine_request(
     path: str, body: dict[str, Any]
 ) -> None:
     engine = FakeEngine(token_delay=0.02, reply=LONG_REPLY)
-    async with live_server(engine) as url, httpx.AsyncClient(base_url=url) as http:
+    async with live_server(engine) as url, validating_client(url) as http:
         ids = []
         async with http.stream("POST", path, json=body) as response:
             assert response.status_code == 200
@@ -108,7 +78,7 @@ async def test_stream_closed_by_client_aborts_engine_request(
 
 async def test_non_streamed_request_abandoned_by_client_is_aborted() -> None:
     engine = FakeEngine(token_delay=0.02, reply=LONG_REPLY)
-    async with live_server(engine) as url, httpx.AsyncClient(base_url=url, timeout=0.3) as http:
+    async with live_server(engine) as url, validating_client(url, timeout=0.3) as http:
         with pytest.raises(httpx.ReadTimeout):
             await http.post("/v1/chat/completions", json=chat_body())
         [call] = engine.calls
@@ -120,7 +90,7 @@ async def test_disconnect_is_not_logged_as_a_server_error(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     engine = FakeEngine(token_delay=0.02, reply=LONG_REPLY)
-    async with live_server(engine) as url, httpx.AsyncClient(base_url=url, timeout=0.3) as http:
+    async with live_server(engine) as url, validating_client(url, timeout=0.3) as http:
         with caplog.at_level(logging.WARNING):
             with pytest.raises(httpx.ReadTimeout):
                 await http.post("/v1/chat/completions", json=chat_body())
@@ -167,3 +137,37 @@ async def test_stream_is_delivered_incrementally() -> None:
     assert total >= words * 0.05
     assert arrivals[0] < total / 3, (arrivals, total)
     assert arrivals[-1] - arrivals[0] >= (words - 2) * 0.05, arrivals
+
+
+@pytest.mark.parametrize(("path", "body"), STREAMS)
+async def test_stream_abandoned_while_queued_is_aborted_within_a_second(
+    path: str, body: dict[str, Any]
+) -> None:
+    # Nothing has been sent yet (the engine has not produced a first token), so only
+    # the connection itself says that the client left.
+    engine = FakeEngine(prefill_delay=30, reply=LONG_REPLY)
+    async with live_server(engine) as url, validating_client(url, timeout=0.3) as http:
+        with pytest.raises(httpx.ReadTimeout):
+            async with http.stream("POST", path, json=body) as response:
+                await response.aread()
+        left = time.monotonic()
+        [call] = engine.calls
+        assert await eventually(lambda: call.request_id in engine.aborted, within=1.0)
+        assert time.monotonic() - left < 1.0
+        assert engine.running_requests() == 0
+
+
+async def test_abandoned_streamed_batch_aborts_every_prompt_within_a_second() -> None:
+    engine = FakeEngine(token_delay=0.05, reply=LONG_REPLY)
+    prompts = [f"prompt {i}" for i in range(200)]
+    body = {"model": MODEL, "prompt": prompts, "stream": True, "max_tokens": 400}
+    async with live_server(engine) as url, validating_client(url) as http:
+        async with http.stream("POST", "/v1/completions", json=body) as response:
+            assert response.status_code == 200
+            await response.aiter_lines().__anext__()
+            # Every prompt was handed to the engine together, before the first chunk.
+            assert engine.running_requests() == len(prompts)
+        left = time.monotonic()
+        assert await eventually(lambda: engine.running_requests() == 0, within=1.0)
+        assert time.monotonic() - left < 1.0
+        assert len(engine.aborted) == len(prompts)

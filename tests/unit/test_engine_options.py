@@ -6,7 +6,8 @@ import os
 
 import pytest
 
-from oai_server.engine.vllm import VLLMOptions, _configure_cpu, _engine_args
+from oai_server.engine.settings import EngineSettings
+from oai_server.engine.vllm import _configure_cpu, _engine_args
 
 KV, BIND = "VLLM_CPU_KVCACHE_SPACE", "VLLM_CPU_OMP_THREADS_BIND"
 
@@ -18,7 +19,7 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_defaults_use_every_core() -> None:
-    _configure_cpu(VLLMOptions(model="m"))
+    _configure_cpu(EngineSettings(model="m"))
     assert os.environ[KV] == "2"
     assert os.environ[BIND] == f"0-{(os.cpu_count() or 1) - 1}"
 
@@ -26,25 +27,25 @@ def test_defaults_use_every_core() -> None:
 def test_environment_kept_when_no_setting_given(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(KV, "6")
     monkeypatch.setenv(BIND, "1")
-    _configure_cpu(VLLMOptions(model="m"))
+    _configure_cpu(EngineSettings(model="m"))
     assert (os.environ[KV], os.environ[BIND]) == ("6", "1")
 
 
 def test_settings_win_over_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(KV, "6")
     monkeypatch.setenv(BIND, "1")
-    _configure_cpu(VLLMOptions(model="m", cpu_kvcache_space=3, cpu_threads_bind="0"))
+    _configure_cpu(EngineSettings(model="m", cpu_kvcache_space=3, cpu_threads_bind="0"))
     assert (os.environ[KV], os.environ[BIND]) == ("3", "0")
 
 
 def test_auto_leaves_binding_to_vllm(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(BIND, "1")
-    _configure_cpu(VLLMOptions(model="m", cpu_threads_bind="auto"))
+    _configure_cpu(EngineSettings(model="m", cpu_threads_bind="auto"))
     assert BIND not in os.environ
 
 
 def test_engine_args_pick_eager_on_cpu_only() -> None:
-    options = VLLMOptions(model="m", max_model_len=1024)
+    options = EngineSettings(model="m", max_model_len=1024)
     cpu, gpu = _engine_args(options, on_cpu=True), _engine_args(options, on_cpu=False)
     assert cpu["enforce_eager"] is True
     assert gpu["enforce_eager"] is False

@@ -10,8 +10,6 @@ import httpx
 import pytest
 
 from oai_server.engine.fake import FakeEngine
-from oai_server.services.chat import ChatService
-from oai_server.services.completions import CompletionService
 from tests.unit.conftest import MODEL, chat_body, serve
 from tests.unit.error_helpers import CHAT, assert_still_serves, error_of, raw_serve
 
@@ -103,44 +101,52 @@ async def test_engine_failing_mid_answer_is_503() -> None:
 
 
 @pytest.mark.parametrize("stream", [False, True])
-async def test_unexpected_exception_is_a_plain_500(
-    monkeypatch: pytest.MonkeyPatch, stream: bool
-) -> None:
-    async def explode(*args: Any, **kwargs: Any) -> Any:
-        raise RuntimeError("secret traceback detail")
-
-    monkeypatch.setattr(ChatService, "start", explode)
-    async with raw_serve(FakeEngine(), ready=True) as client:
+async def test_unexpected_exception_is_a_plain_500(stream: bool) -> None:
+    engine = FakeEngine(fail_at_step=0, fault=RuntimeError("secret traceback detail"))
+    async with raw_serve(engine, ready=True) as client:
         response = await client.post(CHAT, json=chat_body(stream=stream))
         error = error_of(response, 500)
         assert error["type"] == "server_error"
         assert "secret" not in response.text
         assert "Traceback" not in response.text
         assert "RuntimeError" not in response.text
-        monkeypatch.undo()
+        engine.fail_at_step = None
         await assert_still_serves(client)
 
 
-async def test_unexpected_exception_mid_stream_hides_its_text(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    def explode(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
-        async def chunks() -> AsyncIterator[Any]:
-            raise RuntimeError("secret traceback detail")
-            yield  # an async generator
-
-        return chunks()
-
-    monkeypatch.setattr(CompletionService, "stream", explode)
-    async with raw_serve(FakeEngine(), ready=True) as client:
+async def test_unexpected_exception_mid_stream_hides_its_text() -> None:
+    engine = FakeEngine(fail_at_step=2, fault=RuntimeError("secret traceback detail"))
+    async with raw_serve(engine, ready=True) as client:
         body = {"model": MODEL, "prompt": "x", "stream": True}
         response = await client.post("/v1/completions", json=body)
     assert response.status_code == 200
     assert "secret" not in response.text
     assert "Traceback" not in response.text
-    first, done = [e for e in response.text.split("\n\n") if e]
-    assert json.loads(first.removeprefix("data: "))["error"]["type"] == "server_error"
+    *_, last, done = [e for e in response.text.split("\n\n") if e]
+    assert json.loads(last.removeprefix("data: "))["error"]["type"] == "server_error"
     assert done == "data: [DONE]"
+
+
+@pytest.mark.parametrize(
+    ("reason", "status", "error_type"),
+    [("error", 500, "server_error"), ("abort", 503, "service_unavailable")],
+)
+@pytest.mark.parametrize("path", [CHAT, "/v1/completions"])
+async def test_a_request_the_engine_failed_is_an_error_not_an_answer(
+    path: str, reason: str, status: int, error_type: str
+) -> None:
+    engine = FakeEngine(reply="partial answer", finish_reason=reason)  # type: ignore[arg-type]
+    body = chat_body() if path == CHAT else {"model": MODEL, "prompt": "x"}
+    async with serve(engine) as client:
+        error = error_of(await client.post(path, json=body), status)
+        assert error["type"] == error_type
+        streamed = await client.post(path, json={**body, "stream": True})
+    assert streamed.status_code == 200
+    *chunks, last, done = [e.removeprefix("data: ") for e in streamed.text.split("\n\n") if e]
+    assert done == "[DONE]"
+    assert json.loads(last)["error"]["type"] == error_type
+    # No chunk claims the answer ended normally.
+    assert all(c.get("finish_reason") is None for e in chunks for c in json.loads(e)["choices"])
 
 
 async def test_errors_do_not_break_later_requests(client: httpx.AsyncClient) -> None:
@@ -156,26 +162,24 @@ async def test_errors_do_not_break_later_requests(client: httpx.AsyncClient) -> 
 
 
 @pytest.mark.parametrize(
-    ("path", "body"),
+    ("path", "body", "param"),
     [
-        (CHAT, chat_body(max_tokens=0)),
-        (CHAT, chat_body(max_completion_tokens=0, stream=True)),
-        ("/v1/completions", {"model": MODEL, "prompt": "x", "max_tokens": 0}),
+        (CHAT, chat_body(max_tokens=0), "max_tokens"),
+        (CHAT, chat_body(max_completion_tokens=0, stream=True), "max_completion_tokens"),
+        ("/v1/completions", {"model": MODEL, "prompt": "x", "max_tokens": 0}, "max_tokens"),
     ],
 )
-async def test_zero_max_tokens_is_not_a_server_error(
-    client: httpx.AsyncClient, path: str, body: dict[str, Any]
+async def test_zero_max_tokens_is_a_400_naming_it(
+    client: httpx.AsyncClient, path: str, body: dict[str, Any], param: str
 ) -> None:
-    # The spec allows 0 for completions; either an empty answer or a 400 naming the
-    # parameter is a fair reply, a 500 is not.
-    response = await client.post(path, json=body)
-    if response.status_code == 200:
-        if body.get("stream"):
-            events = [e.removeprefix("data: ") for e in response.text.split("\n\n") if e]
-            choices = [c for e in events[:-1] for c in json.loads(e)["choices"]]
-        else:
-            choices = response.json()["choices"]
-        assert [c["finish_reason"] for c in choices if c["finish_reason"]] == ["length"]
-    else:
-        error = error_of(response, 400)
-        assert error["param"] in ("max_tokens", "max_completion_tokens")
+    # One rule: an answer of no tokens is refused by name, before any stream starts;
+    # only `echo` gives `max_tokens: 0` a meaning (score the prompt), and is a 200
+    # (tests/integration/test_openai_features.py scores one on the real engine).
+    error = error_of(await client.post(path, json=body), 400)
+    assert error["param"] == param
+
+
+async def test_zero_max_tokens_with_echo_scores_the_prompt(client: httpx.AsyncClient) -> None:
+    body = {"model": MODEL, "prompt": "x y", "max_tokens": 0, "echo": True}
+    choice = (await client.post("/v1/completions", json=body)).json()["choices"][0]
+    assert (choice["text"], choice["finish_reason"]) == ("x y", "length")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from oai_server.sse import TextEvents, event
+from oai_server.http.sse import TextEvents, event
 from schemas.chat import (
     ChatCompletionChunkChoice,
     ChatCompletionDelta,

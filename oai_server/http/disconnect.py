@@ -4,7 +4,8 @@ A non-streamed request sends nothing until the engine is done, so a closed
 connection would go unnoticed, and the engine would keep generating for nobody.
 `until_disconnect` races the work against the ASGI `http.disconnect` message and
 cancels the work (which aborts its engine request) when the client leaves first.
-Streams need none of this: Starlette cancels their body iterator on disconnect.
+A stream is watched the same way until its first step is in (queued, in prefill);
+from then on Starlette cancels its body iterator on disconnect.
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ import pydantic_core
 from starlette.responses import StreamingResponse
 
 from oai_server.error_responses import error_body, to_openai_error
+from oai_server.services.events import EventStream, TextDelta
 from schemas.common import ResponseModel
 
 logger = logging.getLogger(__name__)
@@ -47,21 +48,26 @@ class TextEvents:
         )
 
 
-async def frame(chunks: AsyncIterator[ResponseModel | bytes]) -> AsyncIterator[bytes]:
-    """Frame chunks as events (bytes are events already); an error after the 200
-    becomes one error event.
+async def encode(stream: EventStream[ResponseModel]) -> AsyncIterator[bytes]:
+    """The stream's events as SSE bytes; an error after the 200 becomes one error event.
 
     The status line has gone out by then, so the error travels in the stream, in the
     same envelope as any other error, and the stream still ends with `[DONE]`.
     """
+    text_events: TextEvents | None = None
     try:
-        async for chunk in chunks:
-            yield chunk if isinstance(chunk, bytes) else event(chunk)
+        async for item in stream:
+            if isinstance(item, TextDelta):
+                if text_events is None:
+                    text_events = TextEvents(stream.chunk_of)
+                yield text_events(item.index, item.text)
+            else:
+                yield event(item)
     except Exception as exc:  # noqa: BLE001 - every failure must reach the client as an event
         logger.warning("stream failed after it started: %r", exc)
         yield event(error_body(to_openai_error(exc)))
     yield DONE
 
 
-def event_stream(chunks: AsyncIterator[ResponseModel | bytes]) -> StreamingResponse:
-    return StreamingResponse(frame(chunks), media_type="text/event-stream", headers=HEADERS)
+def event_stream(stream: EventStream[ResponseModel]) -> StreamingResponse:
+    return StreamingResponse(encode(stream), media_type="text/event-stream", headers=HEADERS)

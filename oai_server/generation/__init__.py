@@ -1,0 +1,2 @@
+"""Generation parameters and their conversion: chat templates, sampling options,
+logprobs, and the engine request that a service drives."""

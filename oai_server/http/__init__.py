@@ -1,0 +1,1 @@
+"""The HTTP edge: request bodies in, JSON bodies and server-sent events out."""

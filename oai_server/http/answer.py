@@ -1,0 +1,53 @@
+"""Answer a generation request: streamed as server-sent events, or whole as JSON."""
+
+from __future__ import annotations
+
+from typing import Protocol, TypeVar
+
+from fastapi import Request, Response
+
+from oai_server.http.disconnect import until_disconnect
+from oai_server.http.sse import event_stream
+from oai_server.services.events import EventStream
+from schemas.common import GenerationRequest, ResponseModel
+
+Req = TypeVar("Req", bound=GenerationRequest, contravariant=True)
+Job = TypeVar("Job")
+Handle = TypeVar("Handle")
+
+
+class GenerationService(Protocol[Req, Job, Handle]):
+    """What the chat and completions services both offer."""
+
+    def prepare(self, req: Req) -> Job: ...
+
+    async def start(self, job: Job, request_id: str | None = None) -> Handle: ...
+
+    def stream(self, handle: Handle) -> EventStream[ResponseModel]: ...
+
+    async def complete(self, handle: Handle) -> ResponseModel: ...
+
+
+def json_response(body: ResponseModel, status_code: int = 200) -> Response:
+    return Response(body.to_json(), status_code, media_type="application/json")
+
+
+async def answer(
+    request: Request, req: Req, service: GenerationService[Req, Job, Handle]
+) -> Response:
+    """Start generating for `req`; stream it, or wait for the whole answer.
+
+    Everything that can be refused is refused before any status goes out. A client
+    that leaves at any point, queued, in prefill or generating, cancels the work, and
+    so aborts the engine request.
+    """
+    job = service.prepare(req)
+    if req.stream:
+        handle = await until_disconnect(request, service.start(job))
+        # From here Starlette watches the connection and cancels the stream on disconnect.
+        return event_stream(service.stream(handle))
+
+    async def whole() -> ResponseModel:
+        return await service.complete(await service.start(job))
+
+    return json_response(await until_disconnect(request, whole()))

@@ -1,0 +1,110 @@
+"""The whole chat answer as the sum of its streamed events.
+
+A non-streamed chat completion is assembled from exactly the events a streamed one
+sends, so the two cannot disagree, and every consumer of the events (the cache, the
+store) can rebuild the whole answer the same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from oai_server.services.events import TextDelta
+from schemas.chat import (
+    ChatCompletionChoice,
+    ChatCompletionChunkChoice,
+    ChatCompletionMessage,
+    ChatCompletionMessageToolCall,
+    ChatCompletionTokenLogprob,
+    ChoiceLogprobs,
+    CreateChatCompletionResponse,
+    CreateChatCompletionStreamResponse,
+    FinishReason,
+    FunctionCallOut,
+)
+from schemas.common import CompletionUsage
+
+
+@dataclass
+class _Choice:
+    content: str = ""
+    calls: list[ChatCompletionMessageToolCall] = field(default_factory=list)
+    logprobs: list[ChatCompletionTokenLogprob] = field(default_factory=list)
+    finish_reason: FinishReason | None = None
+    stop_reason: str | int | None = None
+
+    def add(self, choice: ChatCompletionChunkChoice) -> None:
+        delta = choice.delta
+        if delta.content:
+            self.content += delta.content
+        for call in delta.tool_calls or ():
+            function = call.function
+            if call.id is not None:
+                name = function.name if function is not None and function.name else ""
+                self.calls.append(
+                    ChatCompletionMessageToolCall(
+                        id=call.id, function=FunctionCallOut(name=name, arguments="")
+                    )
+                )
+            if function is not None and function.arguments:
+                self.calls[call.index].function.arguments += function.arguments
+        if choice.logprobs is not None and choice.logprobs.content:
+            self.logprobs += choice.logprobs.content
+        if choice.finish_reason is not None:
+            self.finish_reason = choice.finish_reason
+        if choice.stop_reason is not None:
+            self.stop_reason = choice.stop_reason
+
+    def message(self) -> ChatCompletionMessage:
+        if self.calls:
+            # As OpenAI answers a tool call: the calls, and text only if there was any.
+            return ChatCompletionMessage(
+                content=self.content or None, refusal=None, tool_calls=self.calls, annotations=[]
+            )
+        return ChatCompletionMessage(content=self.content, refusal=None, annotations=[])
+
+
+class ChatAssembler:
+    """Folds a chat stream's events into the `chat.completion` they add up to."""
+
+    def __init__(self, *, with_logprobs: bool) -> None:
+        self._with_logprobs = with_logprobs
+        self._choices: dict[int, _Choice] = {}
+        self._head: CreateChatCompletionStreamResponse | None = None
+        self._usage: CompletionUsage | None = None
+
+    def add(self, event: CreateChatCompletionStreamResponse | TextDelta) -> None:
+        if isinstance(event, TextDelta):
+            self._choices[event.index].content += event.text
+            return
+        if self._head is None:
+            self._head = event
+        for choice in event.choices:
+            self._choices.setdefault(choice.index, _Choice()).add(choice)
+        if event.usage is not None:
+            self._usage = event.usage
+
+    def result(self) -> CreateChatCompletionResponse:
+        """The whole answer; call once every event has been added."""
+        assert self._head is not None, "a chat stream starts with its role chunks"
+        return CreateChatCompletionResponse(
+            id=self._head.id,
+            created=self._head.created,
+            model=self._head.model,
+            choices=[self._choice(i, c) for i, c in sorted(self._choices.items())],
+            usage=self._usage,
+        )
+
+    def _choice(self, index: int, state: _Choice) -> ChatCompletionChoice:
+        logprobs = None
+        if self._with_logprobs:
+            logprobs = ChoiceLogprobs(content=state.logprobs, refusal=None)
+        choice = ChatCompletionChoice(
+            index=index,
+            message=state.message(),
+            logprobs=logprobs,
+            finish_reason=state.finish_reason,
+        )
+        if state.stop_reason is not None:
+            choice.stop_reason = state.stop_reason
+        return choice
