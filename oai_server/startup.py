@@ -66,6 +66,8 @@ def configure_logging(level: str) -> None:
     os.environ.setdefault("PYTHONWARNINGS", "ignore::FutureWarning,ignore::DeprecationWarning")
     for name in _CHATTY_LOGGERS:
         logging.getLogger(name).setLevel(logging.ERROR)
+    # The store's migrations: their warnings matter, their progress does not.
+    logging.getLogger("alembic").setLevel(logging.WARNING)
     # vLLM's own variable, when the user set it, wins in this process as in the engine's.
     logging.getLogger("vllm").setLevel(os.environ["VLLM_LOGGING_LEVEL"].upper())
     warnings.filterwarnings("ignore", category=FutureWarning)
