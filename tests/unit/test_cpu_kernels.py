@@ -83,7 +83,8 @@ def test_info_level_silences_the_engine_libraries(monkeypatch: pytest.MonkeyPatc
         monkeypatch.setenv(name, "unset")
         monkeypatch.delenv(name)
     monkeypatch.setenv("TRANSFORMERS_VERBOSITY", "info")  # a user's own choice wins
-    levels = {name: logging.getLogger(name).level for name in ("vllm", "transformers")}
+    names = ("vllm", "transformers", "torch", "triton", "filelock", "urllib3", "alembic")
+    levels = {name: logging.getLogger(name).level for name in names}
     try:
         configure_logging("info")
 
