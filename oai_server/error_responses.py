@@ -95,8 +95,9 @@ def error_body(error: OpenAIError) -> ErrorResponse:
 def error_response(exc: BaseException) -> Response:
     """The HTTP response for `exc`: status from its class, OpenAI's body."""
     error = to_openai_error(exc)
-    # Starlette's own errors carry headers that must survive (405's Allow).
-    headers = exc.headers if isinstance(exc, HTTPException) else None
+    # Starlette's own errors carry headers that must survive (405's Allow); ours
+    # carry theirs (429's and 503's Retry-After).
+    headers = exc.headers if isinstance(exc, HTTPException) else error.headers
     return Response(
         error_body(error).to_json(), error.status_code, headers, media_type="application/json"
     )

@@ -107,6 +107,7 @@ def _engine_args(options: EngineSettings, on_cpu: bool) -> dict[str, Any]:
         "dtype": options.dtype,
         "enforce_eager": enforce_eager,
         "seed": options.seed,
+        "scheduling_policy": options.scheduling_policy,
         "trust_remote_code": options.trust_remote_code,
         "max_model_len": options.max_model_len,
         "max_num_seqs": options.max_num_seqs,
@@ -211,15 +212,25 @@ class VLLMEngine(Engine):
         from vllm.v1.engine.exceptions import EngineDeadError as VLLMEngineDeadError
 
         llm = self._ready_llm()
+        if options.priority and self._options.scheduling_policy != "priority":
+            raise InvalidRequestError(
+                "'priority' needs the server started with --scheduling-policy priority.",
+                param="priority",
+            )
         prompt_tokens = len(prompt_token_ids)
+        first = True
         try:
             async for out in llm.generate(
                 # Already tokenized: handed over as engine input, past vLLM's renderer.
                 tokens_input(prompt_token_ids),
                 self._make_params(options),
                 request_id,
+                priority=options.priority,
             ):
                 step = GenerationStep(prompt_tokens=prompt_tokens, finished=out.finished)
+                if first:
+                    first = False
+                    step.queue_time = _queue_time(out.metrics)
                 if out.prompt_logprobs is not None and options.prompt_logprobs is not None:
                     step.prompt_logprobs = [
                         None if d is None else _token_logprob(t, d, options.prompt_logprobs)
@@ -261,6 +272,15 @@ def _finish_reason(reason: str | None) -> FinishReason | None:
         logger.error("unknown finish reason from the engine: %r", reason)
         return "error"
     return known
+
+
+def _queue_time(stats: Any) -> float | None:
+    """Seconds between queued and scheduled, from vLLM's per-request stats when kept."""
+    queued = getattr(stats, "queued_ts", 0.0)
+    scheduled = getattr(stats, "scheduled_ts", 0.0)
+    if not queued or not scheduled:
+        return None
+    return max(0.0, float(scheduled - queued))
 
 
 # JSON has no -inf; vLLM's own server clamps the same way.

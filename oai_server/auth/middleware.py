@@ -1,0 +1,86 @@
+"""Require an API key on every HTTP and WebSocket route but a short, named open list.
+
+Pure ASGI rather than `BaseHTTPMiddleware`, which would buffer streams and hide
+client disconnects from the routes.
+"""
+
+from __future__ import annotations
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from oai_server.auth.keys import KeyRing
+from oai_server.error_responses import error_body, error_response
+from oai_server.errors import AuthenticationError
+
+# Probes, scrapers and version checks must work without a key. Everything else,
+# `/openapi.json` and `/docs` included, needs one when keys are configured.
+OPEN_PATHS = frozenset({"/health", "/version", "/metrics"})
+# The chat page's static files (a page that then asks its user for a key).
+OPEN_PREFIXES = ("/static/",)
+
+
+def bearer_token(scope: Scope) -> bytes | None:
+    """The credentials of an `Authorization: Bearer ...` header; the scheme in any case
+    (RFC 7235: auth schemes are case-insensitive)."""
+    for name, value in scope["headers"]:
+        if name == b"authorization":
+            scheme, _, token = value.strip().partition(b" ")
+            if scheme.lower() == b"bearer":
+                return bytes(token.strip())
+            return None
+    return None
+
+
+def _is_open(path: str) -> bool:
+    return path in OPEN_PATHS or path.startswith(OPEN_PREFIXES)
+
+
+class AuthMiddleware:
+    """401 in OpenAI's envelope unless the request carries one of `keys`.
+
+    Sets `scope["state"]["principal"]` (seen as `request.state.principal`) to the key's
+    short id; to None when no keys are configured or the route is open.
+    """
+
+    def __init__(self, app: ASGIApp, keys: KeyRing) -> None:
+        self.app = app
+        self.keys = keys
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        state = scope.setdefault("state", {})
+        state["principal"] = None
+        if self.keys and not _is_open(scope["path"]):
+            token = bearer_token(scope)
+            principal = None if token is None else self.keys.match(token)
+            if principal is None:
+                await _refuse(scope, receive, send)
+                return
+            state["principal"] = principal
+        await self.app(scope, receive, send)
+
+
+_MESSAGE = "Incorrect API key provided. Pass it as 'Authorization: Bearer <key>'."
+
+
+async def _refuse(scope: Scope, receive: Receive, send: Send) -> None:
+    error = AuthenticationError(_MESSAGE)
+    if scope["type"] == "http":
+        await error_response(error)(scope, receive, send)
+        return
+    # A WebSocket handshake: answer it with the same 401 where the server can
+    # (the ASGI denial-response extension), else close before accepting (403).
+    await receive()  # websocket.connect
+    if "websocket.http.response" in scope.get("extensions", {}):
+        await send(
+            {
+                "type": "websocket.http.response.start",
+                "status": error.status_code,
+                "headers": [(b"content-type", b"application/json")],
+            }
+        )
+        await send({"type": "websocket.http.response.body", "body": error_body(error).to_json()})
+        return
+    await send({"type": "websocket.close", "code": 1008})
