@@ -42,12 +42,14 @@ async def answer(
     so aborts the engine request.
     """
     job = service.prepare(req)
+    # The request's x-request-id (ObservabilityMiddleware) is the engine's request id too.
+    request_id: str | None = getattr(request.state, "request_id", None)
     if req.stream:
-        handle = await until_disconnect(request, service.start(job))
+        handle = await until_disconnect(request, service.start(job, request_id))
         # From here Starlette watches the connection and cancels the stream on disconnect.
         return event_stream(service.stream(handle))
 
     async def whole() -> ResponseModel:
-        return await service.complete(await service.start(job))
+        return await service.complete(await service.start(job, request_id))
 
     return json_response(await until_disconnect(request, whole()))

@@ -65,7 +65,7 @@ async def test_requests_per_key_are_limited_separately() -> None:
 
 async def test_tokens_are_reserved_up_front_and_settled() -> None:
     key = new_key()
-    engine = FakeEngine(token_delay=0.05)  # replies "Hello! How ... today?": 8 tokens
+    engine = FakeEngine(token_delay=0.05)  # replies "Hello! How ... today?": 7 tokens
     app = make_app(engine, api_key=[key], rate_limit_tpm=1000, rate_limit_window=HOUR)
     async with serve_async(app) as root, async_validating_client(base_url=root) as http:
         body = chat_body(max_tokens=900)
@@ -80,7 +80,7 @@ async def test_tokens_are_reserved_up_front_and_settled() -> None:
             return await http.post(CHAT, json=body, headers=_auth(key))
 
         holding = asyncio.create_task(hold())
-        while not engine.running_requests():
+        while not engine.running_requests():  # noqa: ASYNC110 - polling the fake engine
             await asyncio.sleep(0.01)
         # While 900 are reserved by a request in flight, another 900 do not fit.
         refused = await http.post(CHAT, json=body, headers=_auth(key))
