@@ -3,15 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import signal
-import socket
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,48 +13,10 @@ import httpx
 
 from tests.conformance import async_validating_client
 from tests.production.conftest import chat_body
+from tests.production.processes import fake_server
 
 STREAMS = 10
 CHAT = "/v1/chat/completions"
-
-
-@dataclass
-class Proc:
-    root: str
-    proc: subprocess.Popen[bytes]
-    log: Path
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@contextlib.contextmanager
-def fake_server(tmp_path: Path, **options: Any) -> Iterator[Proc]:
-    port = _free_port()
-    log = tmp_path / "server.log"
-    with log.open("wb") as out:
-        command = [sys.executable, "-m", "tests.production.fake_server", str(port)]
-        proc = subprocess.Popen([*command, json.dumps(options)], stdout=out, stderr=out)
-    root = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            assert proc.poll() is None, log.read_text()
-            try:
-                if httpx.get(f"{root}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, log.read_text()
-            time.sleep(0.05)
-        yield Proc(root, proc, log)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
 
 
 async def _stream(http: httpx.AsyncClient, started: asyncio.Event, tokens: int) -> list[str]:
