@@ -95,7 +95,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     if settings.model is None:
         logger.info("no --model given: serving the embedded %s", EMBEDDED_MODEL_NAME)
-    sys.exit(serve(create_app(settings, build_engine(settings)), settings))
+    code = serve(create_app(settings, build_engine(settings)), settings)
+    logger.info("exiting with status %d", code)
+    sys.exit(code)
 
 
 if __name__ == "__main__":
