@@ -80,7 +80,7 @@ def create_app(settings: Settings, engine: Engine) -> FastAPI:
     limiter = _limiter(settings, metrics)
     admit = limiter.reserve_tokens if limiter is not None and limiter.tpm is not None else None
     # What every service submits through: measured, token-limited, drainable.
-    served = InstrumentedEngine(engine, metrics, admit)
+    served = InstrumentedEngine(engine, metrics, admit, keep_prompt_text=settings.log_request_text)
     lifecycle = Lifecycle(served, settings.drain_timeout)
 
     @contextlib.asynccontextmanager

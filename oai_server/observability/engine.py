@@ -26,10 +26,19 @@ Admit = Callable[[RequestRecord | None, int], Awaitable[None]]
 class InstrumentedEngine(Engine):
     """`inner`, with every generation measured into `metrics` and the request's record."""
 
-    def __init__(self, inner: Engine, metrics: Metrics, admit: Admit | None = None) -> None:
+    def __init__(
+        self,
+        inner: Engine,
+        metrics: Metrics,
+        admit: Admit | None = None,
+        *,
+        keep_prompt_text: bool = False,
+    ) -> None:
+        """`keep_prompt_text`: put each prompt's text in its record, for the access log."""
         self.inner = inner
         self.metrics = metrics
         self.admit = admit
+        self.keep_prompt_text = keep_prompt_text
         self._waiting: set[str] = set()
         self._live: set[str] = set()
         self._cut: set[str] = set()
@@ -78,6 +87,9 @@ class InstrumentedEngine(Engine):
         record = current_request.get()
         if self.admit is not None:
             await self.admit(record, len(prompt_token_ids) + options.max_tokens * options.n)
+        if self.keep_prompt_text and record is not None:
+            text = self.inner.tokenizer.decode(prompt_token_ids)
+            record.prompt_text = text if record.prompt_text is None else record.prompt_text + text
         m = self.metrics
         submitted = last = time.perf_counter()
         first = True

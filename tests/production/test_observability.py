@@ -60,6 +60,10 @@ async def test_prompt_text_only_when_asked(caplog: pytest.LogCaptureFixture) -> 
     async with serve_async(make_app()) as root, httpx.AsyncClient(base_url=root) as http:
         await http.post(CHAT, json=chat_body(messages=[{"role": "user", "content": "secret"}]))
     assert "secret" not in caplog.text
+    caplog.clear()
+    async with serve_async(make_app(log_request_text=True)) as root, httpx.AsyncClient() as http:
+        await http.post(root + CHAT, json=chat_body(messages=[{"role": "user", "content": "hum"}]))
+    assert "prompt='<|user|>hum\\n<|assistant|>'" in caplog.text
 
 
 async def test_metrics_by_matched_route_and_engine_metrics() -> None:
