@@ -7,6 +7,7 @@ engine) import fast and without vllm installed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import time
@@ -136,6 +137,9 @@ class VLLMEngine(Engine):
         self._tokenizer: VLLMTokenizer | None = None
         self._model_info: ModelInfo | None = None
         self._make_params: Any = None
+        # The engine's processes (core, workers), noted once started: if the core is
+        # killed its workers are orphaned, out of reach of a later look at our children.
+        self._processes: list[Any] = []
 
     async def start(self) -> None:
         await asyncio.to_thread(self._start_blocking)
@@ -168,12 +172,15 @@ class VLLMEngine(Engine):
         )
         self._make_params = _params_factory()
         self._llm = llm
+        self._processes = _engine_processes()
         logger.info("vLLM engine ready in %.1f s", time.monotonic() - began)
 
     async def stop(self) -> None:
         llm, self._llm = self._llm, None
         if llm is not None:
             await asyncio.to_thread(llm.shutdown)
+        _reap(self._processes)
+        self._processes = []
 
     @property
     def model_info(self) -> ModelInfo:
@@ -272,6 +279,32 @@ def _finish_reason(reason: str | None) -> FinishReason | None:
         logger.error("unknown finish reason from the engine: %r", reason)
         return "error"
     return known
+
+
+def _engine_processes() -> list[Any]:
+    """This process's descendants now: the engine's core and workers, not Python's own
+    helpers (multiprocessing's resource tracker). psutil comes with vLLM."""
+    import psutil
+
+    found = []
+    for process in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            if "multiprocessing" not in " ".join(process.cmdline()):
+                found.append(process)
+    return found
+
+
+def _reap(processes: list[Any]) -> None:
+    """Kill whatever of `processes` outlived the engine's shutdown (the workers of a
+    core that was killed keep running otherwise, and hold the interpreter's exit)."""
+    import psutil
+
+    alive = [p for p in processes if p.is_running()]
+    for process in alive:
+        logger.warning("killing engine process %d left running", process.pid)
+        with contextlib.suppress(psutil.Error):
+            process.kill()
+    psutil.wait_procs(alive, timeout=5)
 
 
 def _queue_time(stats: Any) -> float | None:
