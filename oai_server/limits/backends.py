@@ -7,10 +7,14 @@ so two concurrent requests cannot both take the last unit.
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Protocol
 
 import redis.asyncio as aioredis
+from redis.exceptions import RedisError
+
+logger = logging.getLogger(__name__)
 
 
 class Backend(Protocol):
@@ -85,25 +89,39 @@ return {1, used}
 
 
 class RedisBackend:
-    """Counters in Redis, so every replica counts against the same limit."""
+    """Counters in Redis, so every replica counts against the same limit.
+
+    If Redis cannot be reached, requests pass (logged): an outage of the limits'
+    store should not become an outage of the service.
+    """
 
     def __init__(self, url: str) -> None:
         self._redis = aioredis.Redis.from_url(url)
         self._take = self._redis.register_script(_TAKE)
 
     async def take(self, key: str, amount: int, limit: int, ttl_s: float) -> tuple[bool, int]:
-        taken, used = await self._take(keys=[key], args=[amount, limit, int(ttl_s * 1000)])
+        try:
+            taken, used = await self._take(keys=[key], args=[amount, limit, int(ttl_s * 1000)])
+        except RedisError as exc:
+            logger.warning("rate limits unavailable, request let through: %r", exc)
+            return True, 0
         return bool(taken), int(used)
 
     async def count(self, key: str) -> int:
-        value = await self._redis.get(key)
+        try:
+            value = await self._redis.get(key)
+        except RedisError:
+            return 0
         return int(value or 0)
 
     async def add(self, key: str, amount: int, ttl_s: float) -> None:
-        async with self._redis.pipeline(transaction=True) as pipe:
-            pipe.incrby(key, amount)
-            pipe.pexpire(key, int(ttl_s * 1000))
-            await pipe.execute()
+        try:
+            async with self._redis.pipeline(transaction=True) as pipe:
+                pipe.incrby(key, amount)
+                pipe.pexpire(key, int(ttl_s * 1000))
+                await pipe.execute()
+        except RedisError as exc:
+            logger.warning("rate limits unavailable, tokens not settled: %r", exc)
 
     async def close(self) -> None:
         await self._redis.aclose()

@@ -20,12 +20,15 @@ ANONYMOUS = "anonymous"  # every caller, when the server has no keys
 
 
 def format_reset(seconds: float) -> str:
-    """OpenAI's duration style for `x-ratelimit-reset-*`: `20ms`, `1.5s`, `6m0s`."""
+    """OpenAI's duration style for `x-ratelimit-reset-*`: `20ms`, `1.5s`, `6m0s`, `1h0m0s`."""
     if seconds < 1:
         return f"{max(1, math.ceil(seconds * 1000))}ms"
     minutes, rest = divmod(seconds, 60)
+    hours, minutes = divmod(int(minutes), 60)
     text = f"{rest:.3f}".rstrip("0").rstrip(".") + "s"
-    return f"{int(minutes)}m{text}" if minutes else text
+    if hours:
+        return f"{hours}h{minutes}m{text}"
+    return f"{minutes}m{text}" if minutes else text
 
 
 @dataclass(frozen=True)

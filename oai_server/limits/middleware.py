@@ -7,7 +7,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from oai_server.auth.middleware import OPEN_PATHS
 from oai_server.error_responses import error_response
 from oai_server.errors import RateLimitError
-from oai_server.limits.limiter import RateLimiter, Standing
+from oai_server.limits.limiter import RateLimiter
 from oai_server.observability.context import current_request
 
 
@@ -44,7 +44,7 @@ class RateLimitMiddleware:
                     (name.encode(), value.encode())
                     for standing in (requests, tokens)
                     if standing is not None
-                    for name, value in Standing.headers(standing).items()
+                    for name, value in standing.headers().items()
                     if name.encode() not in present
                 ]
                 message["headers"] = [*message.get("headers", []), *extra]

@@ -10,6 +10,7 @@ import httpx
 import openai
 
 from oai_server.engine.fake import FakeEngine
+from oai_server.limits.limiter import format_reset
 from tests.conformance import ValidatingTransport, async_validating_client
 from tests.live import serve, serve_async
 from tests.production.conftest import MODEL, chat_body, make_app, new_key
@@ -150,3 +151,21 @@ async def test_without_redis_each_replica_counts_alone() -> None:
     ):
         for root in (one, two):
             assert (await http.post(root + CHAT, json=chat_body(), headers=_auth(key))).is_success
+
+
+def test_reset_durations_read_as_openai_writes_them() -> None:
+    assert [format_reset(s) for s in (0.02, 1.5, 60, 61.25, 3600)] == [
+        "20ms",
+        "1.5s",
+        "1m0s",
+        "1m1.25s",
+        "1h0m0s",
+    ]
+
+
+async def test_redis_down_lets_requests_through() -> None:
+    key = new_key()
+    app = make_app(api_key=[key], rate_limit_rpm=1, redis_url="redis://127.0.0.1:1/0")
+    async with serve_async(app) as root, async_validating_client(base_url=root) as http:
+        for _ in range(2):
+            assert (await http.post(CHAT, json=chat_body(), headers=_auth(key))).is_success
