@@ -289,7 +289,7 @@ def _engine_processes() -> list[Any]:
     found = []
     for process in psutil.Process().children(recursive=True):
         with contextlib.suppress(psutil.Error):
-            if "multiprocessing" not in " ".join(process.cmdline()):
+            if "resource_tracker" not in " ".join(process.cmdline()):
                 found.append(process)
     return found
 
