@@ -294,12 +294,21 @@ def _engine_processes() -> list[Any]:
     return found
 
 
+def _alive(process: Any) -> bool:
+    import psutil
+
+    try:
+        return bool(process.is_running() and process.status() != psutil.STATUS_ZOMBIE)
+    except psutil.Error:
+        return False
+
+
 def _reap(processes: list[Any]) -> None:
     """Kill whatever of `processes` outlived the engine's shutdown (the workers of a
     core that was killed keep running otherwise, and hold the interpreter's exit)."""
     import psutil
 
-    alive = [p for p in processes if p.is_running()]
+    alive = [p for p in processes if _alive(p)]
     for process in alive:
         logger.warning("killing engine process %d left running", process.pid)
         with contextlib.suppress(psutil.Error):
