@@ -92,7 +92,8 @@ class InstrumentedEngine(Engine):
             record.prompt_text = text if record.prompt_text is None else record.prompt_text + text
         m = self.metrics
         submitted = last = time.perf_counter()
-        first = True
+        prompt_tokens = generated = 0
+        finished: list[str] = []
         self._live.add(request_id)
         self._waiting.add(request_id)
         try:
@@ -100,32 +101,35 @@ class InstrumentedEngine(Engine):
                 if request_id in self._cut:
                     raise _shutting_down()
                 now = time.perf_counter()
-                tokens = sum(c.token_count for c in step.choices)
-                if first:
-                    first = False
+                tokens = 0
+                for c in step.choices:
+                    tokens += c.token_count
+                    if c.finish_reason is not None:
+                        finished.append(c.finish_reason)
+                if not prompt_tokens:
+                    prompt_tokens = step.prompt_tokens or len(prompt_token_ids)
                     self._waiting.discard(request_id)
                     m.time_to_first_token.observe(now - submitted)
-                    m.prompt_tokens.inc(step.prompt_tokens)
                     if step.queue_time is not None:
                         m.queue_time.observe(step.queue_time)
-                    if record is not None:
-                        record.prompt_tokens += step.prompt_tokens
                 elif tokens:
                     m.inter_token_latency.observe((now - last) / tokens)
                 last = now
-                m.generation_tokens.inc(tokens)
-                if record is not None:
-                    record.completion_tokens += tokens
-                for c in step.choices:
-                    if c.finish_reason is not None:
-                        m.finished.labels(c.finish_reason).inc()
-                        if record is not None:
-                            record.finish_reasons.append(c.finish_reason)
+                generated += tokens
                 yield step
             if request_id in self._cut:
                 raise _shutting_down()
         finally:
+            # Counted once at the end: per step, only what must be (latencies).
             m.e2e_latency.observe(time.perf_counter() - submitted)
+            m.prompt_tokens.inc(prompt_tokens)
+            m.generation_tokens.inc(generated)
+            for reason in finished:
+                m.finished.labels(reason).inc()
+            if record is not None:
+                record.prompt_tokens += prompt_tokens
+                record.completion_tokens += generated
+                record.finish_reasons += finished
             self._waiting.discard(request_id)
             self._live.discard(request_id)
             self._cut.discard(request_id)

@@ -10,6 +10,7 @@ import logging
 import re
 import time
 import uuid
+from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -49,6 +50,9 @@ class ObservabilityMiddleware:
         self.app = app
         self.metrics = metrics
         self.log_text = log_text
+        # prometheus_client's labels() validates and locks on every call: children cached.
+        self._counted: dict[tuple[str, str, str], Any] = {}
+        self._timed: dict[str, Any] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
@@ -85,8 +89,17 @@ class ObservabilityMiddleware:
     def _observe(self, scope: Scope, record: RequestRecord, status: int) -> None:
         elapsed = time.perf_counter() - record.began
         route = _route(scope)
-        self.metrics.requests.labels(route, record.method, str(status)).inc()
-        self.metrics.latency.labels(route).observe(elapsed)
+        key = (route, record.method, str(status))
+        counted = self._counted.get(key)
+        if counted is None:
+            counted = self._counted[key] = self.metrics.requests.labels(*key)
+        counted.inc()
+        timed = self._timed.get(route)
+        if timed is None:
+            timed = self._timed[route] = self.metrics.latency.labels(route)
+        timed.observe(elapsed)
+        if not access_logger.isEnabledFor(logging.INFO):
+            return
         text = f" prompt={record.prompt_text!r}" if self.log_text and record.prompt_text else ""
         access_logger.info(
             'request_id=%s key=%s "%s %s" status=%d duration_ms=%.1f prompt_tokens=%d '
