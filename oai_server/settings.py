@@ -8,6 +8,7 @@ knows them), and this class inherits them: the engine adapter reads the same fie
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -42,6 +43,11 @@ class Settings(BaseSettings, EngineSettings):
         "info", description="Log level."
     )
 
+    # --- web chat page --------------------------------------------------------
+    web_ui: bool = Field(
+        True, description="Serve the built-in chat page at / (its files under /ui/)."
+    )
+
     # --- model ----------------------------------------------------------------
     served_model_name: str | None = Field(
         None,
@@ -54,6 +60,11 @@ class Settings(BaseSettings, EngineSettings):
         "hermes",
         description="How tool calls are read from free text for tool_choice 'auto' "
         "(hermes: <tool_call>{json}</tool_call>); 'required' and named tools work on any model.",
+    )
+    realtime_idle_timeout: float = Field(
+        600.0,
+        gt=0,
+        description="Seconds a Realtime WebSocket session may stay silent before it is closed.",
     )
     cache_dir: Path = Field(
         Path.home() / ".cache" / "oai-server",
@@ -106,7 +117,10 @@ class Settings(BaseSettings, EngineSettings):
     @field_validator("api_key", "cors_allow_origins", mode="before")
     @classmethod
     def _comma_separated(cls, value: Any) -> Any:
+        """A list from the environment: comma-separated, or a JSON array (as the chart writes)."""
         if isinstance(value, str):
+            if value.lstrip().startswith("["):
+                return json.loads(value)
             return [part.strip() for part in value.split(",") if part.strip()]
         return value
 

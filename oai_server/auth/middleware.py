@@ -11,12 +11,16 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from oai_server.auth.keys import KeyRing
 from oai_server.error_responses import error_body, error_response
 from oai_server.errors import AuthenticationError
+from oai_server.web.page import ASSETS_PATH
 
-# Probes, scrapers and version checks must work without a key. Everything else,
-# `/openapi.json` and `/docs` included, needs one when keys are configured.
-OPEN_PATHS = frozenset({"/health", "/version", "/metrics"})
-# The chat page's static files (a page that then asks its user for a key).
-OPEN_PREFIXES = ("/static/",)
+# Probes, scrapers and version checks must work without a key, and so must the chat
+# page and its files (they hold no secret; the page asks its user for a key). Everything
+# else, `/openapi.json` included, needs one when keys are configured.
+OPEN_PATHS = frozenset({"/health", "/version", "/metrics", "/"})
+OPEN_PREFIXES = (ASSETS_PATH + "/",)
+# A browser cannot set headers on a WebSocket: OpenAI's clients send the key as a
+# subprotocol instead, `openai-insecure-api-key.<key>`.
+KEY_SUBPROTOCOL = "openai-insecure-api-key."
 
 
 def bearer_token(scope: Scope) -> bytes | None:
@@ -28,6 +32,9 @@ def bearer_token(scope: Scope) -> bytes | None:
             if scheme.lower() == b"bearer":
                 return bytes(token.strip())
             return None
+    for protocol in scope.get("subprotocols", ()) if scope["type"] == "websocket" else ():
+        if protocol.startswith(KEY_SUBPROTOCOL):
+            return str(protocol).removeprefix(KEY_SUBPROTOCOL).encode()
     return None
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,7 +82,8 @@ class FakeEngine(Engine):
     prefill), `token_delay` seconds between steps; `fail_at_step` makes step k raise
     `fault` (by default `EngineDeadError`, and the engine stays dead); `finish_reason`
     replaces the reason the last step reports (say, vLLM's "error"); with `ignore_eos`
-    the reply repeats until `max_tokens`.
+    the reply repeats until `max_tokens`; `reply_for`, if given, makes the reply from
+    the rendered prompt (so concurrent requests can be told apart).
     """
 
     reply: str = "Hello! How can I help you today?"
@@ -92,6 +93,7 @@ class FakeEngine(Engine):
     fail_at_step: int | None = None
     fault: Exception | None = None
     finish_reason: FinishReason | None = None
+    reply_for: Callable[[str], str] | None = None
     max_model_len: int = 2048
     start_delay: float = 0.0
     calls: list[Call] = field(default_factory=list)
@@ -133,10 +135,13 @@ class FakeEngine(Engine):
             self._running.discard(request_id)
             self.aborted.append(request_id)
 
-    def _pieces(self) -> list[str]:
+    def _pieces(self, prompt_token_ids: list[int]) -> list[str]:
         if self.tokens is not None:
             return self.tokens
-        words = self.reply.split(" ")
+        reply = self.reply
+        if self.reply_for is not None:
+            reply = self.reply_for(FakeTokenizer().decode(prompt_token_ids))
+        words = reply.split(" ")
         return [w if i == 0 else " " + w for i, w in enumerate(words)]
 
     async def generate(
@@ -145,7 +150,7 @@ class FakeEngine(Engine):
         await self.check_health()
         self.calls.append(Call(request_id, list(prompt_token_ids), options))
         self._running.add(request_id)
-        pieces = self._pieces()
+        pieces = self._pieces(prompt_token_ids)
         texts = [""] * options.n
         done = [False] * options.n
         try:

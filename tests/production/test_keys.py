@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 
 import httpx
@@ -14,7 +15,7 @@ from oai_server.auth import OPEN_PATHS, key_id, load_keys
 from oai_server.settings import Settings
 from tests.conformance import async_validating_client
 from tests.live import serve_async
-from tests.production.conftest import WS_PATH, chat_body, make_app, new_key
+from tests.production.conftest import MODEL, WS_PATH, chat_body, make_app, new_key
 
 
 def _bearer(key: str, scheme: str = "Bearer") -> dict[str, str]:
@@ -62,6 +63,7 @@ async def test_every_route_but_the_open_ones_needs_a_key(tmp_path: Path) -> None
                 assert response.json()["error"]["code"] == "invalid_api_key"
         for path in sorted(OPEN_PATHS):
             assert (await http.get(path)).status_code == 200, path
+        assert (await http.get("/ui/app.css")).status_code == 200  # the chat page's files
 
         # Both keys work; the scheme in any case (RFC 7235).
         for key, scheme in [(flag_key, "Bearer"), (file_key, "bearer"), (flag_key, "BEARER")]:
@@ -85,6 +87,14 @@ async def test_websocket_routes_need_a_key() -> None:
         async with websockets.connect(url, additional_headers=_bearer(key, "bearer")) as ws:
             await ws.send("ping")
             assert await ws.recv() == "ping"
+        # A browser's way: the key as a subprotocol, as OpenAI's Realtime clients send it.
+        realtime = root.replace("http://", "ws://") + "/v1/realtime?model=" + MODEL
+        with pytest.raises(InvalidStatus):
+            async with websockets.connect(realtime, subprotocols=["realtime"]):  # type: ignore[list-item]
+                pass
+        offered = ["realtime", f"openai-insecure-api-key.{key}"]
+        async with websockets.connect(realtime, subprotocols=offered) as ws:  # type: ignore[arg-type]
+            assert json.loads(await ws.recv())["type"] == "session.created"
 
 
 async def test_without_keys_everything_is_open() -> None:

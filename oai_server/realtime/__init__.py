@@ -1,0 +1,1 @@
+"""OpenAI's Realtime API over a WebSocket, its text subset, on the chat service."""

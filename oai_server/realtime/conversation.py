@@ -1,0 +1,101 @@
+"""A Realtime session's conversation: its items, in order, and the chat they make.
+
+Items live on the server for the life of the connection. Each response sees all of them
+through the model's chat template: the conversation is turned into the messages of a
+chat completion request, so the Realtime socket and `/v1/chat/completions` share one path.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from oai_server.errors import InvalidRequestError, NotFoundError
+from schemas.realtime import ContentPart, FunctionCallItem, FunctionCallOutputItem, MessageItem
+
+Item = MessageItem | FunctionCallItem | FunctionCallOutputItem
+
+_TEXT_PARTS = frozenset({"input_text", "output_text"})
+
+
+def check_text_only(item: Item, param: str = "item") -> None:
+    """Refuse audio and images: this server does text only."""
+    if isinstance(item, MessageItem):
+        for i, part in enumerate(item.content):
+            if part.type not in _TEXT_PARTS or part.text is None:
+                raise InvalidRequestError(
+                    f"Content of type '{part.type}' is not supported: this server does text "
+                    "only ('input_text' parts, with 'text').",
+                    param=f"{param}.content[{i}]",
+                    code="unsupported_content_type",
+                )
+
+
+def _text(parts: list[ContentPart]) -> str:
+    return "".join(p.text or "" for p in parts)
+
+
+class Conversation:
+    """The items of one session, in order, addressable by id."""
+
+    def __init__(self) -> None:
+        self._items: list[Item] = []
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def items(self) -> list[Item]:
+        return list(self._items)
+
+    def last_id(self) -> str | None:
+        return self._items[-1].id if self._items else None
+
+    def add(self, item: Item, previous_item_id: str | None = None) -> str | None:
+        """Insert `item` after `previous_item_id` (at the end by default); return the id
+        of the item now before it."""
+        if previous_item_id is None:
+            before = self.last_id()
+            self._items.append(item)
+            return before
+        at = self._index(previous_item_id, "previous_item_id")
+        self._items.insert(at + 1, item)
+        return previous_item_id
+
+    def get(self, item_id: str) -> Item:
+        return self._items[self._index(item_id, "item_id")]
+
+    def delete(self, item_id: str) -> None:
+        del self._items[self._index(item_id, "item_id")]
+
+    def drop_oldest(self) -> Item | None:
+        """Remove and return the oldest item, to make room; None when empty."""
+        return self._items.pop(0) if self._items else None
+
+    def _index(self, item_id: str, param: str) -> int:
+        for i, item in enumerate(self._items):
+            if item.id == item_id:
+                return i
+        raise NotFoundError(f"Item with item_id '{item_id}' not found.", param=param)
+
+    def messages(self, instructions: str) -> list[dict[str, Any]]:
+        """The conversation as chat messages, the instructions as its system message."""
+        out: list[dict[str, Any]] = []
+        if instructions:
+            out.append({"role": "system", "content": instructions})
+        for item in self._items:
+            if isinstance(item, MessageItem):
+                out.append({"role": item.role, "content": _text(item.content)})
+            elif isinstance(item, FunctionCallItem):
+                call = {
+                    "id": item.call_id or item.id or "",
+                    "type": "function",
+                    "function": {"name": item.name, "arguments": item.arguments},
+                }
+                previous = out[-1] if out else None
+                if previous is not None and previous["role"] == "assistant":
+                    # Parallel calls of one turn belong to one assistant message.
+                    previous.setdefault("tool_calls", []).append(call)
+                else:
+                    out.append({"role": "assistant", "content": None, "tool_calls": [call]})
+            else:
+                out.append({"role": "tool", "tool_call_id": item.call_id, "content": item.output})
+        return out

@@ -1,0 +1,96 @@
+"""`WS /v1/realtime`: the socket, its limits, and the session that answers it."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from fastapi import APIRouter, WebSocket
+from starlette.websockets import WebSocketDisconnect, WebSocketState
+
+from oai_server.errors import InvalidRequestError, ModelNotFoundError
+from oai_server.realtime.session import RealtimeSession
+from oai_server.state import ServerState
+from schemas.realtime import ServerEvent
+
+logger = logging.getLogger(__name__)
+router = APIRouter()
+
+# RFC 6455 close codes.
+NORMAL_CLOSURE = 1000
+POLICY_VIOLATION = 1008
+MESSAGE_TOO_BIG = 1009
+# The subprotocol OpenAI's clients offer; a browser adds the key as a second one.
+SUBPROTOCOL = "realtime"
+
+
+@router.websocket("/v1/realtime")
+async def realtime(websocket: WebSocket) -> None:
+    server: ServerState = websocket.app.state.server
+    offered = websocket.scope.get("subprotocols") or []
+    await websocket.accept(subprotocol=SUBPROTOCOL if SUBPROTOCOL in offered else None)
+    lock = asyncio.Lock()
+
+    async def send(event: ServerEvent) -> None:
+        if websocket.application_state is not WebSocketState.CONNECTED:
+            return
+        async with lock:
+            await websocket.send_text(event.to_json().decode())
+
+    session = RealtimeSession(server.chat, send)
+    model = websocket.query_params.get("model")
+    if model is not None and model != server.settings.model_name:
+        await session.error(
+            ModelNotFoundError(
+                f"The model '{model}' does not exist. This server serves "
+                f"'{server.settings.model_name}'.",
+                param="model",
+            ),
+            None,
+        )
+        await websocket.close(POLICY_VIOLATION, "unknown model")
+        return
+    await session.start()
+    try:
+        await _serve(websocket, session, server)
+    except WebSocketDisconnect:
+        pass
+    finally:
+        await session.close()
+
+
+async def _serve(websocket: WebSocket, session: RealtimeSession, server: ServerState) -> None:
+    limit = server.settings.max_request_bytes
+    idle = server.settings.realtime_idle_timeout
+    while True:
+        try:
+            message = await asyncio.wait_for(websocket.receive(), idle)
+        except TimeoutError:
+            await session.error(
+                InvalidRequestError(
+                    f"The session was idle for {idle:g} s and is closed.",
+                    code="session_idle_timeout",
+                ),
+                None,
+            )
+            await websocket.close(NORMAL_CLOSURE, "idle timeout")
+            return
+        if message["type"] == "websocket.disconnect":
+            return
+        text = message.get("text")
+        if text is None:
+            data = message.get("bytes") or b""
+            if len(data) > limit:
+                await _too_big(websocket)
+                return
+            text = data.decode(errors="replace")
+        elif len(text) > limit:
+            await _too_big(websocket)
+            return
+        await session.handle(text)
+
+
+async def _too_big(websocket: WebSocket) -> None:
+    with contextlib.suppress(RuntimeError):
+        await websocket.close(MESSAGE_TOO_BIG, "message too big")

@@ -1,0 +1,51 @@
+"""Serve the chat page: `/` is the page, `/ui/...` its assets (files of this package).
+
+Both stay open when `--api-key` is set: the page holds no secret, and it asks the user
+for the key when the API answers 401.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastapi import FastAPI
+from starlette.responses import FileResponse, Response
+from starlette.staticfiles import StaticFiles
+from starlette.types import Scope
+
+from oai_server.settings import Settings
+
+STATIC_DIR = Path(__file__).parent / "static"
+ASSETS_PATH = "/ui"
+
+# The page runs only its own scripts and styles; it may talk to any API base URL.
+_CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src *; object-src 'none'; base-uri 'none'; frame-ancestors 'none'"
+)
+# Revalidated on each load (ETags make that cheap), so an upgraded server is never
+# paired with stale cached modules.
+_HEADERS = {"Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff"}
+
+
+class _Assets(StaticFiles):
+    async def get_response(self, path: str, scope: Scope) -> Response:
+        response = await super().get_response(path, scope)
+        response.headers.update(_HEADERS)
+        return response
+
+
+def install(app: FastAPI, settings: Settings) -> None:
+    """Mount the chat page on `app`, unless `settings.web_ui` is off.
+
+    Call it after the API routes are included, so they take precedence.
+    """
+    if not settings.web_ui:
+        return
+    index = STATIC_DIR / "index.html"
+
+    @app.get("/", include_in_schema=False)
+    async def chat_page() -> FileResponse:
+        return FileResponse(index, headers={**_HEADERS, "Content-Security-Policy": _CSP})
+
+    app.mount(ASSETS_PATH, _Assets(directory=STATIC_DIR), name="web-ui")
