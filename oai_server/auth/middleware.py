@@ -9,7 +9,7 @@ from __future__ import annotations
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from oai_server.auth.keys import KeyRing
-from oai_server.error_responses import error_body, error_response
+from oai_server.error_responses import refuse
 from oai_server.errors import AuthenticationError
 from oai_server.web.page import ASSETS_PATH
 
@@ -38,7 +38,8 @@ def bearer_token(scope: Scope) -> bytes | None:
     return None
 
 
-def _is_open(path: str) -> bool:
+def is_open(path: str) -> bool:
+    """Whether `path` is answered without a key (and not counted against any limit)."""
     return path in OPEN_PATHS or path.startswith(OPEN_PREFIXES)
 
 
@@ -59,35 +60,14 @@ class AuthMiddleware:
             return
         state = scope.setdefault("state", {})
         state["principal"] = None
-        if self.keys and not _is_open(scope["path"]):
+        if self.keys and not is_open(scope["path"]):
             token = bearer_token(scope)
             principal = None if token is None else self.keys.match(token)
             if principal is None:
-                await _refuse(scope, receive, send)
+                await refuse(AuthenticationError(_MESSAGE), scope, receive, send)
                 return
             state["principal"] = principal
         await self.app(scope, receive, send)
 
 
 _MESSAGE = "Incorrect API key provided. Pass it as 'Authorization: Bearer <key>'."
-
-
-async def _refuse(scope: Scope, receive: Receive, send: Send) -> None:
-    error = AuthenticationError(_MESSAGE)
-    if scope["type"] == "http":
-        await error_response(error)(scope, receive, send)
-        return
-    # A WebSocket handshake: answer it with the same 401 where the server can
-    # (the ASGI denial-response extension), else close before accepting (403).
-    await receive()  # websocket.connect
-    if "websocket.http.response" in scope.get("extensions", {}):
-        await send(
-            {
-                "type": "websocket.http.response.start",
-                "status": error.status_code,
-                "headers": [(b"content-type", b"application/json")],
-            }
-        )
-        await send({"type": "websocket.http.response.body", "body": error_body(error).to_json()})
-        return
-    await send({"type": "websocket.close", "code": 1008})

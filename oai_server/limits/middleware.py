@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from oai_server.auth.middleware import OPEN_PATHS
-from oai_server.error_responses import error_response
+from oai_server.auth.middleware import is_open
+from oai_server.error_responses import refuse
 from oai_server.errors import RateLimitError
 from oai_server.limits.limiter import RateLimiter
 from oai_server.observability.context import current_request
@@ -23,17 +23,16 @@ class RateLimitMiddleware:
         self.limiter = limiter
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in OPEN_PATHS:
+        if scope["type"] not in ("http", "websocket") or is_open(scope["path"]):
             await self.app(scope, receive, send)
             return
         principal = scope.get("state", {}).get("principal")
         record = current_request.get()
-        if record is not None:
-            record.principal = principal
         try:
+            # A WebSocket session counts as one request; its tokens count as they go.
             requests = await self.limiter.take_request(principal)
         except RateLimitError as refused:
-            await error_response(refused)(scope, receive, send)
+            await refuse(refused, scope, receive, send)
             return
 
         async def send_with_headers(message: Message) -> None:

@@ -11,12 +11,14 @@ from __future__ import annotations
 import contextvars
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass
 class RequestRecord:
     request_id: str
-    principal: str | None = None
+    # The scope's state, where AuthMiddleware puts the caller's key id.
+    state: dict[str, Any] = field(default_factory=dict)
     method: str = ""
     path: str = ""
     began: float = field(default_factory=time.perf_counter)
@@ -28,6 +30,11 @@ class RequestRecord:
     reserved_window: int | None = None
     # Prompt text, only when the access log is asked to carry it.
     prompt_text: str | None = None
+
+    @property
+    def principal(self) -> str | None:
+        principal: str | None = self.state.get("principal")
+        return principal
 
     @property
     def total_tokens(self) -> int:

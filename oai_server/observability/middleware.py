@@ -62,10 +62,14 @@ class ObservabilityMiddleware:
         if len(path) > 1 and path.endswith("/"):
             scope["path"] = path.rstrip("/") or "/"
             scope["raw_path"] = scope["path"].encode()
+        state = scope.setdefault("state", {})
         record = RequestRecord(
-            request_id=_request_id(scope), method=scope.get("method", "WS"), path=scope["path"]
+            request_id=_request_id(scope),
+            state=state,
+            method=scope.get("method", "WS"),
+            path=scope["path"],
         )
-        scope.setdefault("state", {})["request_id"] = record.request_id
+        state["request_id"] = record.request_id
         token = current_request.set(record)
         status = 500
         header = (REQUEST_ID_HEADER, record.request_id.encode())
@@ -105,7 +109,7 @@ class ObservabilityMiddleware:
             'request_id=%s key=%s "%s %s" status=%d duration_ms=%.1f prompt_tokens=%d '
             "completion_tokens=%d finish_reason=%s%s",
             record.request_id,
-            record.principal or scope.get("state", {}).get("principal") or "-",
+            record.principal or "-",
             record.method,
             record.path,
             status,

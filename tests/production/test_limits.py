@@ -8,6 +8,9 @@ from typing import Any
 
 import httpx
 import openai
+import pytest
+import websockets
+from websockets.exceptions import InvalidStatus
 
 from oai_server.engine.fake import FakeEngine
 from oai_server.limits.limiter import format_reset
@@ -58,10 +61,19 @@ async def test_requests_per_key_are_limited_separately() -> None:
         assert other.status_code == 200
         assert other.headers["x-ratelimit-remaining-requests"] == "2"
         assert (await http.get("/v1/models", headers=_auth(a))).status_code == 429
-        # Probes are not counted.
+        # Probes and the chat page are not counted.
         assert (await http.get("/health")).status_code == 200
+        assert (await http.get("/")).status_code == 200
+        # A WebSocket session counts as a request: refused with the same 429.
+        realtime = root.replace("http://", "ws://") + f"/v1/realtime?model={MODEL}"
+        offered = ["realtime", f"openai-insecure-api-key.{a}"]
+        with pytest.raises(InvalidStatus) as refused_ws:
+            async with websockets.connect(realtime, subprotocols=offered):  # type: ignore[arg-type]
+                pass
+        assert refused_ws.value.response.status_code == 429
+        assert refused_ws.value.response.headers["retry-after"]
         metrics = (await http.get("/metrics")).text
-        assert 'oai_rate_limit_rejections_total{limit="requests"} 2.0' in metrics
+        assert 'oai_rate_limit_rejections_total{limit="requests"} 3.0' in metrics
 
 
 async def test_tokens_are_reserved_up_front_and_settled() -> None:
