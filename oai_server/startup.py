@@ -49,12 +49,9 @@ def configure_logging(level: str) -> None:
     environment at import, and the engine core process inherits the environment.
     """
     debug = level == "debug"
+    # One format at every level: the access log (oai_server.access) goes through it too.
     logging.basicConfig(
-        level=level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-        if debug
-        else "%(asctime)s %(message)s",
-        datefmt="%H:%M:%S",
+        level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     if debug:
         return

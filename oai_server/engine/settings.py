@@ -7,6 +7,8 @@ from the same object: nothing copies them from one definition into another.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, Field
 
 
@@ -43,6 +45,11 @@ class EngineSettings(BaseModel):
     )
     max_num_queued_tokens: int | None = Field(
         None, description="Most prompt tokens waiting for prefill; more get a 503 at once."
+    )
+    scheduling_policy: Literal["fcfs", "priority"] = Field(
+        "fcfs",
+        description="Order of waiting requests: first come first served, or by each "
+        "request's 'priority' field (lower first, then arrival).",
     )
     seed: int = Field(0, description="Engine random seed.")
     trust_remote_code: bool = Field(False, description="Allow model code from the hub.")

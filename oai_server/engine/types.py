@@ -48,6 +48,8 @@ class SamplingOptions:
     # Same for every prompt token (None: none), for `echo` with logprobs.
     prompt_logprobs: int | None = None
     structured: StructuredOutput | None = None
+    # Lower is scheduled first, when the engine schedules by priority.
+    priority: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +89,9 @@ class GenerationStep:
     # On the first step only, when prompt logprobs were asked for: one entry per prompt
     # token, None for the first (nothing precedes it).
     prompt_logprobs: list[TokenLogprob | None] | None = None
+    # On the first step, when the engine knows it: seconds the request waited in its
+    # queue before it was scheduled.
+    queue_time: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -145,6 +145,7 @@ def _engine_args(options: EngineSettings, on_cpu: bool) -> dict[str, Any]:
         "dtype": options.dtype,
         "enforce_eager": enforce_eager,
         "seed": options.seed,
+        "scheduling_policy": options.scheduling_policy,
         "trust_remote_code": options.trust_remote_code,
         "max_model_len": options.max_model_len,
         "max_num_seqs": options.max_num_seqs,
@@ -178,6 +179,9 @@ class VLLMEngine(Engine):
         self._make_params: Any = None
         # The CPU kernels and dtype chosen at start (None on GPU).
         self.plan: cpu.KernelPlan | None = None
+        # The engine's processes (core, workers), noted once started: if the core is
+        # killed its workers are orphaned, out of reach of a later look at our children.
+        self._processes: list[Any] = []
 
     async def start(self) -> None:
         await asyncio.to_thread(self._start_blocking)
@@ -229,12 +233,15 @@ class VLLMEngine(Engine):
         )
         self._make_params = _params_factory()
         self._llm = llm
+        self._processes = _engine_processes()
         logger.debug("vLLM engine ready in %.1f s", time.monotonic() - began)
 
     async def stop(self) -> None:
         llm, self._llm = self._llm, None
         if llm is not None:
             await asyncio.to_thread(llm.shutdown)
+        _reap(self._processes)
+        self._processes = []
 
     @property
     def model_info(self) -> ModelInfo:
@@ -273,19 +280,29 @@ class VLLMEngine(Engine):
         from vllm.v1.engine.exceptions import EngineDeadError as VLLMEngineDeadError
 
         llm = self._ready_llm()
+        if options.priority and self._options.scheduling_policy != "priority":
+            raise InvalidRequestError(
+                "'priority' needs the server started with --scheduling-policy priority.",
+                param="priority",
+            )
         prompt_tokens = len(prompt_token_ids)
+        first = True
         try:
             async for out in llm.generate(
                 # Already tokenized: handed over as engine input, past vLLM's renderer.
                 tokens_input(prompt_token_ids),
                 self._make_params(options),
                 request_id,
+                priority=options.priority,
             ):
                 step = GenerationStep(
                     prompt_tokens=prompt_tokens,
                     finished=out.finished,
                     cached_tokens=out.num_cached_tokens or 0,
                 )
+                if first:
+                    first = False
+                    step.queue_time = _queue_time(out.metrics)
                 if out.prompt_logprobs is not None and options.prompt_logprobs is not None:
                     step.prompt_logprobs = [
                         None if d is None else _token_logprob(t, d, options.prompt_logprobs)
@@ -327,6 +344,50 @@ def _finish_reason(reason: str | None) -> FinishReason | None:
         logger.error("unknown finish reason from the engine: %r", reason)
         return "error"
     return known
+
+
+def _engine_processes() -> list[Any]:
+    """This process's descendants now: the engine's core and workers, not Python's own
+    helpers (multiprocessing's resource tracker). psutil comes with vLLM."""
+    import psutil
+
+    found = []
+    for process in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            if "resource_tracker" not in " ".join(process.cmdline()):
+                found.append(process)
+    return found
+
+
+def _alive(process: Any) -> bool:
+    import psutil
+
+    try:
+        return bool(process.is_running() and process.status() != psutil.STATUS_ZOMBIE)
+    except psutil.Error:
+        return False
+
+
+def _reap(processes: list[Any]) -> None:
+    """Kill whatever of `processes` outlived the engine's shutdown (the workers of a
+    core that was killed keep running otherwise, and hold the interpreter's exit)."""
+    import psutil
+
+    alive = [p for p in processes if _alive(p)]
+    for process in alive:
+        logger.warning("killing engine process %d left running", process.pid)
+        with contextlib.suppress(psutil.Error):
+            process.kill()
+    psutil.wait_procs(alive, timeout=5)
+
+
+def _queue_time(stats: Any) -> float | None:
+    """Seconds between queued and scheduled, from vLLM's per-request stats when kept."""
+    queued = getattr(stats, "queued_ts", 0.0)
+    scheduled = getattr(stats, "scheduled_ts", 0.0)
+    if not queued or not scheduled:
+        return None
+    return max(0.0, float(scheduled - queued))
 
 
 # JSON has no -inf; vLLM's own server clamps the same way.
