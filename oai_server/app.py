@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 
 from fastapi import FastAPI
 
-from oai_server import __version__
+from oai_server import __version__, responses
 from oai_server.engine.protocol import Engine
 from oai_server.error_responses import install_error_handlers
 from oai_server.generation.chat_template import load_template
@@ -79,7 +79,7 @@ def create_app(settings: Settings, engine: Engine) -> FastAPI:
         metrics=metrics,
         created=int(time.time()),
     )
-    for module in (chat, completions, models, system, tokenize, realtime):
+    for module in (chat, completions, models, system, tokenize, realtime, responses):
         app.include_router(module.router)
     store = install_store(app, settings, metrics.registry)
     install_error_handlers(app)

@@ -15,6 +15,8 @@ import pytest
 
 from tests.conformance import ConformanceLog, default_log
 
+pytest_plugins = ("tests.store.fixtures",)
+
 
 @pytest.fixture(scope="session", autouse=True)
 def conformance() -> Iterator[ConformanceLog]:

@@ -268,6 +268,28 @@ class SQLStore:
                 await conn.execute(insert(items), _item_rows(parent_id, start + 1, new))
             return True
 
+    async def get_item(
+        self, kind: str, parent_id: str, owner: str, item_id: str
+    ) -> StoredItem | None:
+        async with self.engine.connect() as conn:
+            if await self._get(conn, kind, parent_id, owner) is None:
+                return None
+            row = (
+                await conn.execute(
+                    select(items).where(items.c.parent_id == parent_id, items.c.id == item_id)
+                )
+            ).first()
+        return None if row is None else _item(row)
+
+    async def delete_item(self, kind: str, parent_id: str, owner: str, item_id: str) -> bool:
+        async with self.engine.begin() as conn:
+            if await self._get(conn, kind, parent_id, owner) is None:
+                return False
+            gone = await conn.execute(
+                delete(items).where(items.c.parent_id == parent_id, items.c.id == item_id)
+            )
+            return bool(gone.rowcount)
+
     async def delete_before(self, created_at: int) -> int:
         async with self.engine.begin() as conn:
             ids = list(
