@@ -16,11 +16,11 @@ from typing import Any
 from oai_server.errors import OpenAIError
 from oai_server.responses.items import new_id, to_items
 from oai_server.responses.state import ResponseState, now_us
-from oai_server.responses.stream import ResponseRun
+from oai_server.responses.stream import ResponseRun, RunEvent
 from oai_server.responses.translate import chat_request, reject_unsupported
 from oai_server.services.chat import ChatJob, ChatRequest, ChatService
 from oai_server.store.limits import check_metadata
-from schemas.response_events import ResponseLifecycleEvent, ResponseStreamEvent
+from schemas.response_events import ResponseLifecycleEvent
 from schemas.responses import (
     ConversationId,
     ConversationRef,
@@ -138,9 +138,7 @@ class ResponsesService:
         except OpenAIError as exc:
             raise _renamed(exc) from None
 
-    async def events(
-        self, job: ResponseJob, chat: ChatRequest
-    ) -> AsyncIterator[ResponseStreamEvent]:
+    async def events(self, job: ResponseJob, chat: ChatRequest) -> AsyncIterator[RunEvent]:
         """The response's events; the finished response is stored before the last one."""
         run = ResponseRun(job.response)
         async for event in run.events(self.chat, chat):

@@ -42,9 +42,36 @@ from schemas.responses import (
 logger = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True, slots=True)
+class TextDeltaOut:
+    """`response.output_text.delta`, the commonest event, without building a model per token."""
+
+    item_id: str
+    output_index: int
+    delta: str
+    sequence_number: int
+    type: str = "response.output_text.delta"
+
+    def event(self) -> OutputTextDeltaEvent:
+        return OutputTextDeltaEvent(
+            item_id=self.item_id,
+            output_index=self.output_index,
+            content_index=0,
+            delta=self.delta,
+            sequence_number=self.sequence_number,
+        )
+
+
+RunEvent = ResponseStreamEvent | TextDeltaOut
+
+
 @dataclass
 class ResponseRun:
-    """Streams one response; `response` is the response as it stands, whole at the end."""
+    """Streams one response; `response` is the response as it stands, whole at the end.
+
+    An event shows the response and its items as they are when it is yielded, and is
+    meant to be encoded before the next one is asked for (nothing is copied per event).
+    """
 
     response: Response
     error: Exception | None = None
@@ -52,7 +79,7 @@ class ResponseRun:
     _text: MessageItem | None = None
     _call: FunctionCallItem | None = None
     _finish: str | None = None
-    _pending: list[ResponseStreamEvent] = field(default_factory=list)
+    _pending: list[RunEvent] = field(default_factory=list)
 
     def _next(self) -> int:
         self._sequence += 1
@@ -63,13 +90,11 @@ class ResponseRun:
             {
                 "type": kind,
                 "sequence_number": self._next(),
-                "response": self.response.model_copy(deep=True),
+                "response": self.response,
             }
         )
 
-    async def events(
-        self, service: ChatService, chat: ChatRequest
-    ) -> AsyncIterator[ResponseStreamEvent]:
+    async def events(self, service: ChatService, chat: ChatRequest) -> AsyncIterator[RunEvent]:
         """Every event of the response, from `response.created` to its last one."""
         yield self.lifecycle("response.created")
         yield self.lifecycle("response.in_progress")
@@ -136,7 +161,7 @@ class ResponseRun:
                 type="response.output_item.added",
                 output_index=index,
                 sequence_number=self._next(),
-                item=item.model_copy(deep=True),
+                item=item,
             )
         )
         return index
@@ -155,13 +180,7 @@ class ResponseRun:
         assert isinstance(part, OutputTextContent)
         part.text += text
         self._pending.append(
-            OutputTextDeltaEvent(
-                item_id=item.id,
-                output_index=len(self.response.output) - 1,
-                content_index=0,
-                delta=text,
-                sequence_number=self._next(),
-            )
+            TextDeltaOut(item.id, len(self.response.output) - 1, text, self._next())
         )
 
     def _part_event(self, kind: str, item: MessageItem, index: int) -> ContentPartEvent:
@@ -173,7 +192,7 @@ class ResponseRun:
                 "item_id": item.id,
                 "output_index": index,
                 "content_index": 0,
-                "part": part.model_copy(),
+                "part": part,
                 "sequence_number": self._next(),
             }
         )
@@ -239,7 +258,7 @@ class ResponseRun:
                 type="response.output_item.done",
                 output_index=index,
                 sequence_number=self._next(),
-                item=item.model_copy(deep=True),
+                item=item,
             )
         )
         return out
