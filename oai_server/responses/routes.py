@@ -9,8 +9,9 @@ from oai_server.errors import InvalidRequestError
 from oai_server.http.answer import json_response
 from oai_server.http.disconnect import until_disconnect
 from oai_server.http.parsing import parse_body
+from oai_server.responses.background import BackgroundRuns
 from oai_server.responses.service import ResponsesService
-from oai_server.responses.sse import event_stream
+from oai_server.responses.sse import event_stream, frames_stream
 from oai_server.responses.state import (
     RESPONSE,
     ResponseState,
@@ -69,12 +70,17 @@ def item_query(request: Request) -> ListQuery:
 async def create_response(request: Request) -> Response:
     settings = server_state(request).settings
     req = await parse_body(request, CreateResponse, settings.max_request_bytes)
-    if req.background:
-        raise InvalidRequestError(
-            "'background' responses are not supported by this server yet.", param="background"
-        )
     service = responses_service(request)
+    if req.background and (req.store is False or service.state is None):
+        raise InvalidRequestError(
+            "A 'background' response must be stored: 'store' cannot be false.", param="store"
+        )
     job = await service.prepare(req)
+    if req.background:
+        run = await background_runs(request).start(service, job)
+        if req.stream:
+            return frames_stream(run.follow(-1))
+        return json_response(job.response)
     if req.stream:
         chat = await until_disconnect(request, service.start(job))
         return event_stream(service.events(job, chat))
@@ -91,13 +97,56 @@ async def count_input_tokens(request: Request) -> Response:
     return json_response(InputTokens(input_tokens=len(job.prompt_token_ids)))
 
 
+def background_runs(request: Request) -> BackgroundRuns:
+    runs: BackgroundRuns | None = getattr(request.app.state, "background_responses", None)
+    if runs is None:
+        runs = request.app.state.background_responses = BackgroundRuns()
+    return runs
+
+
+def _starting_after(raw: str | None) -> int:
+    if raw is None:
+        return -1
+    if not raw.strip().lstrip("-").isdigit():
+        raise InvalidRequestError(
+            f"Invalid 'starting_after': expected an integer, got '{raw}'.",
+            param="starting_after",
+        )
+    return int(raw)
+
+
 @router.get("/v1/responses/{response_id}")
 async def retrieve_response(response_id: str, request: Request) -> Response:
     state = stored_state(request)
+    if request.query_params.get("stream", "false").lower() == "true":
+        start = _starting_after(request.query_params.get("starting_after"))
+        run = background_runs(request).get(response_id, state.owner)
+        if run is None:
+            raise InvalidRequestError(
+                "Only a background response this server is running, or has just run, "
+                "can be streamed.",
+                param="stream",
+            )
+        return frames_stream(run.follow(start))
     async with state.store.reading():
         obj = await state.store.store.get(RESPONSE, response_id, state.owner)
     if obj is None:
         raise response_not_found(response_id)
+    return json_response(ResponseObject.model_validate(obj.body))
+
+
+@router.post("/v1/responses/{response_id}/cancel")
+async def cancel_response(response_id: str, request: Request) -> Response:
+    state = stored_state(request)
+    run = background_runs(request).get(response_id, state.owner)
+    if run is not None:
+        return json_response(await background_runs(request).cancel(run))
+    async with state.store.reading():
+        obj = await state.store.store.get(RESPONSE, response_id, state.owner)
+    if obj is None:
+        raise response_not_found(response_id)
+    if not obj.body.get("background"):
+        raise InvalidRequestError("Only background responses can be cancelled.")
     return json_response(ResponseObject.model_validate(obj.body))
 
 

@@ -31,6 +31,8 @@ from schemas.responses import (
     Response,
 )
 
+FINAL = frozenset({"completed", "incomplete", "failed", "cancelled"})
+
 # Chat's parameter names, as the Responses request calls them.
 _PARAMS = {
     "max_completion_tokens": "max_output_tokens",
@@ -62,6 +64,7 @@ class ResponseJob:
     response: Response
     conversation: str | None
     created_at_us: int
+    background: bool = False
 
 
 @dataclass
@@ -142,7 +145,7 @@ class ResponsesService:
         """The response's events; the finished response is stored before the last one."""
         run = ResponseRun(job.response)
         async for event in run.events(self.chat, chat):
-            if isinstance(event, ResponseLifecycleEvent) and run.response.status != "in_progress":
+            if isinstance(event, ResponseLifecycleEvent) and run.response.status in FINAL:
                 await self._remember(job, run.response)
             yield event
 
@@ -151,13 +154,17 @@ class ResponsesService:
         run = ResponseRun(job.response)
         chat = await self.start(job)
         async for event in run.events(self.chat, chat):
-            if isinstance(event, ResponseLifecycleEvent) and run.response.status != "in_progress":
+            if isinstance(event, ResponseLifecycleEvent) and run.response.status in FINAL:
                 if run.error is not None:
                     raise run.error
                 await self._remember(job, run.response)
         return run.response
 
     async def _remember(self, job: ResponseJob, response: Response) -> None:
+        if self.state is not None and job.background:
+            # Stored when it was queued: it is brought up to date, even when it failed.
+            await self.state.finish(response)
+            return
         if self.state is None or response.status == "failed":
             return
         if job.conversation is not None:

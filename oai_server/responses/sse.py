@@ -93,3 +93,8 @@ async def encode(events: AsyncIterator[RunEvent]) -> AsyncIterator[bytes]:
 
 def event_stream(events: AsyncIterator[RunEvent]) -> StreamingResponse:
     return StreamingResponse(encode(events), media_type="text/event-stream", headers=HEADERS)
+
+
+def frames_stream(frames: AsyncIterator[bytes]) -> StreamingResponse:
+    """Already encoded events (a background response's), as a stream."""
+    return StreamingResponse(frames, media_type="text/event-stream", headers=HEADERS)

@@ -112,6 +112,26 @@ class ResponseState:
                 [stored_item(i, CONVERSATION) for i in items],
             )
 
+    async def queue(self, response: Response, inputs: Sequence[Item], created_at: int) -> None:
+        """Store a background response now, so it can be polled from its first moment."""
+        record = response_record(response, inputs, self.owner, created_at)
+        async with self.store.reading():
+            await self.store.store.put([record])
+
+    async def finish(self, response: Response) -> None:
+        """Bring a stored background response up to date: its body, status and output."""
+        outputs = [stored_item(i, "output") for i in response.output]
+        async with self.store.reading():
+            await self.store.store.update(
+                RESPONSE,
+                response.id,
+                self.owner,
+                body=json.loads(response.to_json()),
+                status=response.status,
+            )
+            if outputs:
+                await self.store.store.append_items(RESPONSE, response.id, self.owner, outputs)
+
     def record(self, response: Response, inputs: Sequence[Item], created_at: int) -> None:
         """Queue a finished response for storing; returns at once."""
         self.store.writer.submit(response_record(response, inputs, self.owner, created_at))

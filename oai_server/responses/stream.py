@@ -97,6 +97,7 @@ class ResponseRun:
     async def events(self, service: ChatService, chat: ChatRequest) -> AsyncIterator[RunEvent]:
         """Every event of the response, from `response.created` to its last one."""
         yield self.lifecycle("response.created")
+        self.response.status = "in_progress"
         yield self.lifecycle("response.in_progress")
         try:
             async for event in service.stream(chat):
