@@ -74,25 +74,15 @@ class ResponseState:
     owner: str
 
     async def previous_context(self, response_id: str) -> list[Item]:
-        """Every item before and of `response_id`, oldest first; 404 if it is not stored."""
-        chain: list[str] = []
-        current: str | None = response_id
+        """Every item before and of `response_id`, oldest first; 404 if it is not stored.
+
+        An earlier turn that was deleted ends the chain: the context starts after it.
+        """
         async with self.store.reading():
-            while current is not None:
-                obj = await self.store.store.get(RESPONSE, current, self.owner)
-                if obj is None:
-                    if not chain:
-                        raise response_not_found(response_id, "previous_response_id")
-                    break  # an earlier turn was deleted: the context starts after it
-                chain.append(obj.id)
-                current = obj.parent_id
-            items: list[Item] = []
-            for rid in reversed(chain):
-                page = await self.store.store.list_items(
-                    RESPONSE, rid, self.owner, ListQuery(limit=ALL)
-                )
-                items += [wire_item(i) for i in (page.data if page else [])]
-        return items
+            found = await self.store.store.lineage_items(RESPONSE, response_id, self.owner)
+        if found is None:
+            raise response_not_found(response_id, "previous_response_id")
+        return [wire_item(i) for i in found]
 
     async def conversation_items(self, conversation_id: str) -> list[Item]:
         async with self.store.reading():
