@@ -113,3 +113,20 @@ def test_each_key_sees_only_its_own_responses(store_url: str, template: Path) ->
         with pytest.raises(openai.NotFoundError):
             bob.responses.delete(mine.id)
         assert alice.responses.retrieve(mine.id).id == mine.id
+
+
+def test_a_deleted_turn_ends_the_rebuilt_context(store_url: str, template: Path) -> None:
+    engine = FakeEngine(reply="ok")
+    with serve(app_on(store_url, template, engine)) as base, sdk(base) as client:
+        first = client.responses.create(model=MODEL, input="alpha")
+        second = client.responses.create(model=MODEL, input="beta", previous_response_id=first.id)
+        third = client.responses.create(model=MODEL, input="gamma", previous_response_id=second.id)
+        client.responses.create(model=MODEL, input="delta", previous_response_id=third.id)
+        assert all(word in prompt_of(engine) for word in ("alpha", "beta", "gamma", "delta"))
+
+        client.responses.delete(second.id)
+        client.responses.create(model=MODEL, input="epsilon", previous_response_id=third.id)
+        prompt = prompt_of(engine)
+        assert "<|user|>gamma" in prompt
+        assert "alpha" not in prompt
+        assert "beta" not in prompt
