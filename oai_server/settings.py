@@ -8,11 +8,12 @@ knows them), and this class inherits them: the engine adapter reads the same fie
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from oai_server.engine.settings import EngineSettings
 
@@ -35,14 +36,22 @@ class Settings(BaseSettings, EngineSettings):
     # --- HTTP -----------------------------------------------------------------
     host: str = Field("127.0.0.1", description="Address to listen on.")
     port: int = Field(8000, description="Port to listen on.")
-    api_key: str | None = Field(
-        None, description="If set, clients must send 'Authorization: Bearer <key>' (else 401)."
-    )
     max_request_bytes: int = Field(
         4 * 1024 * 1024, description="Largest request body accepted (else 413)."
     )
     log_level: Literal["debug", "info", "warning", "error"] = Field(
         "info", description="Log level."
+    )
+
+    # --- work one request may ask for -------------------------------------------
+    max_request_tokens: int | None = Field(
+        262_144,
+        ge=1,
+        description="Most tokens one request may ask for: its prompt tokens plus n x "
+        "max_tokens, summed over a completions batch's prompts (else 400); unset: no bound.",
+    )
+    max_request_prompts: int = Field(
+        1024, ge=1, description="Most prompts in one /v1/completions batch (else 400)."
     )
 
     # --- web chat page --------------------------------------------------------
@@ -91,6 +100,94 @@ class Settings(BaseSettings, EngineSettings):
     store_retention_days: float | None = Field(
         None, description="Delete stored objects older than this many days (default: keep)."
     )
+
+    # --- Ray Serve (oai_server.ray_serve; ignored by the plain server) ------------
+    ray_min_replicas: int = Field(1, ge=0, description="Ray Serve: fewest replicas kept.")
+    ray_max_replicas: int = Field(1, ge=1, description="Ray Serve: most replicas started.")
+    ray_target_ongoing_requests: float = Field(
+        16.0,
+        gt=0,
+        description="Ray Serve: requests in flight per replica the autoscaler aims for "
+        "(running plus queued for the replica).",
+    )
+    ray_max_ongoing_requests: int = Field(
+        256,
+        ge=1,
+        description="Ray Serve: most requests sent to one replica at once; more wait in the proxy.",
+    )
+    ray_upscale_delay_s: float = Field(
+        30.0,
+        ge=0,
+        description="Ray Serve: load must stay high this long before a replica is added.",
+    )
+    ray_downscale_delay_s: float = Field(
+        600.0, ge=0, description="Ray Serve: load must stay low this long before one is removed."
+    )
+    ray_num_cpus: float = Field(1.0, ge=0, description="Ray Serve: CPUs each replica reserves.")
+    ray_num_gpus: float = Field(
+        0.0,
+        ge=0,
+        description="Ray Serve: GPUs per engine worker (1 on a GPU cluster); with "
+        "--tensor-parallel-size N > 1 a replica reserves a placement group of N such bundles.",
+    )
+    ray_graceful_shutdown_timeout_s: float = Field(
+        60.0,
+        ge=0,
+        description="Ray Serve: how long a stopping replica lets its in-flight requests finish.",
+    )
+
+    # --- production: keys, limits, shutdown, observability -------------------------
+    api_key: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="An API key clients must send as 'Authorization: Bearer <key>' (else 401); "
+        "repeat the flag for several keys, or give them comma-separated in OAI_API_KEY.",
+    )
+    api_keys_file: Path | None = Field(
+        None,
+        description="A file of API keys, one per line ('#' starts a comment), added to "
+        "--api-key (a mounted Kubernetes Secret, say).",
+    )
+    rate_limit_rpm: int | None = Field(
+        None, ge=1, description="Requests per key per window (default: no limit); over it, 429."
+    )
+    rate_limit_tpm: int | None = Field(
+        None,
+        ge=1,
+        description="Tokens per key per window: prompt tokens plus the requested maximum, "
+        "settled against what was generated (default: no limit); over it, 429.",
+    )
+    rate_limit_window: float = Field(
+        60.0, gt=0, description="Seconds of the rate-limit window (a minute: RPM and TPM)."
+    )
+    redis_url: str | None = Field(
+        None,
+        description="Redis shared by every replica (rate limits, response cache), e.g. "
+        "redis://redis:6379/0; default: each process keeps its own.",
+    )
+    drain_timeout: float = Field(
+        30.0,
+        ge=0,
+        description="On SIGTERM: seconds requests in flight may take to finish before they "
+        "are aborted (meanwhile /health and new requests answer 503).",
+    )
+    cors_allow_origins: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Origins allowed by CORS (repeat, or comma-separated; '*' for any); "
+        "default: none, CORS off.",
+    )
+    log_request_text: bool = Field(
+        False, description="Put prompts in the access log (default: counts only, never text)."
+    )
+
+    @field_validator("api_key", "cors_allow_origins", mode="before")
+    @classmethod
+    def _comma_separated(cls, value: Any) -> Any:
+        """A list from the environment: comma-separated, or a JSON array (as the chart writes)."""
+        if isinstance(value, str):
+            if value.lstrip().startswith("["):
+                return json.loads(value)
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
 
     @property
     def model_name(self) -> str:

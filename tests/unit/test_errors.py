@@ -134,6 +134,11 @@ IMAGE = {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"
             "messages[0].content",
         ),
         ({"modalities": ["text", "audio"]}, "modalities"),
+        ({"audio": {"voice": "alloy", "format": "mp3"}}, "audio"),
+        ({"prediction": {"type": "content", "content": "Hello"}}, "prediction"),
+        ({"web_search_options": {}}, "web_search_options"),
+        ({"function_call": "auto"}, "function_call"),
+        ({"functions": [{"name": "f", "parameters": {}}]}, "functions"),
     ],
 )
 async def test_unsupported_fields_are_refused_by_name(
