@@ -1,4 +1,4 @@
-"""Apps for the Responses tests: the fake engine with a template that shows tool calls."""
+"""Apps for the Responses tests: the fake engine with a template that shows every turn."""
 
 from __future__ import annotations
 
@@ -11,15 +11,17 @@ from fastapi import FastAPI
 from oai_server.engine.fake import FakeEngine
 from tests.store.conftest import make_app
 
-# Renders every turn, tool calls and tool results included, so a test can read in the
-# prompt which earlier turns the server rebuilt.
+# Renders every turn and which call a tool result answers, so a test can read in the
+# prompt which earlier turns the server rebuilt. It ignores `tools`, so the server writes
+# the tools and earlier calls into the prompt itself, in the Hermes format.
 TEMPLATE = (
     "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}"
-    "{% for c in m.tool_calls or [] %}[call {{ c.function.name }} {{ c.function.arguments }}]"
-    "{% endfor %}{% if m.tool_call_id %}[for {{ m.tool_call_id }}]{% endif %}\n{% endfor %}"
+    "{% if m.tool_call_id %}[for {{ m.tool_call_id }}]{% endif %}\n{% endfor %}"
     "{% if add_generation_prompt %}<|assistant|>{% endif %}"
 )
 CALL = '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>'
+# An earlier call as the prompt shows it (the server writes it in the model's tool-call format).
+CALLED = '"get_weather", "arguments": {"city": "Paris"}}'
 WEATHER = {
     "type": "function",
     "name": "get_weather",

@@ -11,7 +11,7 @@ from langchain_openai import ChatOpenAI
 from oai_server.engine.fake import FakeEngine
 from tests.conformance import ValidatingTransport
 from tests.live import serve
-from tests.responses.conftest import WEATHER, app_on, prompt_of, weather_reply
+from tests.responses.conftest import CALLED, WEATHER, app_on, prompt_of, weather_reply
 from tests.store.conftest import MODEL
 
 
@@ -41,5 +41,5 @@ def test_langchain_responses_api_tool_call_and_multi_turn(tmp_path: Path, templa
             [question, called, ToolMessage("sunny", tool_call_id=call["id"] or "")]
         )
         assert answer.text == "It is sunny in Paris."
-        assert "[call get_weather" in prompt_of(engine)
+        assert CALLED in prompt_of(engine)
         assert "<|tool|>sunny" in prompt_of(engine)

@@ -12,7 +12,7 @@ import pytest
 
 from oai_server.engine.fake import FakeEngine
 from tests.live import serve
-from tests.responses.conftest import WEATHER, app_on, prompt_of, weather_reply
+from tests.responses.conftest import CALLED, WEATHER, app_on, prompt_of, weather_reply
 from tests.store.conftest import MODEL, sdk
 
 
@@ -41,7 +41,7 @@ def test_tool_loop_over_previous_response_id_survives_a_restart(
         prompt = prompt_of(engine)
         # The whole earlier turn, its function call included; not its instructions.
         assert "<|user|>Weather in Paris?" in prompt
-        assert '[call get_weather {"city": "Paris"}]' in prompt
+        assert CALLED in prompt
         assert f"<|tool|>sunny[for {call.call_id}]" in prompt
         assert "Use tools." not in prompt
 
@@ -69,7 +69,7 @@ def test_the_agent_loop_in_input_items(store_url: str, template: Path) -> None:
         ]
         second = client.responses.create(model=MODEL, input=history, tools=[WEATHER], store=False)
         assert second.output_text == "It is sunny in Paris."
-        assert "[call get_weather" in prompt_of(engine)
+        assert CALLED in prompt_of(engine)
         with pytest.raises(openai.NotFoundError):
             client.responses.retrieve(second.id)
         with pytest.raises(openai.NotFoundError):
