@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from oai_server.errors import OpenAIError
+from oai_server.errors import ContextLengthExceededError, OpenAIError
 from oai_server.responses.items import new_id, to_items
 from oai_server.responses.state import ResponseState, now_us
 from oai_server.responses.stream import ResponseRun, RunEvent
@@ -92,10 +92,21 @@ class ResponsesService:
     def prepare_chat(
         self, req: CreateResponse | InputTokensRequest, items: Sequence[Item]
     ) -> ChatJob:
-        try:
-            return self.chat.prepare(chat_request(req, items))
-        except OpenAIError as exc:
-            raise _renamed(exc) from None
+        """The chat job for `items`; with `truncation: auto`, the oldest items that do not
+        fit the context window are dropped (never the instructions, never the last item)."""
+        start = 0
+        while True:
+            try:
+                return self.chat.prepare(chat_request(req, items[start:]))
+            except ContextLengthExceededError as exc:
+                if req.truncation != "auto" or start >= len(items) - 1:
+                    raise _renamed(exc) from None
+                start += 1
+                # A tool result never starts the context without the call it answers.
+                while start < len(items) - 1 and items[start].type == "function_call_output":
+                    start += 1
+            except OpenAIError as exc:
+                raise _renamed(exc) from None
 
     async def prepare(self, req: CreateResponse) -> ResponseJob:
         """Validate `req`, rebuild its context and render its prompt; 4xx on any refusal."""

@@ -54,8 +54,6 @@ def reject_unsupported(req: CreateResponse | InputTokensRequest) -> None:
     reasoning = req.reasoning or {}
     if any(reasoning.get(key) is not None for key in ("effort", "summary", "generate_summary")):
         raise _unsupported("reasoning", "Reasoning (the model does not reason)")
-    if req.truncation == "auto":
-        raise _unsupported("truncation", "truncation 'auto'")
     if req.previous_response_id is not None and req.conversation is not None:
         raise InvalidRequestError(
             "'previous_response_id' and 'conversation' cannot both be given.",

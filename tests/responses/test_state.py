@@ -130,3 +130,28 @@ def test_a_deleted_turn_ends_the_rebuilt_context(store_url: str, template: Path)
         assert "<|user|>gamma" in prompt
         assert "alpha" not in prompt
         assert "beta" not in prompt
+
+
+def test_truncation_auto_drops_the_oldest_turns(store_url: str, template: Path) -> None:
+    engine = FakeEngine(reply="ok", max_model_len=400)
+    with serve(app_on(store_url, template, engine)) as base, sdk(base) as client:
+        previous = None
+        for turn in range(6):
+            made = client.responses.create(
+                model=MODEL,
+                input=f"turn {turn} " + "x" * 40,
+                previous_response_id=previous,
+                truncation="auto",
+                max_output_tokens=50,
+            )
+            previous = made.id
+        prompt = prompt_of(engine)
+        assert "turn 5" in prompt
+        assert "turn 0" not in prompt
+        assert made.truncation == "auto"
+        with pytest.raises(openai.BadRequestError) as caught:
+            client.responses.create(
+                model=MODEL, input="more", previous_response_id=previous, max_output_tokens=50
+            )
+        assert isinstance(caught.value.body, dict)
+        assert caught.value.body["code"] == "context_length_exceeded"
