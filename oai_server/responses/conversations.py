@@ -60,15 +60,15 @@ async def create_conversation(request: Request) -> Response:
     state = stored_state(request)
     items = to_items(body.items)
     created = now_us()
+    conversation_id = new_id("conv")
     obj = StoredObject(
-        id=new_id("conv"),
+        id=conversation_id,
         kind=CONVERSATION,
         owner=state.owner,
         created_at=created,
-        body={"id": "", "created_at": created // 1_000_000},
+        body={"id": conversation_id, "created_at": created // 1_000_000},
         metadata=dict(body.metadata or {}),
     )
-    obj = StoredObject(**{**obj.__dict__, "body": {**obj.body, "id": obj.id}})
     async with state.store.reading():
         await state.store.store.put([Record(obj, [stored_item(i, CONVERSATION) for i in items])])
     return json_response(_conversation(obj))
