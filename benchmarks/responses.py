@@ -28,10 +28,10 @@ if TYPE_CHECKING:
     Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
 
-def _body(kind: str, max_tokens: int) -> tuple[str, dict[str, object]]:
+def _body(kind: str, max_tokens: int, store: bool = False) -> tuple[str, dict[str, object]]:
     if kind == "responses":
         return "/v1/responses", {
-            "model": MODEL, "input": "Count for me", "stream": True, "store": False,
+            "model": MODEL, "input": "Count for me", "stream": True, "store": store,
             "max_output_tokens": max_tokens,
         }  # fmt: skip
     return "/v1/chat/completions", {
@@ -40,8 +40,10 @@ def _body(kind: str, max_tokens: int) -> tuple[str, dict[str, object]]:
     }  # fmt: skip
 
 
-async def _one(client: httpx.AsyncClient, kind: str, max_tokens: int) -> tuple[float, int]:
-    path, body = _body(kind, max_tokens)
+async def _one(
+    client: httpx.AsyncClient, kind: str, max_tokens: int, store: bool
+) -> tuple[float, int]:
+    path, body = _body(kind, max_tokens, store)
     began = time.perf_counter()
     first: float | None = None
     tokens = 0
@@ -68,7 +70,7 @@ async def _round(base: str, kind: str, args: argparse.Namespace) -> dict[str, fl
 
         async def worker() -> None:
             for _ in todo:
-                results.append(await _one(client, kind, args.max_tokens))
+                results.append(await _one(client, kind, args.max_tokens, args.store))
 
         began = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(args.concurrency)))
@@ -105,7 +107,8 @@ def _stream(args: argparse.Namespace) -> int:
     chat, resp = summary["chat"], summary["responses"]
     print(f"responses stream: concurrency {args.concurrency}, {args.requests} requests x "
           f"{args.rounds} rounds, {args.max_tokens} tokens, "
-          f"token delay {args.token_delay * 1000:.1f} ms")  # fmt: skip
+          f"token delay {args.token_delay * 1000:.1f} ms, responses store: "
+          f"{str(args.store).lower()}")  # fmt: skip
     for name, row in (("chat", chat), ("responses", resp)):
         print(f"  {name:10} {row['tokens_per_s']:8.0f} tok/s  TTFT p50 "
               f"{row['ttft_p50_s'] * 1000:7.1f} ms")  # fmt: skip
@@ -177,6 +180,9 @@ def register(subparsers: Subparsers) -> None:
     stream.add_argument("--rounds", type=int, default=3)
     stream.add_argument("--max-tokens", type=int, default=64)
     stream.add_argument("--token-delay", type=float, default=0.01, metavar="S")
+    stream.add_argument(
+        "--store", action="store_true", help="responses with store: true (its cost: run both)"
+    )
     stream.set_defaults(handler=_stream)
     rebuild = which.add_parser("rebuild", help="the context of a long chain, from the store")
     rebuild.add_argument("--store-url", default="sqlite:///./bench-store/chain.db")

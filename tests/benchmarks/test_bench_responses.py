@@ -14,7 +14,7 @@ def test_stream_compares_responses_with_chat(
 ) -> None:
     url = f"sqlite:///{tmp_path / 'r.db'}"
     argv = ["responses", "stream", "--store-url", url, "--concurrency", "2", "--requests", "4",
-            "--rounds", "1", "--max-tokens", "4", "--token-delay", "0"]  # fmt: skip
+            "--rounds", "1", "--max-tokens", "4", "--token-delay", "0", "--store"]  # fmt: skip
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "responses/chat: throughput" in out
