@@ -8,6 +8,7 @@
 - floor: the web layer's own CPU cost, with a zero-cost engine (module `floor`).
 - realtime: Realtime WebSocket sessions against the same load over SSE (module `realtime`).
 - store: the cost of `store: true`, and metadata-filtered lists (module `store`).
+- responses: streamed `/v1/responses` against chat; rebuilding a stored context (`responses`).
 
 A subcommand lives in a module with a `register(subparsers)` function that sets `handler`, a
 function of the parsed arguments returning the exit status; add it to `_REGISTRARS` below.
@@ -25,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from benchmarks import ceiling, compare, floor, options, quality, realtime, store
+from benchmarks import ceiling, compare, floor, options, quality, realtime, responses, store
 from benchmarks.client import discover_model, make_client
 from benchmarks.publish import publish, show
 from benchmarks.report import DEFAULT_OUT, load_records, run_stamp
@@ -156,6 +157,7 @@ _REGISTRARS: Sequence[Callable[[Subparsers], None]] = (
     floor.register,
     quality.register,
     realtime.register,
+    responses.register,
     store.register,
 )
 

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 from fastapi import FastAPI
 from starlette.middleware.cors import CORSMiddleware
 
-from oai_server import __version__
+from oai_server import __version__, responses
 from oai_server.auth import AuthMiddleware, load_keys
 from oai_server.engine.protocol import Engine
 from oai_server.error_responses import install_error_handlers
@@ -134,7 +134,7 @@ def create_app(settings: Settings, engine: Engine) -> FastAPI:
         created=int(time.time()),
     )
     app.state.lifecycle = lifecycle
-    for module in (chat, completions, models, system, tokenize, realtime):
+    for module in (chat, completions, models, system, tokenize, realtime, responses):
         app.include_router(module.router)
     store = install_store(app, settings, metrics.registry)
     install_error_handlers(app)

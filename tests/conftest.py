@@ -16,6 +16,8 @@ import pytest
 from oai_server.engine import cpu
 from tests.conformance import ConformanceLog, default_log
 
+pytest_plugins = ("tests.store.fixtures",)
+
 
 def pytest_report_header() -> list[str]:
     """Which CPU the run is on, and what the real engine will run on it: vLLM's kernels

@@ -114,6 +114,20 @@ class Store(Protocol):
     ) -> bool:
         """Add items after the last one (a conversation growing); False if no such object."""
 
+    async def lineage_items(
+        self, kind: str, object_id: str, owner: str
+    ) -> Sequence[StoredItem] | None:
+        """The items of an object and of its ancestors (following `parent_id` within the
+        owner's objects of `kind`), oldest ancestor first; None if there is no such object."""
+
+    async def get_item(
+        self, kind: str, parent_id: str, owner: str, item_id: str
+    ) -> StoredItem | None:
+        """One item of an object; None if there is no such object or item."""
+
+    async def delete_item(self, kind: str, parent_id: str, owner: str, item_id: str) -> bool:
+        """Remove one item (a conversation's); False if there is no such object or item."""
+
     async def delete_before(self, created_at: int) -> int:
         """Delete every object created before `created_at` (retention); how many went."""
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import delete, event, func, insert, select, text, update
+from sqlalchemy import delete, event, func, insert, literal, select, text, update
 from sqlalchemy.engine import URL, Row
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
@@ -22,6 +22,7 @@ from oai_server.store.tables import items, metadata_pairs, objects
 from oai_server.store.url import ensure_directory
 
 CONNECT_TIMEOUT_S = 5
+MAX_LINEAGE = 10_000  # ancestors followed at most
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
@@ -267,6 +268,54 @@ class SQLStore:
                 start = -1 if last is None else int(last)
                 await conn.execute(insert(items), _item_rows(parent_id, start + 1, new))
             return True
+
+    async def lineage_items(
+        self, kind: str, object_id: str, owner: str
+    ) -> Sequence[StoredItem] | None:
+        # One recursive query walks the chain, one more reads every item of it: a deep
+        # chain (a long `previous_response_id` thread) costs two round trips, not two per turn.
+        start = (
+            select(objects.c.id, objects.c.parent_id, literal(0).label("depth"))
+            .where(objects.c.id == object_id, objects.c.kind == kind, objects.c.owner == owner)
+            .cte("lineage", recursive=True)
+        )
+        chain = start.union_all(
+            select(objects.c.id, objects.c.parent_id, (start.c.depth + 1).label("depth")).where(
+                objects.c.id == start.c.parent_id,
+                objects.c.kind == kind,
+                objects.c.owner == owner,
+                start.c.depth < MAX_LINEAGE,
+            )
+        )
+        async with self.engine.connect() as conn:
+            depths = {row.id: row.depth for row in await conn.execute(select(chain))}
+            if object_id not in depths:
+                return None
+            rows = (await conn.execute(select(items).where(items.c.parent_id.in_([*depths])))).all()
+        ordered = sorted(rows, key=lambda r: (-depths[r.parent_id], r.position))
+        return [_item(r) for r in ordered]
+
+    async def get_item(
+        self, kind: str, parent_id: str, owner: str, item_id: str
+    ) -> StoredItem | None:
+        async with self.engine.connect() as conn:
+            if await self._get(conn, kind, parent_id, owner) is None:
+                return None
+            row = (
+                await conn.execute(
+                    select(items).where(items.c.parent_id == parent_id, items.c.id == item_id)
+                )
+            ).first()
+        return None if row is None else _item(row)
+
+    async def delete_item(self, kind: str, parent_id: str, owner: str, item_id: str) -> bool:
+        async with self.engine.begin() as conn:
+            if await self._get(conn, kind, parent_id, owner) is None:
+                return False
+            gone = await conn.execute(
+                delete(items).where(items.c.parent_id == parent_id, items.c.id == item_id)
+            )
+            return bool(gone.rowcount)
 
     async def delete_before(self, created_at: int) -> int:
         async with self.engine.begin() as conn:

@@ -47,6 +47,7 @@ from tests.conformance.log import ConformanceLog, Violation, default_log
 from tests.conformance.routes import schema_for
 from tests.conformance.schemas import (
     COMPLETION_STREAM_SCHEMA,
+    RESPONSE_STREAM_SCHEMA,
     SPEC_PATH,
     ConformanceError,
     check,
@@ -63,6 +64,7 @@ from tests.conformance.transport import (
 
 __all__ = [
     "COMPLETION_STREAM_SCHEMA",
+    "RESPONSE_STREAM_SCHEMA",
     "SPEC_PATH",
     "AsyncValidatingTransport",
     "ConformanceError",

@@ -7,7 +7,7 @@ from typing import Final
 
 import httpx
 
-from tests.conformance.schemas import COMPLETION_STREAM_SCHEMA
+from tests.conformance.schemas import COMPLETION_STREAM_SCHEMA, RESPONSE_STREAM_SCHEMA
 
 # --------------------------------------------------------------------------
 # Endpoint -> schema
@@ -15,6 +15,13 @@ from tests.conformance.schemas import COMPLETION_STREAM_SCHEMA
 
 _PREFIX: Final = r"(?:/.*)?/v1"
 _STORED: Final = _PREFIX + r"/chat/completions/[^/]+"
+_RESPONSE: Final = _PREFIX + r"/responses/(?!input_tokens/?$)[^/]+"
+_CONVERSATIONS: Final = _PREFIX + r"/conversations/[^/]+"
+_CONVERSATION: Final = "ConversationResource"
+_DELETED: Final = "DeletedConversationResource"
+_ITEMS: Final = "ConversationItemList"
+_ITEM: Final = "ConversationItem"
+_TOKENS: Final = "TokenCountsResource"
 _ROUTES: Final[tuple[tuple[str, re.Pattern[str], str, str], ...]] = (
     # method, path, schema of a JSON body, schema of each SSE event
     (
@@ -57,6 +64,20 @@ _ROUTES: Final[tuple[tuple[str, re.Pattern[str], str, str], ...]] = (
     ),
     ("DELETE", re.compile(_STORED + "/?"), "ChatCompletionDeleted", "ChatCompletionDeleted"),
     ("GET", re.compile(_PREFIX + r"/models/[^/].*"), "Model", "Model"),
+    # Responses and conversations (a response's DELETE has no schema in the spec).
+    ("POST", re.compile(_PREFIX + r"/responses/?"), "Response", RESPONSE_STREAM_SCHEMA),
+    ("POST", re.compile(_PREFIX + r"/responses/input_tokens/?"), _TOKENS, _TOKENS),
+    ("GET", re.compile(_RESPONSE + "/?"), "Response", RESPONSE_STREAM_SCHEMA),
+    ("POST", re.compile(_RESPONSE + "/cancel/?"), "Response", "Response"),
+    ("GET", re.compile(_RESPONSE + "/input_items/?"), "ResponseItemList", "ResponseItemList"),
+    ("POST", re.compile(_PREFIX + r"/conversations/?"), _CONVERSATION, _CONVERSATION),
+    ("GET", re.compile(_CONVERSATIONS + "/?"), _CONVERSATION, _CONVERSATION),
+    ("POST", re.compile(_CONVERSATIONS + "/?"), _CONVERSATION, _CONVERSATION),
+    ("DELETE", re.compile(_CONVERSATIONS + "/?"), _DELETED, _DELETED),
+    ("GET", re.compile(_CONVERSATIONS + "/items/?"), _ITEMS, _ITEMS),
+    ("POST", re.compile(_CONVERSATIONS + "/items/?"), _ITEMS, _ITEMS),
+    ("GET", re.compile(_CONVERSATIONS + "/items/[^/]+/?"), _ITEM, _ITEM),
+    ("DELETE", re.compile(_CONVERSATIONS + "/items/[^/]+/?"), _CONVERSATION, _CONVERSATION),
 )
 
 

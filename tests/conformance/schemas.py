@@ -24,6 +24,10 @@ SPEC_PATH: Final = Path(__file__).resolve().parents[1] / "spec" / "openapi.yaml"
 COMPLETION_STREAM_SCHEMA: Final = "CreateCompletionStreamResponse"
 """Synthetic schema (not in the spec) for the SSE chunks of ``/v1/completions``."""
 
+RESPONSE_STREAM_SCHEMA: Final = "ResponseStreamEvent"
+"""The spec's schema of each event of a streamed ``/v1/responses`` call; such a stream
+ends with its last event (``response.completed`` ...), not with ``data: [DONE]``."""
+
 # Base URI under which the rewritten components are registered; never fetched.
 _SPEC_URI: Final = "urn:openai-openapi"
 

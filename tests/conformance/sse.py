@@ -10,7 +10,7 @@ from typing import Final
 import httpx
 
 from tests.conformance.log import _Exchange, _loads
-from tests.conformance.schemas import _shorten
+from tests.conformance.schemas import RESPONSE_STREAM_SCHEMA, _shorten
 
 # --------------------------------------------------------------------------
 # Server-sent events
@@ -77,6 +77,8 @@ class _StreamChecker:
             self._event(data)
 
     def _event(self, data: str) -> None:
+        if data == "[DONE]" and self._schema == RESPONSE_STREAM_SCHEMA:
+            self._exchange.fail(self._schema, "a Responses stream sent data: [DONE]")
         if data == "[DONE]":
             self._done += 1
             if self._done > 1:
@@ -106,7 +108,7 @@ class _StreamChecker:
                 self._schema,
                 f"stream ended inside an event (no blank line after it): {_shorten(leftover)!r}",
             )
-        if not self._done and not self._saw_error:
+        if not self._done and not self._saw_error and self._schema != RESPONSE_STREAM_SCHEMA:
             self._exchange.fail(self._schema, "stream ended without data: [DONE]")
 
 

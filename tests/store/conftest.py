@@ -1,16 +1,12 @@
-"""The store's suite runs on SQLite and on a real PostgreSQL server this session starts."""
+"""Helpers of the store's suite; its `store_url` fixture is in `tests/store/fixtures.py`."""
 
 from __future__ import annotations
 
 import hashlib
-import itertools
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import openai
-import pytest
 from fastapi import FastAPI
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -18,30 +14,8 @@ from oai_server.app import create_app
 from oai_server.engine.fake import FakeEngine
 from oai_server.settings import Settings
 from tests.conformance import AsyncValidatingTransport, ValidatingTransport
-from tests.store.postgres import PostgresServer
 
 MODEL = "smollm2-135m-instruct"
-_databases = itertools.count()
-
-
-@pytest.fixture(scope="session")
-def postgres() -> Iterator[PostgresServer]:
-    server = PostgresServer()
-    server.start()
-    try:
-        yield server
-    finally:
-        server.close()
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-async def store_url(
-    request: pytest.FixtureRequest, tmp_path: Path, postgres: PostgresServer
-) -> str:
-    """A fresh, empty database of each kind."""
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'data' / 'store.db'}"
-    return await postgres.create_database(f"test_{next(_databases)}")
 
 
 class PrincipalMiddleware:

@@ -10,6 +10,7 @@ from jsonschema import Draft202012Validator
 
 from tests.conformance import (
     COMPLETION_STREAM_SCHEMA,
+    RESPONSE_STREAM_SCHEMA,
     check,
     load_schemas,
     schema_for,
@@ -235,6 +236,17 @@ def test_to_json_schema_rewrites_openapi_keywords() -> None:
         ("GET", "/v1/chat/completions/c/messages", 200, False, "ChatCompletionMessageList"),
         ("PUT", "/v1/chat/completions", 200, False, None),
         ("DELETE", "/v1/models/m", 200, False, None),
+        ("POST", "/v1/responses", 200, False, "Response"),
+        ("POST", "/v1/responses", 200, True, RESPONSE_STREAM_SCHEMA),
+        ("POST", "/v1/responses/input_tokens", 200, False, "TokenCountsResource"),
+        ("GET", "/v1/responses/resp_1", 200, False, "Response"),
+        ("GET", "/v1/responses/resp_1/input_items", 200, False, "ResponseItemList"),
+        ("DELETE", "/v1/responses/resp_1", 200, False, None),
+        ("POST", "/v1/conversations", 200, False, "ConversationResource"),
+        ("DELETE", "/v1/conversations/c", 200, False, "DeletedConversationResource"),
+        ("POST", "/v1/conversations/c/items", 200, False, "ConversationItemList"),
+        ("GET", "/v1/conversations/c/items/i", 200, False, "ConversationItem"),
+        ("DELETE", "/v1/conversations/c/items/i", 200, False, "ConversationResource"),
     ],
 )
 def test_schema_for(

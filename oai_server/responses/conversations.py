@@ -1,0 +1,170 @@
+"""`/v1/conversations`: create, retrieve, update, delete; list, add, retrieve, delete items.
+
+A conversation is a stored object (kind `conversation`) whose items are the turns of
+every response created in it, and whatever the client added. The caller's own only.
+"""
+
+from __future__ import annotations
+
+import json
+
+from fastapi import APIRouter, Request, Response
+
+from oai_server.http.answer import json_response
+from oai_server.http.parsing import parse_body
+from oai_server.responses.items import new_id, to_items
+from oai_server.responses.routes import bad_cursor, item_query, stored_state
+from oai_server.responses.state import (
+    CONVERSATION,
+    conversation_not_found,
+    now_us,
+    stored_item,
+    wire_item,
+)
+from oai_server.state import server_state
+from oai_server.store.interface import CursorNotFoundError, Record, StoredObject
+from oai_server.store.limits import check_metadata
+from schemas.conversations import (
+    AddConversationItems,
+    Conversation,
+    ConversationDeleted,
+    ConversationItemList,
+    CreateConversation,
+    UpdateConversation,
+)
+from schemas.responses import Item
+
+router = APIRouter()
+
+
+def _conversation(obj: StoredObject) -> Conversation:
+    return Conversation(
+        id=obj.id, created_at=obj.created_at // 1_000_000, metadata=dict(obj.metadata)
+    )
+
+
+def _item_list(data: list[Item], has_more: bool) -> ConversationItemList:
+    return ConversationItemList(
+        data=data,
+        first_id=data[0].id if data else "",
+        last_id=data[-1].id if data else "",
+        has_more=has_more,
+    )
+
+
+@router.post("/v1/conversations")
+async def create_conversation(request: Request) -> Response:
+    settings = server_state(request).settings
+    body = await parse_body(request, CreateConversation, settings.max_request_bytes)
+    check_metadata(body.metadata)
+    state = stored_state(request)
+    items = to_items(body.items)
+    created = now_us()
+    conversation_id = new_id("conv")
+    obj = StoredObject(
+        id=conversation_id,
+        kind=CONVERSATION,
+        owner=state.owner,
+        created_at=created,
+        body={"id": conversation_id, "created_at": created // 1_000_000},
+        metadata=dict(body.metadata or {}),
+    )
+    async with state.store.reading():
+        await state.store.store.put([Record(obj, [stored_item(i, CONVERSATION) for i in items])])
+    return json_response(_conversation(obj))
+
+
+@router.get("/v1/conversations/{conversation_id}")
+async def retrieve_conversation(conversation_id: str, request: Request) -> Response:
+    state = stored_state(request)
+    async with state.store.reading():
+        obj = await state.store.store.get(CONVERSATION, conversation_id, state.owner)
+    if obj is None:
+        raise conversation_not_found(conversation_id)
+    return json_response(_conversation(obj))
+
+
+@router.post("/v1/conversations/{conversation_id}")
+async def update_conversation(conversation_id: str, request: Request) -> Response:
+    settings = server_state(request).settings
+    body = await parse_body(request, UpdateConversation, settings.max_request_bytes)
+    check_metadata(body.metadata)
+    state = stored_state(request)
+    async with state.store.reading():
+        obj = await state.store.store.update(
+            CONVERSATION, conversation_id, state.owner, metadata=body.metadata or {}
+        )
+    if obj is None:
+        raise conversation_not_found(conversation_id)
+    return json_response(_conversation(obj))
+
+
+@router.delete("/v1/conversations/{conversation_id}")
+async def delete_conversation(conversation_id: str, request: Request) -> Response:
+    state = stored_state(request)
+    async with state.store.reading():
+        deleted = await state.store.store.delete(CONVERSATION, conversation_id, state.owner)
+    if not deleted:
+        raise conversation_not_found(conversation_id)
+    return json_response(ConversationDeleted(id=conversation_id, deleted=True))
+
+
+@router.get("/v1/conversations/{conversation_id}/items")
+async def list_conversation_items(conversation_id: str, request: Request) -> Response:
+    state = stored_state(request)
+    query = item_query(request)
+    async with state.store.reading():
+        try:
+            page = await state.store.store.list_items(
+                CONVERSATION, conversation_id, state.owner, query
+            )
+        except CursorNotFoundError as exc:
+            raise bad_cursor(exc) from None
+    if page is None:
+        raise conversation_not_found(conversation_id)
+    return json_response(_item_list([wire_item(i) for i in page.data], page.has_more))
+
+
+@router.post("/v1/conversations/{conversation_id}/items")
+async def add_conversation_items(conversation_id: str, request: Request) -> Response:
+    settings = server_state(request).settings
+    body = await parse_body(request, AddConversationItems, settings.max_request_bytes)
+    state = stored_state(request)
+    items = to_items(body.items)
+    async with state.store.reading():
+        added = await state.store.store.append_items(
+            CONVERSATION,
+            conversation_id,
+            state.owner,
+            [stored_item(i, CONVERSATION) for i in items],
+        )
+    if not added:
+        raise conversation_not_found(conversation_id)
+    return json_response(_item_list(items, False))
+
+
+@router.get("/v1/conversations/{conversation_id}/items/{item_id}")
+async def retrieve_conversation_item(
+    conversation_id: str, item_id: str, request: Request
+) -> Response:
+    state = stored_state(request)
+    async with state.store.reading():
+        item = await state.store.store.get_item(CONVERSATION, conversation_id, state.owner, item_id)
+    if item is None:
+        raise conversation_not_found(conversation_id)
+    return Response(json.dumps(item.body), media_type="application/json")
+
+
+@router.delete("/v1/conversations/{conversation_id}/items/{item_id}")
+async def delete_conversation_item(
+    conversation_id: str, item_id: str, request: Request
+) -> Response:
+    state = stored_state(request)
+    async with state.store.reading():
+        deleted = await state.store.store.delete_item(
+            CONVERSATION, conversation_id, state.owner, item_id
+        )
+        obj = await state.store.store.get(CONVERSATION, conversation_id, state.owner)
+    if not deleted or obj is None:
+        raise conversation_not_found(conversation_id)
+    return json_response(_conversation(obj))

@@ -1,0 +1,183 @@
+"""Responses items: what a client sends, as stored items, and as chat messages.
+
+Every item a response sees, whether sent now, rebuilt from `previous_response_id` or
+read from a conversation, is first made one of the stored `Item` shapes (with an id and
+a status), then turned into the chat messages the model's template renders. So an
+earlier turn's function calls and their outputs reach the model the same way, whether
+the client sent them back or the server remembered them.
+"""
+
+from __future__ import annotations
+
+import itertools
+import secrets
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import TypeAdapter
+
+from oai_server.errors import UnsupportedParameterError
+from schemas.chat import (
+    AssistantMessage,
+    ChatMessage,
+    FunctionCall,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+)
+from schemas.responses import (
+    FunctionCallInput,
+    FunctionCallItem,
+    FunctionCallOutputInput,
+    FunctionCallOutputItem,
+    InputItem,
+    InputMessage,
+    InputPart,
+    InputTextContent,
+    InputTextPart,
+    Item,
+    MessageItem,
+    OutputTextContent,
+)
+
+ITEM = TypeAdapter[Item](Item)
+
+
+# Ids are this process's random stem and a counter: unique across replicas (the stem)
+# and within one (the counter), and far cheaper than a fresh UUID for every item.
+_STEM = secrets.token_hex(10)
+_COUNTER = itertools.count()
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}_{_STEM}{next(_COUNTER):012x}"
+
+
+def _texts(parts: Sequence[InputPart], param: str) -> list[str]:
+    texts: list[str] = []
+    for part in parts:
+        if not isinstance(part, InputTextPart):
+            raise UnsupportedParameterError(
+                f"Content of type '{part.type}' is not supported by this model; only text is.",
+                param=param,
+            )
+        texts.append(part.text)
+    return texts
+
+
+def _message(item: InputMessage, param: str) -> MessageItem:
+    texts = [item.content] if isinstance(item.content, str) else _texts(item.content, param)
+    content: list[InputTextContent | OutputTextContent]
+    if item.role == "assistant":
+        content = [OutputTextContent(text=t) for t in texts]
+    else:
+        content = [InputTextContent(text=t) for t in texts]
+    return MessageItem(
+        id=item.id or new_id("msg"),
+        role=item.role,
+        status=item.status or "completed",
+        content=content,
+    )
+
+
+def to_item(item: InputItem, index: int) -> Item:
+    """One input item in its stored shape; items the model cannot take raise a 400."""
+    param = f"input[{index}]"
+    if isinstance(item, InputMessage):
+        return _message(item, f"{param}.content")
+    if isinstance(item, FunctionCallInput):
+        return FunctionCallItem(
+            id=item.id or new_id("fc"),
+            call_id=item.call_id,
+            name=item.name,
+            arguments=item.arguments,
+            status=item.status or "completed",
+        )
+    if isinstance(item, FunctionCallOutputInput):
+        output: str | list[dict[str, Any]]
+        if isinstance(item.output, str):
+            output = item.output
+        else:
+            output = [{"type": "input_text", "text": t} for t in _texts(item.output, param)]
+        return FunctionCallOutputItem(
+            id=item.id or new_id("fco"),
+            call_id=item.call_id,
+            output=output,
+            status=item.status or "completed",
+        )
+    raise UnsupportedParameterError(
+        f"Input items of type '{item.type}' are not supported by this server; it takes "
+        "messages, 'function_call' and 'function_call_output' items.",
+        param=param,
+    )
+
+
+def to_items(input_: str | Sequence[InputItem] | None) -> list[Item]:
+    """The request's `input` as stored items, each with a fresh id where it had none."""
+    if input_ is None:
+        return []
+    if isinstance(input_, str):
+        return [
+            MessageItem(
+                id=new_id("msg"),
+                role="user",
+                status="completed",
+                content=[InputTextContent(text=input_)],
+            )
+        ]
+    items = [to_item(item, i) for i, item in enumerate(input_)]
+    seen: set[str] = set()
+    for i, item in enumerate(items):
+        # Item ids key the stored items: a repeated one (a client sending an item twice)
+        # gets a fresh id rather than failing the write.
+        if item.id in seen:
+            items[i] = item.model_copy(update={"id": new_id(item.id.split("_", 1)[0])})
+        seen.add(items[i].id)
+    return items
+
+
+def _text(item: MessageItem) -> str:
+    return "".join(part.text for part in item.content)
+
+
+def _output_text(output: str | list[dict[str, Any]]) -> str:
+    if isinstance(output, str):
+        return output
+    return "".join(str(part.get("text", "")) for part in output)
+
+
+def to_messages(instructions: str | None, items: Sequence[Item]) -> list[ChatMessage]:
+    """The chat messages for `instructions` and `items`, in order.
+
+    Consecutive function calls (and the assistant text just before them) become one
+    assistant message with several tool calls, as chat templates expect them.
+    """
+    messages: list[ChatMessage] = []
+    if instructions:
+        messages.append(SystemMessage(role="system", content=instructions))
+    for item in items:
+        if isinstance(item, MessageItem):
+            text = _text(item)
+            if item.role == "assistant":
+                messages.append(AssistantMessage(role="assistant", content=text))
+            elif item.role == "user":
+                messages.append(UserMessage(role="user", content=text))
+            else:
+                messages.append(SystemMessage(role="system", content=text))
+        elif isinstance(item, FunctionCallItem):
+            call = ToolCall(
+                id=item.call_id, function=FunctionCall(name=item.name, arguments=item.arguments)
+            )
+            last = messages[-1] if messages else None
+            if isinstance(last, AssistantMessage):
+                last.tool_calls = [*(last.tool_calls or []), call]
+            else:
+                messages.append(AssistantMessage(role="assistant", tool_calls=[call]))
+        else:
+            messages.append(
+                ToolMessage(
+                    role="tool", content=_output_text(item.output), tool_call_id=item.call_id
+                )
+            )
+    return messages

@@ -1,0 +1,183 @@
+"""`POST /v1/responses`, `GET|DELETE /v1/responses/{id}`, `GET .../input_items`,
+`POST /v1/responses/input_tokens`. Stored responses are the caller's own only."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request, Response
+
+from oai_server.errors import InvalidRequestError
+from oai_server.http.answer import json_response
+from oai_server.http.disconnect import until_disconnect
+from oai_server.http.parsing import parse_body
+from oai_server.responses.background import BackgroundRuns
+from oai_server.responses.service import ResponsesService
+from oai_server.responses.sse import event_stream, frames_stream
+from oai_server.responses.state import (
+    RESPONSE,
+    ResponseState,
+    response_not_found,
+    wire_item,
+)
+from oai_server.state import server_state
+from oai_server.store.interface import CursorNotFoundError, ListQuery
+from oai_server.store.params import list_query
+from oai_server.store.routes import owner_of
+from oai_server.store.service import StoreService
+from schemas.responses import (
+    CreateResponse,
+    InputTokens,
+    InputTokensRequest,
+    ResponseDeleted,
+    ResponseItemList,
+)
+from schemas.responses import Response as ResponseObject
+
+router = APIRouter()
+
+
+def response_state(request: Request) -> ResponseState | None:
+    store: StoreService | None = getattr(request.app.state, "store", None)
+    return None if store is None else ResponseState(store, owner_of(request))
+
+
+def stored_state(request: Request) -> ResponseState:
+    state = response_state(request)
+    if state is None:
+        raise InvalidRequestError("This server keeps no stored objects.")
+    return state
+
+
+def responses_service(request: Request) -> ResponsesService:
+    return ResponsesService(server_state(request).chat, response_state(request))
+
+
+def bad_cursor(exc: CursorNotFoundError) -> InvalidRequestError:
+    return InvalidRequestError(
+        f"Invalid 'after': no item with id '{exc.args[0]}' in this list.",
+        param="after",
+        code="invalid_value",
+    )
+
+
+def item_query(request: Request) -> ListQuery:
+    """`after`, `limit`, `order` of an item list; the newest first unless `order=asc`."""
+    query = list_query(request.query_params, filters=False)
+    order = "desc" if request.query_params.get("order") is None else query.order
+    return ListQuery(after=query.after, limit=query.limit, order=order)
+
+
+@router.post("/v1/responses")
+async def create_response(request: Request) -> Response:
+    settings = server_state(request).settings
+    req = await parse_body(request, CreateResponse, settings.max_request_bytes)
+    service = responses_service(request)
+    if req.background and (req.store is False or service.state is None):
+        raise InvalidRequestError(
+            "A 'background' response must be stored: 'store' cannot be false.", param="store"
+        )
+    job = await service.prepare(req)
+    if req.background:
+        run = await background_runs(request).start(service, job)
+        if req.stream:
+            return frames_stream(run.follow(-1))
+        return json_response(job.response)
+    if req.stream:
+        chat = await until_disconnect(request, service.start(job))
+        return event_stream(service.events(job, chat))
+    return json_response(await until_disconnect(request, service.complete(job)))
+
+
+@router.post("/v1/responses/input_tokens")
+async def count_input_tokens(request: Request) -> Response:
+    settings = server_state(request).settings
+    req = await parse_body(request, InputTokensRequest, settings.max_request_bytes)
+    service = responses_service(request)
+    earlier, inputs = await service.context(req)
+    job = service.prepare_chat(req, [*earlier, *inputs])
+    return json_response(InputTokens(input_tokens=len(job.prompt_token_ids)))
+
+
+def background_runs(request: Request) -> BackgroundRuns:
+    runs: BackgroundRuns | None = getattr(request.app.state, "background_responses", None)
+    if runs is None:
+        runs = request.app.state.background_responses = BackgroundRuns()
+    return runs
+
+
+def _starting_after(raw: str | None) -> int:
+    if raw is None:
+        return -1
+    if not raw.strip().lstrip("-").isdigit():
+        raise InvalidRequestError(
+            f"Invalid 'starting_after': expected an integer, got '{raw}'.",
+            param="starting_after",
+        )
+    return int(raw)
+
+
+@router.get("/v1/responses/{response_id}")
+async def retrieve_response(response_id: str, request: Request) -> Response:
+    state = stored_state(request)
+    if request.query_params.get("stream", "false").lower() == "true":
+        start = _starting_after(request.query_params.get("starting_after"))
+        run = background_runs(request).get(response_id, state.owner)
+        if run is None:
+            raise InvalidRequestError(
+                "Only a background response this server is running, or has just run, "
+                "can be streamed.",
+                param="stream",
+            )
+        return frames_stream(run.follow(start))
+    async with state.store.reading():
+        obj = await state.store.store.get(RESPONSE, response_id, state.owner)
+    if obj is None:
+        raise response_not_found(response_id)
+    return json_response(ResponseObject.model_validate(obj.body))
+
+
+@router.post("/v1/responses/{response_id}/cancel")
+async def cancel_response(response_id: str, request: Request) -> Response:
+    state = stored_state(request)
+    run = background_runs(request).get(response_id, state.owner)
+    if run is not None:
+        return json_response(await background_runs(request).cancel(run))
+    async with state.store.reading():
+        obj = await state.store.store.get(RESPONSE, response_id, state.owner)
+    if obj is None:
+        raise response_not_found(response_id)
+    if not obj.body.get("background"):
+        raise InvalidRequestError("Only background responses can be cancelled.")
+    return json_response(ResponseObject.model_validate(obj.body))
+
+
+@router.delete("/v1/responses/{response_id}")
+async def delete_response(response_id: str, request: Request) -> Response:
+    state = stored_state(request)
+    async with state.store.reading():
+        deleted = await state.store.store.delete(RESPONSE, response_id, state.owner)
+    if not deleted:
+        raise response_not_found(response_id)
+    return json_response(ResponseDeleted(id=response_id, deleted=True))
+
+
+@router.get("/v1/responses/{response_id}/input_items")
+async def list_input_items(response_id: str, request: Request) -> Response:
+    state = stored_state(request)
+    query = item_query(request)
+    query = ListQuery(after=query.after, limit=query.limit, order=query.order, section="input")
+    async with state.store.reading():
+        try:
+            page = await state.store.store.list_items(RESPONSE, response_id, state.owner, query)
+        except CursorNotFoundError as exc:
+            raise bad_cursor(exc) from None
+    if page is None:
+        raise response_not_found(response_id)
+    data = [wire_item(item) for item in page.data]
+    return json_response(
+        ResponseItemList(
+            data=data,
+            first_id=data[0].id if data else "",
+            last_id=data[-1].id if data else "",
+            has_more=page.has_more,
+        )
+    )

@@ -1,0 +1,207 @@
+"""`/v1/responses`: a Responses request in, the chat service's generation, Responses events out.
+
+`prepare` validates and rebuilds the context (from `previous_response_id` or a
+conversation, on the store); `start` admits it to the engine, so refusals still get
+their HTTP status; `events` streams it, storing the finished response (and growing its
+conversation) just before the last event goes out; `complete` is the fold of those events.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from oai_server.errors import ContextLengthExceededError, OpenAIError
+from oai_server.responses.items import new_id, to_items
+from oai_server.responses.state import ResponseState, now_us
+from oai_server.responses.stream import ResponseRun, RunEvent
+from oai_server.responses.translate import chat_request, reject_unsupported
+from oai_server.services.chat import ChatJob, ChatRequest, ChatService
+from oai_server.store.limits import check_metadata
+from schemas.response_events import ResponseLifecycleEvent
+from schemas.responses import (
+    ConversationId,
+    ConversationRef,
+    CreateResponse,
+    FunctionTool,
+    InputTokensRequest,
+    Item,
+    Response,
+)
+
+FINAL = frozenset({"completed", "incomplete", "failed", "cancelled"})
+
+# Chat's parameter names, as the Responses request calls them.
+_PARAMS = {
+    "max_completion_tokens": "max_output_tokens",
+    "response_format": "text.format",
+    "response_format.json_schema.schema": "text.format.schema",
+    "messages": "input",
+}
+
+
+def _renamed(exc: OpenAIError) -> OpenAIError:
+    if exc.param is not None:
+        head = exc.param.split("[", 1)[0]
+        if exc.param in _PARAMS:
+            exc.param = _PARAMS[exc.param]
+        elif head == "messages":
+            exc.param = "input"
+    return exc
+
+
+def conversation_id(ref: str | ConversationRef | None) -> str | None:
+    return ref.id if isinstance(ref, ConversationRef) else ref
+
+
+@dataclass
+class ResponseJob:
+    req: CreateResponse
+    inputs: list[Item]
+    chat: ChatJob
+    response: Response
+    conversation: str | None
+    created_at_us: int
+    background: bool = False
+
+
+@dataclass
+class ResponsesService:
+    chat: ChatService
+    state: ResponseState | None  # None: no store configured
+
+    async def context(
+        self, req: CreateResponse | InputTokensRequest
+    ) -> tuple[list[Item], list[Item]]:
+        """The remembered items before this request, and this request's new input items."""
+        reject_unsupported(req)
+        inputs = to_items(req.input)
+        earlier: list[Item] = []
+        conversation = conversation_id(req.conversation)
+        if self.state is not None and req.previous_response_id is not None:
+            earlier = await self.state.previous_context(req.previous_response_id)
+        elif self.state is not None and conversation is not None:
+            earlier = await self.state.conversation_items(conversation)
+        # An item sent back that the context already holds (a function call echoed
+        # with its output) is not repeated.
+        known = {item.id for item in earlier}
+        return earlier, [item for item in inputs if item.id not in known]
+
+    def prepare_chat(
+        self, req: CreateResponse | InputTokensRequest, items: Sequence[Item]
+    ) -> ChatJob:
+        """The chat job for `items`; with `truncation: auto`, the oldest items that do not
+        fit the context window are dropped (never the instructions, never the last item)."""
+        start = 0
+        while True:
+            try:
+                return self.chat.prepare(chat_request(req, items[start:]))
+            except ContextLengthExceededError as exc:
+                if req.truncation != "auto" or start >= len(items) - 1:
+                    raise _renamed(exc) from None
+                start += 1
+                # A tool result never starts the context without the call it answers.
+                while start < len(items) - 1 and items[start].type == "function_call_output":
+                    start += 1
+            except OpenAIError as exc:
+                raise _renamed(exc) from None
+
+    async def prepare(self, req: CreateResponse) -> ResponseJob:
+        """Validate `req`, rebuild its context and render its prompt; 4xx on any refusal."""
+        check_metadata(req.metadata)
+        earlier, inputs = await self.context(req)
+        job = self.prepare_chat(req, [*earlier, *inputs])
+        conversation = conversation_id(req.conversation)
+        response = Response(
+            id=new_id("resp"),
+            created_at=int(time.time()),
+            status="in_progress",
+            completed_at=None,
+            error=None,
+            incomplete_details=None,
+            instructions=req.instructions,
+            max_output_tokens=req.max_output_tokens,
+            model=req.model,
+            output=[],
+            parallel_tool_calls=req.parallel_tool_calls is not False,
+            previous_response_id=req.previous_response_id,
+            reasoning=None,
+            store=req.store is not False,
+            background=False,
+            temperature=req.temperature if req.temperature is not None else 1.0,
+            top_p=req.top_p if req.top_p is not None else 1.0,
+            text=req.text.model_dump(exclude_none=True, by_alias=True)
+            if req.text and req.text.format
+            else {"format": {"type": "text"}},
+            tool_choice=_echo_choice(req),
+            tools=[_echo_tool(t) for t in req.tools or ()],
+            truncation=req.truncation or "disabled",
+            metadata=dict(req.metadata or {}),
+            conversation=ConversationId(id=conversation) if conversation else None,
+        )
+        if req.user is not None:
+            response.user = req.user
+        return ResponseJob(req, inputs, job, response, conversation, now_us())
+
+    async def start(self, job: ResponseJob) -> ChatRequest:
+        """Admit `job` to the engine; returns once its first step (or refusal) is in."""
+        try:
+            return await self.chat.start(job.chat, job.response.id)
+        except OpenAIError as exc:
+            raise _renamed(exc) from None
+
+    async def events(self, job: ResponseJob, chat: ChatRequest) -> AsyncIterator[RunEvent]:
+        """The response's events; the finished response is stored before the last one."""
+        run = ResponseRun(job.response)
+        async for event in run.events(self.chat, chat):
+            if isinstance(event, ResponseLifecycleEvent) and run.response.status in FINAL:
+                await self._remember(job, run.response)
+            yield event
+
+    async def complete(self, job: ResponseJob) -> Response:
+        """The whole response: the last of its events. A failed generation raises."""
+        run = ResponseRun(job.response)
+        chat = await self.start(job)
+        async for event in run.events(self.chat, chat):
+            if isinstance(event, ResponseLifecycleEvent) and run.response.status in FINAL:
+                if run.error is not None:
+                    raise run.error
+                await self._remember(job, run.response)
+        return run.response
+
+    async def _remember(self, job: ResponseJob, response: Response) -> None:
+        if self.state is not None and job.background:
+            # Stored when it was queued: it is brought up to date, even when it failed.
+            await self.state.finish(response)
+            return
+        if self.state is None or response.status == "failed":
+            return
+        if job.conversation is not None:
+            await self.state.extend_conversation(job.conversation, [*job.inputs, *response.output])
+        if response.store:
+            self.state.record(response, job.inputs, job.created_at_us)
+
+
+def _echo_choice(req: CreateResponse) -> str | dict[str, str]:
+    choice = req.tool_choice
+    if choice is None:
+        return "auto"
+    if isinstance(choice, str):
+        return choice
+    return {"type": choice.type, "name": getattr(choice, "name", "")}
+
+
+def _echo_tool(tool: object) -> dict[str, Any]:
+    if not isinstance(tool, FunctionTool):
+        return {"type": getattr(tool, "type", "")}
+    out: dict[str, Any] = {
+        "type": "function",
+        "name": tool.name,
+        "parameters": tool.parameters,
+        "strict": tool.strict,
+    }
+    if tool.description is not None:
+        out["description"] = tool.description
+    return out

@@ -1,0 +1,144 @@
+"""A Responses request as the chat request the chat service serves.
+
+Validation of what is Responses-specific happens here; everything else (the model
+name, sampling ranges, tools against `tool_choice`, structured output, the context
+length) is the chat service's, so both endpoints refuse the same things the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from oai_server.errors import InvalidRequestError, UnsupportedParameterError
+from oai_server.responses.items import to_messages
+from schemas.chat import (
+    ChatCompletionTool,
+    CreateChatCompletionRequest,
+    FunctionDefinition,
+    NamedToolChoice,
+    NamedToolChoiceFunction,
+    ToolChoice,
+)
+from schemas.common import ResponseFormat, StreamOptions
+from schemas.responses import (
+    CreateResponse,
+    FunctionTool,
+    InputTokensRequest,
+    Item,
+    TextConfig,
+    ToolChoiceFunction,
+)
+
+# `include` values that ask for nothing this server produces (no reasoning, no built-in
+# tools ran): accepted, since there is nothing they would add.
+HARMLESS_INCLUDES = frozenset(
+    {
+        "reasoning.encrypted_content",
+        "file_search_call.results",
+        "web_search_call.results",
+        "web_search_call.action.sources",
+        "code_interpreter_call.outputs",
+        "computer_call_output.output.image_url",
+        "message.input_image.image_url",
+    }
+)
+
+
+def _unsupported(param: str, what: str) -> UnsupportedParameterError:
+    return UnsupportedParameterError(f"{what} is not supported by this server.", param=param)
+
+
+def reject_unsupported(req: CreateResponse | InputTokensRequest) -> None:
+    """Refuse what would change the answer but cannot be served; never ignore it silently."""
+    reasoning = req.reasoning or {}
+    if any(reasoning.get(key) is not None for key in ("effort", "summary", "generate_summary")):
+        raise _unsupported("reasoning", "Reasoning (the model does not reason)")
+    if req.previous_response_id is not None and req.conversation is not None:
+        raise InvalidRequestError(
+            "'previous_response_id' and 'conversation' cannot both be given.",
+            param="previous_response_id",
+        )
+    if isinstance(req, InputTokensRequest):
+        return
+    if req.prompt is not None:
+        raise _unsupported("prompt", "Prompt templates ('prompt')")
+    for value in req.include or ():
+        if value not in HARMLESS_INCLUDES:
+            raise _unsupported("include", f"include '{value}'")
+    if req.top_logprobs:
+        raise _unsupported("top_logprobs", "'top_logprobs'")
+
+
+def _tools(req: CreateResponse | InputTokensRequest) -> list[ChatCompletionTool] | None:
+    if not req.tools:
+        return None
+    out: list[ChatCompletionTool] = []
+    for i, tool in enumerate(req.tools):
+        if not isinstance(tool, FunctionTool):
+            raise _unsupported(f"tools[{i}]", f"The built-in tool '{tool.type}'")
+        out.append(
+            ChatCompletionTool(
+                type="function",
+                function=FunctionDefinition(
+                    name=tool.name,
+                    description=tool.description,
+                    parameters=tool.parameters,
+                    strict=tool.strict,
+                ),
+            )
+        )
+    return out
+
+
+def _tool_choice(req: CreateResponse | InputTokensRequest) -> ToolChoice:
+    choice = req.tool_choice
+    if choice is None or isinstance(choice, str):
+        return choice
+    if isinstance(choice, ToolChoiceFunction):
+        return NamedToolChoice(type="function", function=NamedToolChoiceFunction(name=choice.name))
+    raise _unsupported("tool_choice", f"tool_choice of type '{choice.type}'")
+
+
+def response_format(text: TextConfig | None) -> ResponseFormat | None:
+    """`text.format` as chat's `response_format`."""
+    fmt = text.format if text is not None else None
+    if fmt is None or fmt.type == "text":
+        return None
+    if fmt.type == "json_object":
+        return ResponseFormat(type="json_object")
+    if fmt.schema_ is None:
+        raise InvalidRequestError(
+            "text.format 'json_schema' needs 'schema', a JSON Schema object.",
+            param="text.format.schema",
+        )
+    spec: dict[str, Any] = {"name": fmt.name or "response", "schema": fmt.schema_}
+    if fmt.strict is not None:
+        spec["strict"] = fmt.strict
+    return ResponseFormat(type="json_schema", json_schema=spec)
+
+
+def chat_request(
+    req: CreateResponse | InputTokensRequest, items: Sequence[Item]
+) -> CreateChatCompletionRequest:
+    """The chat request for `req` answering after the context `items`."""
+    messages = to_messages(req.instructions, items)
+    if not messages:
+        raise InvalidRequestError("The request has no input.", param="input")
+    chat = CreateChatCompletionRequest(
+        model=req.model,
+        messages=messages,
+        tools=_tools(req),
+        tool_choice=_tool_choice(req),
+        parallel_tool_calls=req.parallel_tool_calls,
+        response_format=response_format(req.text),
+    )
+    if isinstance(req, CreateResponse):
+        chat.max_completion_tokens = req.max_output_tokens
+        if req.temperature is not None:
+            chat.temperature = req.temperature
+        if req.top_p is not None:
+            chat.top_p = req.top_p
+        chat.stream = True
+        chat.stream_options = StreamOptions(include_usage=False)
+    return chat

@@ -1,0 +1,104 @@
+"""The server-sent events of a streamed `/v1/responses` call, as OpenAI's spec has them.
+
+Each event carries a `sequence_number`, its place in the stream (0, 1, 2, ...), so a
+client that reconnects can say where it left off.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from schemas.common import ResponseModel
+from schemas.responses import Item, OutputTextContent, Response
+
+
+class ResponseLifecycleEvent(ResponseModel):
+    """`response.created` ... `response.completed`: the response object as it stands."""
+
+    type: Literal[
+        "response.created",
+        "response.queued",
+        "response.in_progress",
+        "response.completed",
+        "response.incomplete",
+        "response.failed",
+    ]
+    sequence_number: int
+    response: Response
+
+
+class OutputItemEvent(ResponseModel):
+    type: Literal["response.output_item.added", "response.output_item.done"]
+    output_index: int
+    sequence_number: int
+    item: Item
+
+
+class ContentPartEvent(ResponseModel):
+    type: Literal["response.content_part.added", "response.content_part.done"]
+    item_id: str
+    output_index: int
+    content_index: int
+    part: OutputTextContent
+    sequence_number: int
+
+
+class OutputTextDeltaEvent(ResponseModel):
+    type: Literal["response.output_text.delta"] = "response.output_text.delta"
+    item_id: str
+    output_index: int
+    content_index: int
+    delta: str
+    sequence_number: int
+    logprobs: list[dict[str, object]] = Field(default_factory=list)
+
+
+class OutputTextDoneEvent(ResponseModel):
+    type: Literal["response.output_text.done"] = "response.output_text.done"
+    item_id: str
+    output_index: int
+    content_index: int
+    text: str
+    sequence_number: int
+    logprobs: list[dict[str, object]] = Field(default_factory=list)
+
+
+class ArgumentsDeltaEvent(ResponseModel):
+    type: Literal["response.function_call_arguments.delta"] = (
+        "response.function_call_arguments.delta"
+    )
+    item_id: str
+    output_index: int
+    delta: str
+    sequence_number: int
+
+
+class ArgumentsDoneEvent(ResponseModel):
+    type: Literal["response.function_call_arguments.done"] = "response.function_call_arguments.done"
+    item_id: str
+    name: str
+    output_index: int
+    arguments: str
+    sequence_number: int
+
+
+class ErrorEvent(ResponseModel):
+    type: Literal["error"] = "error"
+    code: str | None
+    message: str
+    param: str | None
+    sequence_number: int
+
+
+ResponseStreamEvent = (
+    ResponseLifecycleEvent
+    | OutputItemEvent
+    | ContentPartEvent
+    | OutputTextDeltaEvent
+    | OutputTextDoneEvent
+    | ArgumentsDeltaEvent
+    | ArgumentsDoneEvent
+    | ErrorEvent
+)

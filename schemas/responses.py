@@ -1,0 +1,327 @@
+"""`/v1/responses`: the request, the response object and its items, as OpenAI's spec has them.
+
+Items come in two shapes. What a client sends (`InputItem`: an easy message with a
+string, a typed message, a `function_call`, a `function_call_output`, ...) is parsed
+leniently enough to say precisely what this server cannot take. What the server
+sends and stores (`Item`: a message, function call or function call output, each
+with an id and a status) is the one shape of items in responses, in their input
+item lists and in conversations.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Discriminator, Field, Tag
+
+from schemas.common import Metadata, RequestModel, ResponseModel, Temperature, TokenCount, TopP
+
+ItemStatus = Literal["in_progress", "completed", "incomplete"]
+
+# --- what a client sends --------------------------------------------------------
+
+
+def _type_tag(known: frozenset[str], default: str | None = None) -> Any:
+    """A discriminator on `type` that sends unknown types to an `other` variant."""
+
+    def tag(value: Any) -> str:
+        kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
+        if kind is None and default is not None:
+            return default
+        return kind if kind in known else "other"
+
+    return Discriminator(tag)
+
+
+class InputTextPart(RequestModel):
+    """Text in a message: `input_text` (user turns) or `output_text` (earlier assistant turns)."""
+
+    type: Literal["input_text", "output_text", "text"]
+    text: str
+
+
+class OtherPart(RequestModel):
+    """An image, file, audio or refusal part: parsed so the server can say it can't take it."""
+
+    type: str
+
+
+InputPart = Annotated[
+    Annotated[InputTextPart, Tag("text")] | Annotated[OtherPart, Tag("other")],
+    Discriminator(
+        lambda v: (
+            "text"
+            if (v.get("type") if isinstance(v, dict) else getattr(v, "type", None))
+            in ("input_text", "output_text", "text")
+            else "other"
+        )
+    ),
+]
+
+
+class InputMessage(RequestModel):
+    type: Literal["message"] | None = None
+    id: str | None = None
+    role: Literal["user", "assistant", "system", "developer"]
+    content: str | list[InputPart]
+    status: ItemStatus | None = None
+
+
+class FunctionCallInput(RequestModel):
+    type: Literal["function_call"]
+    id: str | None = None
+    call_id: str
+    name: str
+    arguments: str
+    status: ItemStatus | None = None
+
+
+class FunctionCallOutputInput(RequestModel):
+    type: Literal["function_call_output"]
+    id: str | None = None
+    call_id: str
+    output: str | list[InputPart]
+    status: ItemStatus | None = None
+
+
+class OtherItem(RequestModel):
+    """A reasoning item, an item reference, a built-in tool's call...: refused by name."""
+
+    type: str
+
+
+InputItem = Annotated[
+    Annotated[InputMessage, Tag("message")]
+    | Annotated[FunctionCallInput, Tag("function_call")]
+    | Annotated[FunctionCallOutputInput, Tag("function_call_output")]
+    | Annotated[OtherItem, Tag("other")],
+    _type_tag(frozenset({"message", "function_call", "function_call_output"}), "message"),
+]
+
+
+class FunctionTool(RequestModel):
+    type: Literal["function"]
+    name: str
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+    strict: bool | None = None
+
+
+class OtherTool(RequestModel):
+    """A built-in tool (web search, file search, ...), refused by name."""
+
+    type: str
+
+
+Tool = Annotated[
+    Annotated[FunctionTool, Tag("function")] | Annotated[OtherTool, Tag("other")],
+    _type_tag(frozenset({"function"})),
+]
+
+
+class ToolChoiceFunction(RequestModel):
+    type: Literal["function"]
+    name: str
+
+
+class OtherToolChoice(RequestModel):
+    type: str
+
+
+ToolChoice = (
+    Literal["none", "auto", "required"]
+    | Annotated[
+        Annotated[ToolChoiceFunction, Tag("function")] | Annotated[OtherToolChoice, Tag("other")],
+        _type_tag(frozenset({"function"})),
+    ]
+)
+
+
+class TextFormat(RequestModel):
+    type: Literal["text", "json_object", "json_schema"]
+    name: str | None = None
+    description: str | None = None
+    schema_: dict[str, Any] | None = Field(default=None, alias="schema")
+    strict: bool | None = None
+
+
+class TextConfig(RequestModel):
+    format: TextFormat | None = None
+    verbosity: str | None = None
+
+
+class ConversationRef(RequestModel):
+    id: str
+
+
+class CreateResponse(RequestModel):
+    model: str
+    input: str | list[InputItem] | None = None
+    instructions: str | None = None
+    max_output_tokens: TokenCount = None
+    temperature: Temperature = None
+    top_p: TopP = None
+    tools: list[Tool] | None = None
+    tool_choice: ToolChoice | None = None
+    parallel_tool_calls: bool | None = None
+    text: TextConfig | None = None
+    metadata: Metadata = None
+    store: bool | None = True
+    stream: bool | None = False
+    previous_response_id: str | None = None
+    conversation: str | ConversationRef | None = None
+    truncation: Literal["auto", "disabled"] | None = None
+    include: list[str] | None = None
+    background: bool | None = None
+    reasoning: dict[str, Any] | None = None
+    prompt: dict[str, Any] | None = None
+    max_tool_calls: int | None = None
+    top_logprobs: int | None = None
+    service_tier: str | None = None
+    user: str | None = None
+    safety_identifier: str | None = None
+    prompt_cache_key: str | None = None
+    stream_options: dict[str, Any] | None = None
+
+
+class InputTokensRequest(RequestModel):
+    """`POST /v1/responses/input_tokens`: what `CreateResponse` would send to the model."""
+
+    model: str
+    input: str | list[InputItem] | None = None
+    instructions: str | None = None
+    tools: list[Tool] | None = None
+    tool_choice: ToolChoice | None = None
+    parallel_tool_calls: bool | None = None
+    text: TextConfig | None = None
+    previous_response_id: str | None = None
+    conversation: str | ConversationRef | None = None
+    reasoning: dict[str, Any] | None = None
+    truncation: Literal["auto", "disabled"] | None = None
+
+
+# --- what the server sends and stores ----------------------------------------------
+
+
+class InputTextContent(ResponseModel):
+    type: Literal["input_text"] = "input_text"
+    text: str
+
+
+class OutputTextContent(ResponseModel):
+    type: Literal["output_text"] = "output_text"
+    text: str
+    annotations: list[dict[str, Any]] = Field(default_factory=list)
+    logprobs: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class MessageItem(ResponseModel):
+    id: str
+    type: Literal["message"] = "message"
+    role: Literal["user", "assistant", "system", "developer"]
+    status: ItemStatus
+    content: list[Annotated[InputTextContent | OutputTextContent, Field(discriminator="type")]]
+
+
+class FunctionCallItem(ResponseModel):
+    id: str
+    type: Literal["function_call"] = "function_call"
+    call_id: str
+    name: str
+    arguments: str
+    status: ItemStatus
+
+
+class FunctionCallOutputItem(ResponseModel):
+    id: str
+    type: Literal["function_call_output"] = "function_call_output"
+    call_id: str
+    output: str | list[dict[str, Any]]
+    status: ItemStatus
+
+
+Item = Annotated[
+    MessageItem | FunctionCallItem | FunctionCallOutputItem, Field(discriminator="type")
+]
+
+
+class InputTokensDetails(ResponseModel):
+    cached_tokens: int = 0
+    cache_write_tokens: int = 0
+
+
+class OutputTokensDetails(ResponseModel):
+    reasoning_tokens: int = 0
+
+
+class ResponseUsage(ResponseModel):
+    input_tokens: int
+    input_tokens_details: InputTokensDetails = Field(default_factory=InputTokensDetails)
+    output_tokens: int
+    output_tokens_details: OutputTokensDetails = Field(default_factory=OutputTokensDetails)
+    total_tokens: int
+
+
+class ResponseError(ResponseModel):
+    code: str
+    message: str
+
+
+class IncompleteDetails(ResponseModel):
+    reason: Literal["max_output_tokens", "content_filter"]
+
+
+class ConversationId(ResponseModel):
+    id: str
+
+
+ResponseStatus = Literal["completed", "failed", "in_progress", "cancelled", "queued", "incomplete"]
+
+
+class Response(ResponseModel):
+    id: str
+    object: Literal["response"] = "response"
+    created_at: int
+    status: ResponseStatus
+    completed_at: int | None
+    error: ResponseError | None
+    incomplete_details: IncompleteDetails | None
+    instructions: str | None
+    max_output_tokens: int | None
+    model: str
+    output: list[Item]
+    parallel_tool_calls: bool
+    previous_response_id: str | None
+    reasoning: dict[str, Any] | None
+    store: bool
+    background: bool
+    temperature: float
+    top_p: float
+    text: dict[str, Any]
+    tool_choice: str | dict[str, Any]
+    tools: list[dict[str, Any]]
+    truncation: Literal["auto", "disabled"]
+    usage: ResponseUsage | None = None
+    metadata: dict[str, str]
+    conversation: ConversationId | None
+    service_tier: str = "default"
+    user: str | None = None
+
+
+class ResponseItemList(ResponseModel):
+    object: Literal["list"] = "list"
+    data: list[Item]
+    first_id: str
+    last_id: str
+    has_more: bool
+
+
+class ResponseDeleted(ResponseModel):
+    id: str
+    object: Literal["response"] = "response"
+    deleted: bool
+
+
+class InputTokens(ResponseModel):
+    object: Literal["response.input_tokens"] = "response.input_tokens"
+    input_tokens: int
