@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from fastapi import FastAPI
 
 from oai_server import __version__
+from oai_server.cache import build_cache
 from oai_server.engine.protocol import Engine
 from oai_server.error_responses import install_error_handlers
 from oai_server.generation.chat_template import load_template
@@ -56,6 +57,8 @@ def create_app(settings: Settings, engine: Engine) -> FastAPI:
             starting.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await starting
+            if cache is not None:
+                await cache.close()
             await engine.stop()
 
     app = FastAPI(
@@ -67,14 +70,20 @@ def create_app(settings: Settings, engine: Engine) -> FastAPI:
     )
     metrics = Metrics(engine.running_requests)
     chat_template = load_template(settings.chat_template)
+    chat_service = ChatService(
+        engine, settings.model_name, chat_template, settings.tool_call_parser
+    )
+    completion_service = CompletionService(engine, settings.model_name)
+    cache = build_cache(settings, metrics.registry, chat_service, completion_service)
     app.state.server = ServerState(
         settings=settings,
         engine=engine,
-        chat=ChatService(engine, settings.model_name, chat_template, settings.tool_call_parser),
-        completions=CompletionService(engine, settings.model_name),
+        chat=chat_service,
+        completions=completion_service,
         tokenize=TokenizeService(engine, settings.model_name, chat_template),
         metrics=metrics,
         created=int(time.time()),
+        cache=cache,
     )
     for module in (chat, completions, models, system, tokenize, realtime):
         app.include_router(module.router)

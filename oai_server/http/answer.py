@@ -41,7 +41,13 @@ async def answer(
     that leaves at any point, queued, in prefill or generating, cancels the work, and
     so aborts the engine request.
     """
-    job = service.prepare(req)
+    return await answer_job(request, req, service, service.prepare(req))
+
+
+async def answer_job(
+    request: Request, req: Req, service: GenerationService[Req, Job, Handle], job: Job
+) -> Response:
+    """`answer`, for a job `service.prepare` has already made of `req`."""
     if req.stream:
         handle = await until_disconnect(request, service.start(job))
         # From here Starlette watches the connection and cancels the stream on disconnect.

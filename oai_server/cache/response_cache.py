@@ -1,0 +1,197 @@
+"""The response cache at the route layer: a hit is replayed, a miss runs the engine.
+
+A miss's events pass through to the client untouched (no extra cost per chunk) and are
+recorded; when the answer has ended normally they become the entry. An answer that
+failed, or whose client left, is never stored.
+
+`Cache-Control` on the request, as HTTP intends: `no-store` neither reads nor writes
+the cache (nor waits for an identical request in flight); `no-cache` does not read it
+but stores the fresh answer, replacing the entry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from fastapi import Request, Response
+
+from oai_server.cache.backend import CacheBackend
+from oai_server.cache.endpoints import ChatEndpoint, CompletionsEndpoint, Endpoint, Event
+from oai_server.cache.entry import Entry, decode, encode, usage_of
+from oai_server.cache.flights import Flights
+from oai_server.cache.key import cache_key, determined
+from oai_server.cache.metrics import CacheMetrics
+from oai_server.cache.replay import replay_stream, replay_whole
+from oai_server.http.answer import answer_job, json_response
+from oai_server.http.disconnect import until_disconnect
+from oai_server.http.sse import event_stream
+from oai_server.services.common import StreamSettings
+from oai_server.services.events import EventStream
+from schemas.chat import CreateChatCompletionRequest
+from schemas.common import GenerationRequest, ResponseModel
+from schemas.completions import CreateCompletionRequest
+
+HEADER = "x-cache"
+
+
+def _directives(request: Request) -> set[str]:
+    value = request.headers.get("cache-control", "")
+    return {part.strip().lower() for part in value.split(",") if part.strip()}
+
+
+class ResponseCache:
+    """Answers chat and text completions through the cache in `backend`."""
+
+    def __init__(
+        self,
+        backend: CacheBackend,
+        metrics: CacheMetrics,
+        chat: ChatEndpoint,
+        completions: CompletionsEndpoint,
+        *,
+        shared: bool = False,
+    ) -> None:
+        self.backend = backend
+        self.metrics = metrics
+        self._chat = chat
+        self._completions = completions
+        self._shared = shared
+        self._flights = Flights()
+        metrics.track_bytes(backend.bytes_held)
+
+    async def chat(self, request: Request, req: CreateChatCompletionRequest) -> Response:
+        """Answer `POST /v1/chat/completions`."""
+        return await self._answer(request, req, self._chat)
+
+    async def completions(self, request: Request, req: CreateCompletionRequest) -> Response:
+        """Answer `POST /v1/completions`."""
+        return await self._answer(request, req, self._completions)
+
+    async def close(self) -> None:
+        await self.backend.close()
+
+    async def _answer(
+        self, request: Request, req: GenerationRequest, endpoint: Endpoint[Any, Any, Any]
+    ) -> Response:
+        service = endpoint.service
+        job = service.prepare(req)
+        if (
+            not determined(endpoint.options(job))
+            or StreamSettings.of(req.stream_options).continuous_usage
+        ):
+            return await answer_job(request, req, service, job)
+        principal = None if self._shared else getattr(request.state, "principal", None)
+        key = cache_key(
+            endpoint.kind, None if principal is None else str(principal),
+            endpoint.key_material(req, job),
+        )  # fmt: skip
+        directives = _directives(request)
+        if not directives & {"no-store", "no-cache"}:
+            entry = await self._lookup(request, key, endpoint)
+            if entry is not None:
+                response = (replay_stream if req.stream else replay_whole)(endpoint, req, entry)
+                response.headers[HEADER] = "hit"
+                return response
+        self.metrics.misses.inc()
+        store = "no-store" not in directives
+        lead = store and self._flights.lead(key)
+        try:
+            response = await self._run(request, req, job, endpoint, key, store, lead)
+        except BaseException:
+            if lead:
+                self._flights.land(key, None)
+            raise
+        response.headers[HEADER] = "miss"
+        return response
+
+    async def _lookup(
+        self, request: Request, key: str, endpoint: Endpoint[Any, Any, Any]
+    ) -> Entry | None:
+        """A stored entry, else the outcome of an identical request in flight, else None."""
+        data = await self.backend.get(key)
+        if data is not None:
+            entry = decode(data, endpoint.chunk_model)
+            if entry is not None:
+                self.metrics.hits.inc()
+                return entry
+            self.metrics.backend_errors.inc()
+        flight = self._flights.pending(key)
+        if flight is None:
+            return None
+        data = await until_disconnect(request, flight)
+        entry = None if data is None else decode(data, endpoint.chunk_model)
+        if entry is not None:
+            self.metrics.coalesced.inc()
+        return entry
+
+    async def _finish(
+        self, key: str, store: bool, lead: bool, events: list[Event], usage: tuple[int, int]
+    ) -> None:
+        data = encode(events, *usage)
+        if store:
+            await self.backend.set(key, data)
+        if lead:
+            self._flights.land(key, data)
+
+    async def _run(
+        self,
+        request: Request,
+        req: GenerationRequest,
+        job: Any,
+        endpoint: Endpoint[Any, Any, Any],
+        key: str,
+        store: bool,
+        lead: bool,
+    ) -> Response:
+        """Answer from the engine, recording the events; store them once the answer is whole."""
+        service = endpoint.service
+        if endpoint.whole_only(job):
+
+            async def ranked() -> ResponseModel:
+                return await service.complete(await service.start(job))
+
+            whole = await until_disconnect(request, ranked())
+            usage = getattr(whole, "usage", None)
+            counts = (0, 0) if usage is None else (usage.prompt_tokens, usage.completion_tokens)
+            await self._finish(key, store, lead, endpoint.whole_events(whole), counts)
+            return json_response(whole)
+        handle = await until_disconnect(request, service.start(job))
+        stream: EventStream[Any] = service.stream(handle)
+        if req.stream:
+            recorded = self._recorded(
+                stream,
+                lambda events: self._finish(key, store, lead, events, endpoint.usage(handle)),
+                lambda: self._flights.land(key, None) if lead else None,
+            )
+            # Starlette watches the connection from here, as for any stream.
+            return event_stream(EventStream(recorded, stream.chunk_of))
+
+        async def whole_answer() -> Response:
+            events = [event async for event in stream]
+            await self._finish(key, store, lead, events, endpoint.usage(handle))
+            id_, created = endpoint.identity(handle)
+            usage = usage_of(*endpoint.usage(handle))
+            return json_response(endpoint.assemble(req, events, usage, id_, created))
+
+        return await until_disconnect(request, whole_answer())
+
+    @staticmethod
+    async def _recorded(
+        stream: EventStream[Any],
+        finish: Callable[[list[Event]], Awaitable[None]],
+        abandon: Callable[[], None],
+    ) -> AsyncIterator[Event]:
+        """`stream`'s events, unchanged; `finish(events)` once it has ended normally.
+
+        `abandon()` if it ends any other way: failed, or cancelled with its client gone.
+        """
+        events: list[Event] = []
+        try:
+            async for event in stream:
+                events.append(event)
+                yield event
+        except BaseException:
+            abandon()
+            raise
+        await finish(events)
