@@ -37,14 +37,6 @@ Handle = TypeVar("Handle")
 Event = TextDelta | ResponseModel
 
 
-def _options(options: SamplingOptions) -> dict[str, Any]:
-    material = options_material(options)
-    if options.logit_bias:
-        # The order a client listed biases in changes nothing.
-        material["logit_bias"] = sorted(options.logit_bias.items())
-    return material
-
-
 class Endpoint(ABC, Generic[Req, Job, Handle]):
     """One generation endpoint's part in caching."""
 
@@ -118,7 +110,7 @@ class ChatEndpoint(Endpoint[CreateChatCompletionRequest, ChatJob, ChatRequest]):
         return {
             "model": self.model_name,
             "prompt": job.prompt_token_ids,
-            "options": _options(job.options),
+            "options": options_material(job.options),
             # The template may leave tools out of the prompt; they still shape the answer.
             "tools": [t.model_dump(mode="json", exclude_none=True) for t in tools],
             "tool_choice": choice,
@@ -179,7 +171,7 @@ class CompletionsEndpoint(Endpoint[CreateCompletionRequest, CompletionJob, Batch
         return {
             "model": self.model_name,
             "prompts": job.prompts,
-            "options": [_options(o) for o in job.options],
+            "options": [options_material(o) for o in job.options],
             "n": job.n,
             "echo": bool(req.echo),
             "logprobs": req.logprobs,

@@ -29,9 +29,25 @@ def determined(options: Sequence[SamplingOptions]) -> bool:
     return all(o.temperature == 0 or o.seed is not None for o in options)
 
 
+_FLOATS = tuple(
+    f.name for f in dataclasses.fields(SamplingOptions) if f.type in ("float", float)
+)
+
+
 def options_material(options: SamplingOptions) -> dict[str, Any]:
-    """Every sampling parameter, defaults included, in a JSON-able form."""
-    return dataclasses.asdict(options)
+    """Every sampling parameter, defaults included, in a JSON-able form.
+
+    Numbers are normalized (`0` and `0.0` are one temperature), and so is the order of
+    `logit_bias`, which changes nothing.
+    """
+    material = dataclasses.asdict(options)
+    for name in _FLOATS:
+        material[name] = float(material[name])
+    if options.logit_bias:
+        material["logit_bias"] = sorted(
+            (token, float(bias)) for token, bias in options.logit_bias.items()
+        )
+    return material
 
 
 def cache_key(kind: str, principal: str | None, material: dict[str, Any]) -> str:
