@@ -32,7 +32,8 @@ async def test_a_repeated_greedy_question_is_answered_once(backend: str) -> None
         a, b = first.json(), second.json()
         assert a["choices"] == b["choices"]
         assert a["usage"] == b["usage"]  # the original counts (see the README)
-        assert a["id"] != b["id"] and b["id"].startswith("chatcmpl-")
+        assert a["id"] != b["id"]
+        assert b["id"].startswith("chatcmpl-")
         assert await c.metric("oai_cache_hits_total") == 1
         assert await c.metric("oai_cache_misses_total") == 1
 
@@ -112,7 +113,8 @@ async def test_a_streamed_hit_replays_the_chunks_of_the_miss(backend: str, usage
         assert replayed[0]["id"] != live[0]["id"]
         assert chat_text(replayed) == engine.reply
         if usage:
-            assert replayed[-1]["choices"] == [] and replayed[-1]["usage"]["total_tokens"] > 0
+            assert replayed[-1]["choices"] == []
+            assert replayed[-1]["usage"]["total_tokens"] > 0
             assert all(chunk["usage"] is None for chunk in replayed[:-1])
         else:
             assert all("usage" not in chunk for chunk in replayed)
@@ -220,4 +222,3 @@ async def test_the_metrics_are_exposed(backend: str) -> None:
             "oai_cache_bytes",
         ):
             assert await c.metric(name) == 0
-
