@@ -29,9 +29,7 @@ def determined(options: Sequence[SamplingOptions]) -> bool:
     return all(o.temperature == 0 or o.seed is not None for o in options)
 
 
-_FLOATS = tuple(
-    f.name for f in dataclasses.fields(SamplingOptions) if f.type in ("float", float)
-)
+_FLOATS = tuple(f.name for f in dataclasses.fields(SamplingOptions) if f.type in ("float", float))
 
 
 def options_material(options: SamplingOptions) -> dict[str, Any]:

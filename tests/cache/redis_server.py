@@ -9,6 +9,7 @@ A missing binary fails the test, it does not skip it (`make test` installs it).
 from __future__ import annotations
 
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -70,6 +71,15 @@ class RedisServer:
             self._proc.kill()
             self._proc.wait(timeout=10)
             self._proc = None
+
+    def freeze(self) -> None:
+        """Stop the process without closing its sockets: Redis hangs, as a slow one does."""
+        assert self._proc is not None
+        self._proc.send_signal(signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        assert self._proc is not None
+        self._proc.send_signal(signal.SIGCONT)
 
     def flush(self) -> None:
         with redis.Redis.from_url(self.url) as client:
