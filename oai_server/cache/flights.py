@@ -1,14 +1,31 @@
 """Single flight: identical misses that overlap run the engine once.
 
-The first miss for a key leads: it runs the engine and publishes the encoded entry
-(or None, if it failed or its client left). Misses for the same key that arrive
-meanwhile follow: they wait for what the leader publishes, and run the engine
-themselves only if it published nothing.
+The first miss for a key leads: it runs the engine and lands its flight with the
+encoded entry (or None, if it failed or its client left). Misses for the same key that
+arrive meanwhile follow: they wait for what the leader lands, and run the engine
+themselves only if it landed nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
+
+
+class Flight:
+    """One leader's answer for a key, on its way."""
+
+    def __init__(self, flights: dict[str, asyncio.Future[bytes | None]], key: str) -> None:
+        self._flights = flights
+        self._key = key
+        self._future: asyncio.Future[bytes | None] = asyncio.get_running_loop().create_future()
+        flights[key] = self._future
+
+    def land(self, data: bytes | None) -> None:
+        """Hand `data` to the followers; later calls do nothing."""
+        if self._flights.get(self._key) is self._future:
+            del self._flights[self._key]
+        if not self._future.done():
+            self._future.set_result(data)
 
 
 class Flights:
@@ -17,20 +34,13 @@ class Flights:
     def __init__(self) -> None:
         self._flights: dict[str, asyncio.Future[bytes | None]] = {}
 
-    def lead(self, key: str) -> bool:
-        """Become the leader for `key`; False when another request already is."""
+    def lead(self, key: str) -> Flight | None:
+        """Lead the flight for `key`; None when another request already does."""
         if key in self._flights:
-            return False
-        self._flights[key] = asyncio.get_running_loop().create_future()
-        return True
+            return None
+        return Flight(self._flights, key)
 
     def pending(self, key: str) -> asyncio.Future[bytes | None] | None:
         """What a follower of `key` awaits (shielded: a follower leaving cancels nothing)."""
         flight = self._flights.get(key)
         return None if flight is None else asyncio.shield(flight)
-
-    def land(self, key: str, data: bytes | None) -> None:
-        """The leader's outcome for `key`: an encoded entry, or None when it has none."""
-        flight = self._flights.pop(key, None)
-        if flight is not None and not flight.done():
-            flight.set_result(data)

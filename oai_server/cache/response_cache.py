@@ -11,6 +11,7 @@ but stores the fresh answer, replacing the entry.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -19,7 +20,7 @@ from fastapi import Request, Response
 from oai_server.cache.backend import CacheBackend
 from oai_server.cache.endpoints import ChatEndpoint, CompletionsEndpoint, Endpoint, Event
 from oai_server.cache.entry import Entry, decode, encode, usage_of
-from oai_server.cache.flights import Flights
+from oai_server.cache.flights import Flight, Flights
 from oai_server.cache.key import cache_key, determined
 from oai_server.cache.metrics import CacheMetrics
 from oai_server.cache.replay import replay_stream, replay_whole
@@ -95,12 +96,12 @@ class ResponseCache:
                 return response
         self.metrics.misses.inc()
         store = "no-store" not in directives
-        lead = store and self._flights.lead(key)
+        flight = self._flights.lead(key) if store else None
         try:
-            response = await self._run(request, req, job, endpoint, key, store, lead)
+            response = await self._run(request, req, job, endpoint, key, store, flight)
         except BaseException:
-            if lead:
-                self._flights.land(key, None)
+            if flight is not None:
+                flight.land(None)
             raise
         response.headers[HEADER] = "miss"
         return response
@@ -126,13 +127,19 @@ class ResponseCache:
         return entry
 
     async def _finish(
-        self, key: str, store: bool, lead: bool, events: list[Event], usage: tuple[int, int]
+        self,
+        key: str,
+        store: bool,
+        flight: Flight | None,
+        events: list[Event],
+        usage: tuple[int, int],
     ) -> None:
+        if not store:
+            return
         data = encode(events, *usage)
-        if store:
-            await self.backend.set(key, data)
-        if lead:
-            self._flights.land(key, data)
+        await self.backend.set(key, data)
+        if flight is not None:
+            flight.land(data)
 
     async def _run(
         self,
@@ -142,7 +149,7 @@ class ResponseCache:
         endpoint: Endpoint[Any, Any, Any],
         key: str,
         store: bool,
-        lead: bool,
+        flight: Flight | None,
     ) -> Response:
         """Answer from the engine, recording the events; store them once the answer is whole."""
         service = endpoint.service
@@ -154,22 +161,25 @@ class ResponseCache:
             whole = await until_disconnect(request, ranked())
             usage = getattr(whole, "usage", None)
             counts = (0, 0) if usage is None else (usage.prompt_tokens, usage.completion_tokens)
-            await self._finish(key, store, lead, endpoint.whole_events(whole), counts)
+            await self._finish(key, store, flight, endpoint.whole_events(whole), counts)
             return json_response(whole)
         handle = await until_disconnect(request, service.start(job))
         stream: EventStream[Any] = service.stream(handle)
         if req.stream:
             recorded = self._recorded(
                 stream,
-                lambda events: self._finish(key, store, lead, events, endpoint.usage(handle)),
-                lambda: self._flights.land(key, None) if lead else None,
+                lambda events: self._finish(key, store, flight, events, endpoint.usage(handle)),
+                lambda: None if flight is None else flight.land(None),
             )
+            if flight is not None:
+                # A stream whose body never starts (its client gone first) still lands.
+                weakref.finalize(recorded, flight.land, None)
             # Starlette watches the connection from here, as for any stream.
             return event_stream(EventStream(recorded, stream.chunk_of))
 
         async def whole_answer() -> Response:
             events = [event async for event in stream]
-            await self._finish(key, store, lead, events, endpoint.usage(handle))
+            await self._finish(key, store, flight, events, endpoint.usage(handle))
             id_, created = endpoint.identity(handle)
             usage = usage_of(*endpoint.usage(handle))
             return json_response(endpoint.assemble(req, events, usage, id_, created))
