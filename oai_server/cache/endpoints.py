@@ -50,7 +50,12 @@ class Endpoint(ABC, Generic[Req, Job, Handle]):
     def options(self, job: Job) -> Sequence[SamplingOptions]: ...
 
     @abstractmethod
-    def key_material(self, req: Req, job: Job) -> dict[str, Any]: ...
+    def prompts(self, job: Job) -> list[list[int]]:
+        """The prompts' token ids, as the engine gets them."""
+
+    @abstractmethod
+    def key_material(self, req: Req, job: Job) -> dict[str, Any]:
+        """Everything else that shapes the answer."""
 
     @abstractmethod
     def usage(self, handle: Handle) -> tuple[int, int]:
@@ -100,6 +105,9 @@ class ChatEndpoint(Endpoint[CreateChatCompletionRequest, ChatJob, ChatRequest]):
     def options(self, job: ChatJob) -> Sequence[SamplingOptions]:
         return (job.options,)
 
+    def prompts(self, job: ChatJob) -> list[list[int]]:
+        return [job.prompt_token_ids]
+
     def key_material(self, req: CreateChatCompletionRequest, job: ChatJob) -> dict[str, Any]:
         tools = req.tools or []
         choice: Any = req.tool_choice if req.tool_choice is not None else None
@@ -109,7 +117,6 @@ class ChatEndpoint(Endpoint[CreateChatCompletionRequest, ChatJob, ChatRequest]):
             choice = {"function": choice.function.name}
         return {
             "model": self.model_name,
-            "prompt": job.prompt_token_ids,
             "options": options_material(job.options),
             # The template may leave tools out of the prompt; they still shape the answer.
             "tools": [t.model_dump(mode="json", exclude_none=True) for t in tools],
@@ -167,10 +174,12 @@ class CompletionsEndpoint(Endpoint[CreateCompletionRequest, CompletionJob, Batch
     def options(self, job: CompletionJob) -> Sequence[SamplingOptions]:
         return job.options
 
+    def prompts(self, job: CompletionJob) -> list[list[int]]:
+        return job.prompts
+
     def key_material(self, req: CreateCompletionRequest, job: CompletionJob) -> dict[str, Any]:
         return {
             "model": self.model_name,
-            "prompts": job.prompts,
             "options": [options_material(o) for o in job.options],
             "n": job.n,
             "echo": bool(req.echo),

@@ -51,18 +51,23 @@ def encode(
     events: Sequence[TextDelta | ResponseModel], prompt_tokens: int, completion_tokens: int
 ) -> bytes:
     """The entry for a stream's `events`; a chunk that only reports usage is left out."""
-    stored: list[Any] = []
-    for event in events:
-        if isinstance(event, TextDelta):
-            stored.append([event.index, event.text])
-            continue
-        chunk = event.model_dump(mode="json", exclude_unset=True, exclude=_NOT_STORED)
-        if chunk.get("choices") == [] and getattr(event, "usage", None) is not None:
-            continue
-        stored.append(chunk)
+    stored: list[Any] = [
+        (event.index, event.text) if type(event) is TextDelta else _stored_chunk(event)
+        for event in events
+    ]
+    if stored and stored[-1] is None:
+        stored.pop()
     return pydantic_core.to_json(
         {"format": FORMAT, "events": stored, "usage": [prompt_tokens, completion_tokens]}
     )
+
+
+def _stored_chunk(chunk: TextDelta | ResponseModel) -> dict[str, Any] | None:
+    """A chunk as stored; None for the one that only reports usage (it ends a stream)."""
+    assert isinstance(chunk, ResponseModel)
+    if getattr(chunk, "usage", None) is not None and not getattr(chunk, "choices", True):
+        return None
+    return chunk.model_dump(mode="json", exclude_unset=True, exclude=_NOT_STORED)
 
 
 def decode(data: bytes, chunk_model: type[ResponseModel]) -> Entry | None:

@@ -12,7 +12,6 @@ but stores the fresh answer, replacing the entry.
 from __future__ import annotations
 
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from fastapi import Request, Response
@@ -26,7 +25,7 @@ from oai_server.cache.metrics import CacheMetrics
 from oai_server.cache.replay import replay_stream, replay_whole
 from oai_server.http.answer import answer_job, json_response
 from oai_server.http.disconnect import until_disconnect
-from oai_server.http.sse import event_stream
+from oai_server.http.sse import StreamTap, event_stream
 from oai_server.services.common import StreamSettings
 from oai_server.services.events import EventStream
 from schemas.chat import CreateChatCompletionRequest
@@ -84,9 +83,11 @@ class ResponseCache:
             return await answer_job(request, req, service, job)
         principal = None if self._shared else getattr(request.state, "principal", None)
         key = cache_key(
-            endpoint.kind, None if principal is None else str(principal),
+            endpoint.kind,
+            None if principal is None else str(principal),
+            endpoint.prompts(job),
             endpoint.key_material(req, job),
-        )  # fmt: skip
+        )
         directives = _directives(request)
         if not directives & {"no-store", "no-cache"}:
             entry = await self._lookup(request, key, endpoint)
@@ -166,16 +167,16 @@ class ResponseCache:
         handle = await until_disconnect(request, service.start(job))
         stream: EventStream[Any] = service.stream(handle)
         if req.stream:
-            recorded = self._recorded(
-                stream,
+            tap = StreamTap(
                 lambda events: self._finish(key, store, flight, events, endpoint.usage(handle)),
                 lambda: None if flight is None else flight.land(None),
             )
+            # Starlette watches the connection from here, as for any stream.
+            response = event_stream(stream, tap)
             if flight is not None:
                 # A stream whose body never starts (its client gone first) still lands.
-                weakref.finalize(recorded, flight.land, None)
-            # Starlette watches the connection from here, as for any stream.
-            return event_stream(EventStream(recorded, stream.chunk_of))
+                weakref.finalize(response.body_iterator, flight.land, None)
+            return response
 
         async def whole_answer() -> Response:
             events = [event async for event in stream]
@@ -185,23 +186,3 @@ class ResponseCache:
             return json_response(endpoint.assemble(req, events, usage, id_, created))
 
         return await until_disconnect(request, whole_answer())
-
-    @staticmethod
-    async def _recorded(
-        stream: EventStream[Any],
-        finish: Callable[[list[Event]], Awaitable[None]],
-        abandon: Callable[[], None],
-    ) -> AsyncIterator[Event]:
-        """`stream`'s events, unchanged; `finish(events)` once it has ended normally.
-
-        `abandon()` if it ends any other way: failed, or cancelled with its client gone.
-        """
-        events: list[Event] = []
-        try:
-            async for event in stream:
-                events.append(event)
-                yield event
-        except BaseException:
-            abandon()
-            raise
-        await finish(events)
