@@ -4,6 +4,11 @@ A miss's events pass through to the client untouched (no extra cost per chunk) a
 recorded; when the answer has ended normally they become the entry. An answer that
 failed, or whose client left, is never stored.
 
+A hit reports the `usage` of the answer it replays: the tokens of that prompt and that
+answer, which is what clients use `usage` for (context bookkeeping, cost estimates),
+and what OpenAI reports for an answer however it was produced; `x-cache: hit` says
+that no engine time was spent on it.
+
 `Cache-Control` on the request, as HTTP intends: `no-store` neither reads nor writes
 the cache (nor waits for an identical request in flight); `no-cache` does not read it
 but stores the fresh answer, replacing the entry.
