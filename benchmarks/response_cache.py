@@ -8,8 +8,9 @@ for Redis, a temporary `redis-server` unless `--redis-url` names one).
 At each concurrency, a closed loop of streamed greedy requests: misses are distinct
 prompts (each answered by the engine, then stored), hits are one prompt asked again
 and again after it was stored once. Measured: time to first token (first content
-chunk) and requests per second. The cost of a miss with the cache on against off is
-`python -m benchmarks floor --apps ours,ours-cache` (server CPU time per request).
+chunk) and requests per second. Without `--base-url`, misses with the cache off are
+measured too, for the cost of a miss (wall-clock latency with a realistic engine pace);
+its server CPU time is `python -m benchmarks floor --apps ours,ours-cache`.
 """
 
 from __future__ import annotations
@@ -123,7 +124,13 @@ def _row(label: str, concurrency: int, samples: list[Sample], wall_s: float) -> 
 
 
 async def measure(
-    base_url: str, api: str, concurrencies: Sequence[int], requests: int, max_tokens: int
+    base_url: str,
+    api: str,
+    concurrencies: Sequence[int],
+    requests: int,
+    max_tokens: int,
+    *,
+    hits: bool = True,
 ) -> list[dict[str, Any]]:
     """Rows of misses then hits at each concurrency, against the server at `base_url`."""
     rows: list[dict[str, Any]] = []
@@ -137,6 +144,8 @@ async def measure(
                     client, api, fresh, requests, concurrency, max_tokens
                 ))
             )  # fmt: skip
+            if not hits:
+                continue
             same = itertools.repeat(f"Question {stamp}-{concurrency}: what is repeated?")
             await _loop(client, api, same, 1, 1, max_tokens)  # fills the entry
             rows.append(
@@ -157,7 +166,7 @@ def table(backend: str, rows: Sequence[dict[str, Any]]) -> str:
     ]
     misses = {r["concurrency"]: r["req_per_s"] for r in rows if r["run"] == "miss"}
     for r in rows:
-        ratio = f"{r['req_per_s'] / misses[r['concurrency']]:.0f}x" if r["run"] == "hit" else ""
+        ratio = f"{r['req_per_s'] / misses[r['concurrency']]:.1f}x" if r["run"] == "hit" else ""
         lines.append(
             f"| {r['run']} | {r['concurrency']} | {r['requests']} | {r['x-cache']} "
             f"| {r['ttft_p50_ms']:.1f} | {r['ttft_p90_ms']:.1f} | {r['latency_p50_ms']:.1f} "
@@ -187,6 +196,23 @@ def _redis(url: str | None) -> Iterator[str]:
             proc.wait(timeout=10)
 
 
+def miss_cost(off: Sequence[dict[str, Any]], on: Sequence[dict[str, Any]], backend: str) -> str:
+    """Markdown: misses with the cache on against off, at each concurrency."""
+    lines = [
+        f"### the cost of a miss: {backend} against the cache off",
+        "",
+        "| concurrency | TTFT p50 on/off | latency p50 on/off | req/s on/off |",
+        "|---:|---:|---:|---:|",
+    ]
+    for a, b in zip(off, (r for r in on if r["run"] == "miss"), strict=True):
+        lines.append(
+            f"| {a['concurrency']} | {b['ttft_p50_ms'] / a['ttft_p50_ms']:.3f} "
+            f"| {b['latency_p50_ms'] / a['latency_p50_ms']:.3f} "
+            f"| {b['req_per_s'] / a['req_per_s']:.3f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def _run_backend(backend: str, args: argparse.Namespace, log_dir: Path) -> list[dict[str, Any]]:
     port = free_port()
     env = {
@@ -201,7 +227,7 @@ def _run_backend(backend: str, args: argparse.Namespace, log_dir: Path) -> list[
     with running(server, timeout_s=120):
         return asyncio.run(
             measure(f"{server.root_url}/v1", args.api, args.concurrency, args.requests,
-                    args.max_tokens)
+                    args.max_tokens, hits=backend != "off")
         )  # fmt: skip
 
 
@@ -214,12 +240,16 @@ def _command(args: argparse.Namespace) -> int:
         out.append(table(args.base_url, rows))
     else:
         log_dir = Path(tempfile.mkdtemp(prefix="cache-bench-"))
+        off = _run_backend("off", args, log_dir)
+        out.append(table("off", off))
         for backend in args.backends:
             if backend == "redis":
                 with _redis(args.redis_url) as url:
-                    out.append(table("redis", _run_backend(url, args, log_dir)))
+                    rows = _run_backend(url, args, log_dir)
             else:
-                out.append(table(backend, _run_backend(backend, args, log_dir)))
+                rows = _run_backend(backend, args, log_dir)
+            out.append(table(backend, rows))
+            out.append(miss_cost(off, rows, backend))
     print("\n".join(out))
     return 0
 
@@ -241,7 +271,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--backends",
         type=lambda text: text.split(","),
         default=["memory", "redis"],
-        help="without --base-url: of memory, redis (default: both)",
+        help="without --base-url: of memory, redis (default: both; the cache off is "
+        "always measured too, for the cost of a miss)",
     )
     parser.add_argument("--redis-url", help="a Redis to use (default: start a temporary one)")
     parser.add_argument("--api", choices=("chat", "completions"), default="chat")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from benchmarks.response_cache import measure, table
+from benchmarks.response_cache import measure, miss_cost, table
 from oai_server.app import create_app
 from oai_server.engine.fake import FakeEngine
 from oai_server.settings import Settings
@@ -24,3 +24,5 @@ async def test_hits_are_hits_and_misses_are_misses() -> None:
     assert len(engine.calls) == (1 + 6 + 1) + (3 + 6 + 1)
     assert all(r["ttft_p50_ms"] > 0 for r in rows)
     assert "| hit | 3 | 6 | hit |" in table("memory", rows)
+    misses = [r for r in rows if r["run"] == "miss"]
+    assert "| 3 | 1.000 | 1.000 | 1.000 |" in miss_cost(misses, rows, "memory")
