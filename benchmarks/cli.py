@@ -7,6 +7,7 @@
 - compare: our server and `vllm serve` in turns, ratios ours / vllm (module `compare`).
 - floor: the web layer's own CPU cost, with a zero-cost engine (module `floor`).
 - realtime: Realtime WebSocket sessions against the same load over SSE (module `realtime`).
+- store: the cost of `store: true`, and metadata-filtered lists (module `store`).
 - cache: the response cache's hits against its misses, per backend (module `response_cache`).
 
 A subcommand lives in a module with a `register(subparsers)` function that sets `handler`, a
@@ -25,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from benchmarks import ceiling, compare, floor, options, realtime, response_cache
+from benchmarks import ceiling, compare, floor, options, realtime, response_cache, store
 from benchmarks.client import discover_model, make_client
 from benchmarks.publish import publish, show
 from benchmarks.report import DEFAULT_OUT, load_records, run_stamp
@@ -155,6 +156,7 @@ _REGISTRARS: Sequence[Callable[[Subparsers], None]] = (
     compare.register,
     floor.register,
     realtime.register,
+    store.register,
     response_cache.register,
 )
 

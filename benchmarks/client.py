@@ -168,12 +168,16 @@ async def send_request(
 
 
 def make_client(
-    base_url: str, pool_size: int, timeout_s: float, api_key: str | None
+    base_url: str,
+    pool_size: int,
+    timeout_s: float,
+    api_key: str | None,
+    transport: httpx.AsyncBaseTransport | None = None,
 ) -> httpx.AsyncClient:
     """An HTTP/1.1 client with `pool_size` connections, so requests never queue inside the client.
 
     It ignores proxy environment variables: a proxy between the harness and the server would be
-    measured too.
+    measured too. `transport`, if given, wraps the connection (tests check every response).
     """
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     return httpx.AsyncClient(
@@ -184,6 +188,7 @@ def make_client(
         limits=httpx.Limits(max_connections=pool_size, max_keepalive_connections=pool_size),
         timeout=httpx.Timeout(timeout_s),
         trust_env=False,
+        transport=transport,
     )
 
 

@@ -153,14 +153,20 @@ async def _stream(
         )
 
     def choice(text: str, finish: str | None = None) -> dict[str, Any]:
+        # `logprobs` is required (null) in both chunk shapes of OpenAI's spec.
         if api == "chat":
-            return {"index": 0, "delta": {"content": text}, "finish_reason": finish}
-        return {"index": 0, "text": text, "finish_reason": finish}
+            return {
+                "index": 0,
+                "delta": {"content": text},
+                "logprobs": None,
+                "finish_reason": finish,
+            }
+        return {"index": 0, "text": text, "logprobs": None, "finish_reason": finish}
 
     continuous = bool(options.get("continuous_usage_stats"))
     if api == "chat":
         await emit(
-            [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}],
+            [choice("") | {"delta": {"role": "assistant", "content": ""}}],
             0,
             continuous,
         )

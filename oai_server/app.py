@@ -15,6 +15,7 @@ from oai_server.cache import build_cache
 from oai_server.engine.protocol import Engine
 from oai_server.error_responses import install_error_handlers
 from oai_server.generation.chat_template import load_template
+from oai_server.generation.work_limits import WorkLimits
 from oai_server.metrics import Metrics
 from oai_server.middleware import APIKeyMiddleware, MetricsMiddleware
 from oai_server.realtime import router as realtime
@@ -24,6 +25,7 @@ from oai_server.services.completions import CompletionService
 from oai_server.services.tokenize import TokenizeService
 from oai_server.settings import Settings
 from oai_server.state import ServerState
+from oai_server.store import install as install_store
 from oai_server.web import install as install_web_ui
 
 logger = logging.getLogger(__name__)
@@ -50,6 +52,7 @@ def create_app(settings: Settings, engine: Engine) -> FastAPI:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await store.start()
         starting = asyncio.create_task(_start_engine(engine, settings))
         try:
             yield
@@ -60,6 +63,7 @@ def create_app(settings: Settings, engine: Engine) -> FastAPI:
             if cache is not None:
                 await cache.close()
             await engine.stop()
+            await store.stop()
 
     app = FastAPI(
         title="oai-server",
@@ -70,10 +74,11 @@ def create_app(settings: Settings, engine: Engine) -> FastAPI:
     )
     metrics = Metrics(engine.running_requests)
     chat_template = load_template(settings.chat_template)
+    limits = WorkLimits(settings.max_request_tokens, settings.max_request_prompts)
     chat_service = ChatService(
-        engine, settings.model_name, chat_template, settings.tool_call_parser
+        engine, settings.model_name, chat_template, settings.tool_call_parser, limits
     )
-    completion_service = CompletionService(engine, settings.model_name)
+    completion_service = CompletionService(engine, settings.model_name, limits)
     cache = build_cache(settings, metrics.registry, chat_service, completion_service)
     app.state.server = ServerState(
         settings=settings,
@@ -87,6 +92,7 @@ def create_app(settings: Settings, engine: Engine) -> FastAPI:
     )
     for module in (chat, completions, models, system, tokenize, realtime):
         app.include_router(module.router)
+    store = install_store(app, settings, metrics.registry)
     install_error_handlers(app)
     install_web_ui(app, settings)  # last: the API routes win over the page's paths
     if settings.api_key:

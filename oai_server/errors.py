@@ -15,6 +15,7 @@ turns them into OpenAI's error envelope, in one place::
     ├── EngineOverloadedError        503 service_unavailable (queue limits: retry elsewhere)
     ├── EngineDeadError              503 service_unavailable
     ├── GenerationAbortedError       503 service_unavailable (the engine dropped the request)
+    ├── StoreUnavailableError        503 service_unavailable (stored objects: database down)
     └── InternalServerError          500 server_error
         └── GenerationFailedError        500, code "generation_failed"
 """
@@ -87,6 +88,12 @@ class EngineDeadError(OpenAIError):
     status_code = 503
     type = "service_unavailable"
     code = "engine_dead"
+
+
+class StoreUnavailableError(OpenAIError):
+    status_code = 503
+    type = "service_unavailable"
+    code = "store_unavailable"
 
 
 class InternalServerError(OpenAIError):

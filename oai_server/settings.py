@@ -45,6 +45,17 @@ class Settings(BaseSettings, EngineSettings):
         "info", description="Log level."
     )
 
+    # --- work one request may ask for -------------------------------------------
+    max_request_tokens: int | None = Field(
+        262_144,
+        ge=1,
+        description="Most tokens one request may ask for: its prompt tokens plus n x "
+        "max_tokens, summed over a completions batch's prompts (else 400); unset: no bound.",
+    )
+    max_request_prompts: int = Field(
+        1024, ge=1, description="Most prompts in one /v1/completions batch (else 400)."
+    )
+
     # --- web chat page --------------------------------------------------------
     web_ui: bool = Field(
         True, description="Serve the built-in chat page at / (its files under /ui/)."
@@ -71,6 +82,60 @@ class Settings(BaseSettings, EngineSettings):
     cache_dir: Path = Field(
         Path.home() / ".cache" / "oai-server",
         description="Where the embedded model is converted once and kept.",
+    )
+
+    # --- store (stored chat completions; later responses and conversations) ---
+    data_dir: Path = Field(
+        Path.home() / ".local" / "share" / "oai-server",
+        description="Where the server keeps its data (the default SQLite store); "
+        "created on first use.",
+    )
+    store_url: str | None = Field(
+        None,
+        description="Database of stored completions: sqlite:///path or "
+        "postgresql://user:pass@host/db (shared by replicas); default: SQLite in --data-dir.",
+    )
+    store_all: bool = Field(
+        False,
+        description="Audit log: store every chat completion, whatever its 'store' field says.",
+    )
+    store_retention_days: float | None = Field(
+        None, description="Delete stored objects older than this many days (default: keep)."
+    )
+
+    # --- Ray Serve (oai_server.ray_serve; ignored by the plain server) ------------
+    ray_min_replicas: int = Field(1, ge=0, description="Ray Serve: fewest replicas kept.")
+    ray_max_replicas: int = Field(1, ge=1, description="Ray Serve: most replicas started.")
+    ray_target_ongoing_requests: float = Field(
+        16.0,
+        gt=0,
+        description="Ray Serve: requests in flight per replica the autoscaler aims for "
+        "(running plus queued for the replica).",
+    )
+    ray_max_ongoing_requests: int = Field(
+        256,
+        ge=1,
+        description="Ray Serve: most requests sent to one replica at once; more wait in the proxy.",
+    )
+    ray_upscale_delay_s: float = Field(
+        30.0,
+        ge=0,
+        description="Ray Serve: load must stay high this long before a replica is added.",
+    )
+    ray_downscale_delay_s: float = Field(
+        600.0, ge=0, description="Ray Serve: load must stay low this long before one is removed."
+    )
+    ray_num_cpus: float = Field(1.0, ge=0, description="Ray Serve: CPUs each replica reserves.")
+    ray_num_gpus: float = Field(
+        0.0,
+        ge=0,
+        description="Ray Serve: GPUs per engine worker (1 on a GPU cluster); with "
+        "--tensor-parallel-size N > 1 a replica reserves a placement group of N such bundles.",
+    )
+    ray_graceful_shutdown_timeout_s: float = Field(
+        60.0,
+        ge=0,
+        description="Ray Serve: how long a stopping replica lets its in-flight requests finish.",
     )
 
     # --- response cache (oai_server/cache) --------------------------------------

@@ -20,7 +20,8 @@ from pydantic import BaseModel, ConfigDict, Field
 class RequestModel(BaseModel):
     """Base of request bodies: unknown fields are accepted and ignored."""
 
-    model_config = ConfigDict(extra="ignore")
+    # NaN and infinities are not JSON, and no sampling field means anything by them.
+    model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
 
 
 class ResponseModel(BaseModel):
@@ -68,7 +69,16 @@ Penalty = Annotated[float, Field(ge=-2, le=2)] | None
 Temperature = Annotated[float, Field(ge=0, le=2)] | None
 TopP = Annotated[float, Field(ge=0, le=1)] | None
 ChoiceCount = Annotated[int, Field(ge=1, le=128)] | None
-TokenCount = Annotated[int, Field(ge=0)] | None
+
+# Integers that reach the engine end up in 32- or 64-bit fields there: a larger one is
+# a client's error (400), never an overflow inside the engine (500).
+INT32_MAX = 2**31 - 1
+TokenCount = Annotated[int, Field(ge=0, le=INT32_MAX)] | None
+TokenId = Annotated[int, Field(ge=0, le=INT32_MAX)]
+# OpenAI's `seed` is a 64-bit signed integer.
+Seed = Annotated[int, Field(ge=-(2**63), le=2**63 - 1)] | None
+# vLLM's `top_k`: -1 or 0 turn it off; a value past the vocabulary keeps every token.
+TopK = Annotated[int, Field(ge=-1, le=INT32_MAX)] | None
 Metadata = dict[str, str] | None
 
 
@@ -131,7 +141,7 @@ class GenerationRequest(RequestModel):
     presence_penalty: Penalty = 0
     logit_bias: LogitBias = None
     n: ChoiceCount = 1
-    seed: int | None = None
+    seed: Seed = None
     stop: Stop = None
     stream: bool | None = False
     stream_options: StreamOptions | None = None
@@ -143,10 +153,10 @@ class GenerationRequest(RequestModel):
     response_format: ResponseFormat | None = None
 
     # vLLM's sampling extensions, accepted as `vllm serve` accepts them.
-    top_k: int | None = None
+    top_k: TopK = None
     min_p: Annotated[float, Field(ge=0, le=1)] | None = None
     repetition_penalty: Annotated[float, Field(gt=0)] | None = None
-    min_tokens: Annotated[int, Field(ge=0)] | None = None
+    min_tokens: TokenCount = None
     ignore_eos: bool | None = None
-    stop_token_ids: list[int] | None = None
+    stop_token_ids: list[TokenId] | None = None
     skip_special_tokens: bool | None = None

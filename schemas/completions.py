@@ -14,9 +14,10 @@ from schemas.common import (
     GenerationRequest,
     ResponseModel,
     TokenCount,
+    TokenId,
 )
 
-TokenIds = Annotated[list[int], Field(min_length=1)]
+TokenIds = Annotated[list[TokenId], Field(min_length=1)]
 Prompt = str | list[str] | TokenIds | list[TokenIds]
 
 

@@ -9,6 +9,7 @@ end if the log holds any violation.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +20,16 @@ from tests.conformance import ConformanceLog, default_log
 def conformance() -> Iterator[ConformanceLog]:
     yield default_log
     default_log.assert_clean()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Servers the tests start keep their data (the default SQLite store) in a temporary
+    directory, not in the user's own data directory."""
+    path = tmp_path_factory.mktemp("data")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("OAI_DATA_DIR", str(path))
+        yield path
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

@@ -9,6 +9,9 @@ answer, which is what clients use `usage` for (context bookkeeping, cost estimat
 and what OpenAI reports for an answer however it was produced; `x-cache: hit` says
 that no engine time was spent on it.
 
+A chat completion to be stored (`store: true`, or `--store-all`) is not cached: the
+store keeps the engine's answer under the id the client got, through its own hook.
+
 `Cache-Control` on the request, as HTTP intends: `no-store` neither reads nor writes
 the cache (nor waits for an identical request in flight); `no-cache` does not read it
 but stores the fresh answer, replacing the entry.

@@ -25,6 +25,9 @@ from oai_server.engine.types import (
 )
 from oai_server.errors import EngineDeadError, EngineNotReadyError
 
+# vLLM's default block size: its prefix cache reuses whole blocks of tokens.
+CACHE_BLOCK_TOKENS = 16
+
 DEFAULT_TEMPLATE = (
     "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}\n{% endfor %}"
     "{% if add_generation_prompt %}<|assistant|>{% endif %}"
@@ -83,7 +86,8 @@ class FakeEngine(Engine):
     `fault` (by default `EngineDeadError`, and the engine stays dead); `finish_reason`
     replaces the reason the last step reports (say, vLLM's "error"); with `ignore_eos`
     the reply repeats until `max_tokens`; `reply_for`, if given, makes the reply from
-    the rendered prompt (so concurrent requests can be told apart).
+    the rendered prompt (so concurrent requests can be told apart); with `prefix_cache`,
+    steps report the prompt tokens an earlier prompt shared, as vLLM's cache does.
     """
 
     reply: str = "Hello! How can I help you today?"
@@ -96,6 +100,9 @@ class FakeEngine(Engine):
     reply_for: Callable[[str], str] | None = None
     max_model_len: int = 2048
     start_delay: float = 0.0
+    # Report prompt tokens an earlier call shared as cached (off: the benchmarks' floor
+    # must not pay for comparing every prompt with every earlier one).
+    prefix_cache: bool = False
     calls: list[Call] = field(default_factory=list)
     aborted: list[str] = field(default_factory=list)
     _ready: bool = False
@@ -135,6 +142,22 @@ class FakeEngine(Engine):
             self._running.discard(request_id)
             self.aborted.append(request_id)
 
+    def _prefix_cached(self, prompt: list[int]) -> int:
+        """Like vLLM's prefix cache: whole blocks of the longest prefix an earlier prompt
+        shared, never the last token (the engine recomputes it for the first output)."""
+        if not self.prefix_cache:
+            return 0
+        best = 0
+        for call in self.calls:
+            earlier = call.prompt_token_ids
+            same = next(
+                (i for i, (a, b) in enumerate(zip(earlier, prompt, strict=False)) if a != b),
+                min(len(earlier), len(prompt)),
+            )
+            best = max(best, same)
+        best = min(best, len(prompt) - 1)
+        return best - best % CACHE_BLOCK_TOKENS
+
     def _pieces(self, prompt_token_ids: list[int]) -> list[str]:
         if self.tokens is not None:
             return self.tokens
@@ -148,6 +171,7 @@ class FakeEngine(Engine):
         self, request_id: str, prompt_token_ids: list[int], options: SamplingOptions
     ) -> AsyncIterator[GenerationStep]:
         await self.check_health()
+        cached = self._prefix_cached(prompt_token_ids)
         self.calls.append(Call(request_id, list(prompt_token_ids), options))
         self._running.add(request_id)
         pieces = self._pieces(prompt_token_ids)
@@ -166,7 +190,7 @@ class FakeEngine(Engine):
                     raise EngineDeadError("The engine failed while generating.")
                 if request_id not in self._running:
                     return
-                out = GenerationStep(prompt_tokens=len(prompt_token_ids))
+                out = GenerationStep(prompt_tokens=len(prompt_token_ids), cached_tokens=cached)
                 for i in range(options.n):
                     if done[i]:
                         continue

@@ -82,6 +82,8 @@ class GenerationStep:
     prompt_tokens: int
     choices: list[ChoiceDelta] = field(default_factory=list)
     finished: bool = False
+    # Prompt tokens the engine's prefix cache already held (known once scheduled).
+    cached_tokens: int = 0
     # On the first step only, when prompt logprobs were asked for: one entry per prompt
     # token, None for the first (nothing precedes it).
     prompt_logprobs: list[TokenLogprob | None] | None = None

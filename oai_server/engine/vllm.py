@@ -219,7 +219,11 @@ class VLLMEngine(Engine):
                 self._make_params(options),
                 request_id,
             ):
-                step = GenerationStep(prompt_tokens=prompt_tokens, finished=out.finished)
+                step = GenerationStep(
+                    prompt_tokens=prompt_tokens,
+                    finished=out.finished,
+                    cached_tokens=out.num_cached_tokens or 0,
+                )
                 if out.prompt_logprobs is not None and options.prompt_logprobs is not None:
                     step.prompt_logprobs = [
                         None if d is None else _token_logprob(t, d, options.prompt_logprobs)

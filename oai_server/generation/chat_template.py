@@ -9,7 +9,14 @@ import jinja2
 
 from oai_server.engine.protocol import Tokenizer
 from oai_server.errors import InvalidRequestError, UnsupportedParameterError
-from schemas.chat import ChatMessage, Content, CreateChatCompletionRequest, TextContentPart
+from oai_server.tool_calls.prompt import with_tools_prompt
+from schemas.chat import (
+    ChatMessage,
+    Content,
+    CreateChatCompletionRequest,
+    NamedToolChoice,
+    TextContentPart,
+)
 
 
 def load_template(path: Path | None) -> str | None:
@@ -70,8 +77,9 @@ def render_prompt(
             "continue_final_message needs the last message to be from the assistant.",
             param="continue_final_message",
         )
-    try:
-        text = tokenizer.apply_chat_template(
+
+    def apply(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> str:
+        return tokenizer.apply_chat_template(
             messages,
             add_generation_prompt=add_generation_prompt,
             continue_final_message=continue_final,
@@ -79,6 +87,15 @@ def render_prompt(
             tools=tools,
             template_kwargs=req.chat_template_kwargs,
         )
+
+    try:
+        text = apply(messages, tools)
+        if tools and text == apply(messages, None):
+            # The template ignores `tools`: the model would never see them.
+            call_format = not (
+                req.tool_choice == "required" or isinstance(req.tool_choice, NamedToolChoice)
+            )
+            text = apply(with_tools_prompt(messages, tools, call_format), None)
     except (jinja2.TemplateError, ValueError, TypeError, KeyError) as exc:
         # Templates raise for conversations they refuse, e.g. roles out of order.
         raise InvalidRequestError(

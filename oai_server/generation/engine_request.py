@@ -24,9 +24,12 @@ class Usage:
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    # Of the prompt tokens, those the engine's prefix cache held.
+    cached_tokens: int = 0
 
     def add(self, step: GenerationStep) -> None:
         self.prompt_tokens = step.prompt_tokens
+        self.cached_tokens = max(self.cached_tokens, step.cached_tokens)
         for choice in step.choices:
             self.completion_tokens += choice.token_count
 

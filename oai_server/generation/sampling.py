@@ -53,12 +53,21 @@ def _stop_strings(stop: str | list[str] | None) -> tuple[str, ...]:
 def _logit_bias(bias: dict[str, float] | None) -> dict[int, float] | None:
     if not bias:
         return None
-    try:
-        return {int(token): value for token, value in bias.items()}
-    except ValueError:
+    # Ten digits hold every token id; a longer key is never read as a (huge) number.
+    if not all(token.isascii() and token.isdigit() and len(token) <= 10 for token in bias):
         raise InvalidRequestError(
             "logit_bias keys must be token ids (integers as strings).", param="logit_bias"
-        ) from None
+        )
+    return {int(token): value for token, value in bias.items()}
+
+
+def _min_tokens(min_tokens: int | None, max_tokens: int) -> int:
+    if min_tokens is not None and min_tokens > max_tokens:
+        raise InvalidRequestError(
+            f"'min_tokens' ({min_tokens}) must not exceed max_tokens ({max_tokens}).",
+            param="min_tokens",
+        )
+    return min_tokens or 0
 
 
 def build_options(
@@ -84,7 +93,7 @@ def build_options(
         presence_penalty=req.presence_penalty or 0.0,
         frequency_penalty=req.frequency_penalty or 0.0,
         repetition_penalty=req.repetition_penalty or 1.0,
-        min_tokens=req.min_tokens or 0,
+        min_tokens=_min_tokens(req.min_tokens, max_tokens),
         ignore_eos=bool(req.ignore_eos),
         skip_special_tokens=req.skip_special_tokens is not False,
         logit_bias=_logit_bias(req.logit_bias),

@@ -2,14 +2,32 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from fastapi import APIRouter, Request, Response
 
 from oai_server.errors import ModelNotFoundError
 from oai_server.http.answer import json_response
+from oai_server.settings import EMBEDDED_MODEL_NAME, Settings
 from oai_server.state import ServerState, server_state
 from schemas.common import ListModelsResponse, Model
 
 router = APIRouter()
+
+
+def model_root(settings: Settings) -> str:
+    """What the model is, for `root`: its hub id or its name, never where it lies on disk.
+
+    The weights' directory (the embedded model's is under the server user's home) tells
+    a client nothing it can use and shows the server's file layout to anyone.
+    """
+    model = settings.model
+    if model is None:
+        return EMBEDDED_MODEL_NAME
+    path = Path(model).expanduser()
+    if path.is_absolute() or model.startswith((".", "~")) or path.exists():
+        return settings.served_model_name or path.name
+    return model  # a hub id, say "HuggingFaceTB/SmolLM2-135M-Instruct"
 
 
 def _model(server: ServerState) -> Model:
@@ -18,7 +36,7 @@ def _model(server: ServerState) -> Model:
         id=server.settings.model_name,
         created=server.created,
         owned_by="oai-server",
-        root=info.source,
+        root=model_root(server.settings),
         max_model_len=info.max_model_len,
     )
 

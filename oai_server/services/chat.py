@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from oai_server.engine.protocol import Engine
 from oai_server.engine.types import SamplingOptions
@@ -18,6 +18,7 @@ from oai_server.generation.chat_template import render_prompt
 from oai_server.generation.engine_request import Generation, new_request_id
 from oai_server.generation.logprobs import chat_logprobs
 from oai_server.generation.sampling import build_options, resolve_max_tokens
+from oai_server.generation.work_limits import WorkLimits, check_options_token_ids
 from oai_server.services.chat_assembler import ChatAssembler
 from oai_server.services.chat_choice import ChoiceState
 from oai_server.services.common import (
@@ -83,6 +84,7 @@ class ChatService:
     model_name: str
     chat_template: str | None = None
     tool_parser: str = "hermes"
+    limits: WorkLimits = field(default_factory=WorkLimits)
 
     def prepare(self, req: CreateChatCompletionRequest) -> ChatJob:
         """Validate `req` and convert it into the engine's prompt and options."""
@@ -103,6 +105,8 @@ class ChatService:
         options = build_options(
             req, max_tokens=max_tokens, logprobs=_logprobs_count(req), structured=structured
         )
+        self.limits.check_work([prompt], [options], prompt_param="messages")
+        check_options_token_ids(options, self.engine.model_info.vocab_size)
         return ChatJob(req, prompt, options, tools)
 
     async def start(self, job: ChatJob, request_id: str | None = None) -> ChatRequest:

@@ -14,8 +14,9 @@ from oai_server.errors import (
     UnsupportedParameterError,
 )
 from oai_server.generation.engine_request import Usage
+from oai_server.structured.limits import check_schema
 from schemas.chat import CreateChatCompletionRequest
-from schemas.common import CompletionUsage, ResponseFormat, StreamOptions
+from schemas.common import CompletionUsage, PromptTokensDetails, ResponseFormat, StreamOptions
 from schemas.completions import CreateCompletionRequest
 
 
@@ -38,8 +39,10 @@ def reject_unsupported(req: CreateChatCompletionRequest | CreateCompletionReques
     Silently ignoring them would hand the client an answer it did not ask for.
     """
     if isinstance(req, CreateChatCompletionRequest):
-        if (req.modalities and set(req.modalities) != {"text"}) or req.audio is not None:
+        if req.modalities and set(req.modalities) != {"text"}:
             raise _unsupported("modalities", "Audio output")
+        if req.audio is not None:
+            raise _unsupported("audio", "Audio output")
         if req.prediction is not None:
             raise _unsupported("prediction", "Predicted outputs ('prediction')")
         if req.web_search_options is not None:
@@ -63,6 +66,7 @@ def structured_output(response_format: ResponseFormat | None) -> StructuredOutpu
             "response_format 'json_schema' needs 'json_schema.schema', a JSON Schema object.",
             param="response_format.json_schema.schema",
         )
+    check_schema(schema, "response_format.json_schema.schema")
     return StructuredOutput(json_schema=schema)
 
 
@@ -93,6 +97,7 @@ def usage_of(usage: Usage) -> CompletionUsage:
         prompt_tokens=usage.prompt_tokens,
         completion_tokens=usage.completion_tokens,
         total_tokens=usage.prompt_tokens + usage.completion_tokens,
+        prompt_tokens_details=PromptTokensDetails(cached_tokens=usage.cached_tokens),
     )
 
 

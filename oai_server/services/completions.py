@@ -13,6 +13,11 @@ from oai_server.errors import InvalidRequestError
 from oai_server.generation.engine_request import Generation, Usage, new_request_id
 from oai_server.generation.logprobs import completion_logprobs, merge_completion_logprobs
 from oai_server.generation.sampling import build_options, resolve_max_tokens
+from oai_server.generation.work_limits import (
+    WorkLimits,
+    check_options_token_ids,
+    check_token_ids,
+)
 from oai_server.services.common import (
     StreamSettings,
     check_model,
@@ -88,6 +93,7 @@ class Batch:
         total = Usage()
         for run in self.runs:
             total.prompt_tokens += run.generation.usage.prompt_tokens
+            total.cached_tokens += run.generation.usage.cached_tokens
             if not self.score_only:
                 total.completion_tokens += run.generation.usage.completion_tokens
         return total
@@ -132,6 +138,7 @@ class CompletionService:
 
     engine: Engine
     model_name: str
+    limits: WorkLimits = field(default_factory=WorkLimits)
 
     def _prompts(self, req: CreateCompletionRequest) -> list[list[int]]:
         prompt = DEFAULT_PROMPT if req.prompt is None else req.prompt
@@ -143,10 +150,15 @@ class CompletionService:
             items = prompt  # type: ignore[assignment]
         if not items:
             raise InvalidRequestError("'prompt' must not be an empty list.", param="prompt")
+        self.limits.check_prompt_count(len(items))
         encode = self.engine.tokenizer.encode
         token_lists = [encode(p) if isinstance(p, str) else list(p) for p in items]
         if any(not tokens for tokens in token_lists):
             raise InvalidRequestError("A prompt must not be empty.", param="prompt")
+        vocab_size = self.engine.model_info.vocab_size
+        for p in items:
+            if not isinstance(p, str):
+                check_token_ids(p, vocab_size, "prompt")
         return token_lists
 
     def _check(self, req: CreateCompletionRequest) -> int:
@@ -185,6 +197,8 @@ class CompletionService:
             )
             for budget in budgets
         ]
+        self.limits.check_work(prompts, options, prompt_param="prompt")
+        check_options_token_ids(options[0], self.engine.model_info.vocab_size)
         return CompletionJob(req, prompts, options, score_only)
 
     async def start(self, job: CompletionJob, request_id: str | None = None) -> Batch:

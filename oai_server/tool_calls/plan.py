@@ -13,6 +13,7 @@ from typing import Any
 
 from oai_server.engine.types import StructuredOutput
 from oai_server.errors import InvalidRequestError, UnsupportedParameterError
+from oai_server.structured.limits import check_schema
 from oai_server.tool_calls.parsers import (
     ContentOnly,
     HermesCalls,
@@ -34,8 +35,22 @@ class ToolPlan:
     template_tools: list[dict[str, Any]] | None = None
 
 
+# Keywords by which a schema says for itself which properties beyond its own it takes.
+_OPEN_KEYWORDS = ("additionalProperties", "patternProperties", "unevaluatedProperties")
+
+
 def _parameters(tool: ChatCompletionTool) -> dict[str, Any]:
-    return tool.function.parameters or {"type": "object", "properties": {}}
+    """The schema a call's arguments are decoded against.
+
+    A function's declared parameters are the complete set, as its signature means and
+    OpenAI's strict mode enforces: JSON Schema's default (any other property allowed)
+    let a small model write `{"input": 1, "output": 1}` for `f(input)`, or keys without
+    end for a function without parameters. A schema that says otherwise is kept.
+    """
+    schema = tool.function.parameters or {"type": "object", "properties": {}}
+    if any(k in schema for k in _OPEN_KEYWORDS) or schema.get("type", "object") != "object":
+        return schema
+    return {**schema, "additionalProperties": False}
 
 
 def _required_schema(tools: list[ChatCompletionTool], parallel: bool) -> dict[str, Any]:
@@ -60,9 +75,12 @@ def plan_tools(req: CreateChatCompletionRequest, parser: str) -> ToolPlan:
     if req.functions or req.function_call is not None:
         raise UnsupportedParameterError(
             "'functions' and 'function_call' are deprecated; use 'tools' and 'tool_choice'.",
-            param="functions",
+            param="functions" if req.functions else "function_call",
         )
     tools = req.tools or []
+    for i, tool in enumerate(tools):
+        if tool.function.parameters is not None:
+            check_schema(tool.function.parameters, f"tools[{i}].function.parameters")
     choice = req.tool_choice if req.tool_choice is not None else ("auto" if tools else "none")
     if choice != "none" and not tools:
         raise InvalidRequestError(

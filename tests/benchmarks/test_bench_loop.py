@@ -16,6 +16,7 @@ from benchmarks.loops import LoadSpec
 from benchmarks.runner import HttpTarget, RunSettings, WarmupError, run_http
 from benchmarks.stub_server import StubConfig, create_stub_app
 from benchmarks.workloads import Workload, WorkloadConfig
+from tests.conformance import AsyncValidatingTransport
 from tests.live import serve
 
 OUTPUT_LEN = 16
@@ -63,7 +64,8 @@ async def test_closed_loop_run(stub_url: str, api: str) -> None:
 async def test_tokens_per_chunk_come_from_per_chunk_usage(stub_url: str, continuous: bool) -> None:
     api = ApiConfig(base_url=stub_url, model="stub", continuous_usage=continuous)
     spec = workload().requests(1)[0]
-    async with make_client(stub_url, 1, 10, None) as client:
+    # The harness's client sees what a real client sees: every response checked against the spec.
+    async with make_client(stub_url, 1, 10, None, AsyncValidatingTransport()) as client:
         record = await send_request(client, api, spec)
     assert record.ok
     assert record.completion_tokens == OUTPUT_LEN  # the final usage chunk

@@ -14,6 +14,7 @@ from tests.conformance.schemas import COMPLETION_STREAM_SCHEMA
 # --------------------------------------------------------------------------
 
 _PREFIX: Final = r"(?:/.*)?/v1"
+_STORED: Final = _PREFIX + r"/chat/completions/[^/]+"
 _ROUTES: Final[tuple[tuple[str, re.Pattern[str], str, str], ...]] = (
     # method, path, schema of a JSON body, schema of each SSE event
     (
@@ -29,6 +30,32 @@ _ROUTES: Final[tuple[tuple[str, re.Pattern[str], str, str], ...]] = (
         COMPLETION_STREAM_SCHEMA,
     ),
     ("GET", re.compile(_PREFIX + r"/models/?"), "ListModelsResponse", "ListModelsResponse"),
+    # Stored chat completions.
+    (
+        "GET",
+        re.compile(_PREFIX + r"/chat/completions/?"),
+        "ChatCompletionList",
+        "ChatCompletionList",
+    ),
+    (
+        "GET",
+        re.compile(_STORED + r"/messages/?"),
+        "ChatCompletionMessageList",
+        "ChatCompletionMessageList",
+    ),
+    (
+        "GET",
+        re.compile(_STORED + "/?"),
+        "CreateChatCompletionResponse",
+        "CreateChatCompletionResponse",
+    ),
+    (
+        "POST",
+        re.compile(_STORED + "/?"),
+        "CreateChatCompletionResponse",
+        "CreateChatCompletionResponse",
+    ),
+    ("DELETE", re.compile(_STORED + "/?"), "ChatCompletionDeleted", "ChatCompletionDeleted"),
     ("GET", re.compile(_PREFIX + r"/models/[^/].*"), "Model", "Model"),
 )
 

@@ -135,6 +135,7 @@ def _parse_spec() -> dict[str, Any]:
         name: to_json_schema(schema) for name, schema in spec["components"]["schemas"].items()
     }
     _allow_unscored_echo_token(schemas["CreateCompletionResponse"])
+    _allow_request_roles(schemas)
     schemas.setdefault(
         COMPLETION_STREAM_SCHEMA, _completion_stream_schema(schemas["CreateCompletionResponse"])
     )
@@ -154,6 +155,22 @@ def _allow_unscored_echo_token(response_schema: dict[str, Any]) -> None:
     for name in ("token_logprobs", "top_logprobs"):
         items = logprobs[name]["items"]
         logprobs[name]["items"] = {"anyOf": [items, {"type": "null"}]}
+
+
+def _allow_request_roles(schemas: dict[str, Any]) -> None:
+    """Erratum: a stored completion's messages are its request's, with their own roles.
+
+    `ChatCompletionMessageList` types each message as an assistant message, but the
+    spec's own example of `GET /chat/completions/{id}/messages` lists `"role": "user"`,
+    and so does OpenAI's API: only the role's enum is widened to the request roles.
+    """
+    message = copy.deepcopy(schemas["ChatCompletionResponseMessage"])
+    message["properties"]["role"] = {
+        "type": "string",
+        "enum": ["system", "developer", "user", "assistant", "tool", "function"],
+    }
+    items = schemas["ChatCompletionMessageList"]["properties"]["data"]["items"]
+    items["allOf"] = [message, *items["allOf"][1:]]
 
 
 def _cache_file() -> Path:

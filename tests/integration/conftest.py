@@ -23,6 +23,10 @@ import pytest
 from tests.conformance import AsyncValidatingTransport, ValidatingTransport
 
 MODEL = "smollm2-135m-instruct"
+# A bounded answer of the embedded model takes seconds; a minute means something is wrong.
+SDK_TIMEOUT_S = 60
+# For framework clients whose answers must end by themselves (finish_reason "stop").
+BOUNDED_MAX_TOKENS = 64
 START_TIMEOUT_S = 900  # the first start converts the model (~20 s) and loads vLLM (~30-70 s)
 
 
@@ -92,12 +96,13 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 @pytest.fixture
 def sdk_http() -> Iterator[httpx.Client]:
     """An HTTP client for SDKs that checks every response against OpenAI's spec."""
-    with httpx.Client(transport=ValidatingTransport(), timeout=120) as client:
+    with httpx.Client(transport=ValidatingTransport(), timeout=SDK_TIMEOUT_S) as client:
         yield client
 
 
 @pytest.fixture
 async def sdk_ahttp() -> AsyncIterator[httpx.AsyncClient]:
     """The async twin of `sdk_http`."""
-    async with httpx.AsyncClient(transport=AsyncValidatingTransport(), timeout=120) as client:
+    transport = AsyncValidatingTransport()
+    async with httpx.AsyncClient(transport=transport, timeout=SDK_TIMEOUT_S) as client:
         yield client

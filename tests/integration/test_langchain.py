@@ -12,7 +12,7 @@ from langchain_core.messages import AIMessage, AIMessageChunk
 from langchain_openai import ChatOpenAI
 from pydantic import BaseModel
 
-from tests.integration.conftest import MODEL, Server
+from tests.integration.conftest import BOUNDED_MAX_TOKENS, MODEL, SDK_TIMEOUT_S, Server
 
 pytestmark = pytest.mark.integration
 
@@ -24,18 +24,21 @@ LLMFactory = Callable[..., ChatOpenAI]
 
 @pytest.fixture
 def make_llm(server: Server, sdk_http: httpx.Client, sdk_ahttp: httpx.AsyncClient) -> LLMFactory:
-    """`ChatOpenAI` on the server, greedy, with `options` on top."""
+    """`ChatOpenAI` on the server, greedy, bounded, with `options` on top."""
 
     def make(**options: Any) -> ChatOpenAI:
+        # Bounded, so a derailed model costs seconds, not minutes; no retry hides a 5xx.
+        settings: dict[str, Any] = {"max_tokens": BOUNDED_MAX_TOKENS, **options}
         return ChatOpenAI(
             base_url=server.base_url,
             api_key="unused",
             model=MODEL,
             temperature=0,
             max_retries=0,
+            timeout=SDK_TIMEOUT_S,
             http_client=sdk_http,
             http_async_client=sdk_ahttp,
-            **options,
+            **settings,
         )
 
     return make

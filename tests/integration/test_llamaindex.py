@@ -10,7 +10,7 @@ import pytest
 from llama_index.core.llms import ChatMessage
 from llama_index.llms.openai_like import OpenAILike
 
-from tests.integration.conftest import MODEL, Server
+from tests.integration.conftest import BOUNDED_MAX_TOKENS, MODEL, SDK_TIMEOUT_S, Server
 
 pytestmark = pytest.mark.integration
 
@@ -25,7 +25,13 @@ def make_llm(server: Server, sdk_http: httpx.Client, sdk_ahttp: httpx.AsyncClien
     """`OpenAILike` on the server, greedy, with `options` on top."""
 
     def make(**options: Any) -> OpenAILike:
-        settings: dict[str, Any] = {"is_chat_model": True, "temperature": 0, **options}
+        settings: dict[str, Any] = {
+            "is_chat_model": True,
+            "temperature": 0,
+            "max_tokens": BOUNDED_MAX_TOKENS,
+            "timeout": SDK_TIMEOUT_S,
+            **options,
+        }
         return OpenAILike(
             model=MODEL,
             api_base=server.base_url,

@@ -13,7 +13,7 @@ import pytest
 from pydantic import BaseModel, Field
 
 from tests.conformance import ValidatingTransport
-from tests.integration.conftest import MODEL, Server
+from tests.integration.conftest import MODEL, SDK_TIMEOUT_S, Server
 
 pytestmark = pytest.mark.integration
 
@@ -24,7 +24,9 @@ WEATHER_TOOL: Any = {
         "description": "Current weather in a city",
         "parameters": {
             "type": "object",
-            "properties": {"city": {"type": "string"}},
+            # Bounded, as a real tool's would be: the 135M model, constrained to a JSON
+            # string, can wander in it for as long as max_tokens lets it.
+            "properties": {"city": {"type": "string", "maxLength": 24}},
             "required": ["city"],
         },
     },
@@ -33,7 +35,10 @@ TIME_TOOL: Any = {
     "type": "function",
     "function": {
         "name": "get_time",
-        "parameters": {"type": "object", "properties": {"timezone": {"type": "string"}}},
+        "parameters": {
+            "type": "object",
+            "properties": {"timezone": {"type": "string", "maxLength": 24}},
+        },
     },
 }
 ASK_WEATHER: Any = [{"role": "user", "content": "What is the weather like in Paris?"}]
@@ -41,7 +46,7 @@ ASK_WEATHER: Any = [{"role": "user", "content": "What is the weather like in Par
 
 @pytest.fixture
 def client(server: Server) -> Iterator[openai.OpenAI]:
-    http = httpx.Client(transport=ValidatingTransport(), timeout=120)
+    http = httpx.Client(transport=ValidatingTransport(), timeout=SDK_TIMEOUT_S)
     with openai.OpenAI(
         base_url=server.base_url, api_key="unused", http_client=http, max_retries=0
     ) as c:
@@ -112,7 +117,11 @@ def test_json_object_mode_gives_json(client: openai.OpenAI) -> None:
 
 def test_required_tool_choice_calls_a_tool(client: openai.OpenAI) -> None:
     reply = client.chat.completions.create(
-        model=MODEL, messages=ASK_WEATHER, tools=[WEATHER_TOOL, TIME_TOOL], tool_choice="required"
+        model=MODEL,
+        messages=ASK_WEATHER,
+        tools=[WEATHER_TOOL, TIME_TOOL],
+        tool_choice="required",
+        max_tokens=64,
     )
     choice = reply.choices[0]
     assert choice.finish_reason == "tool_calls"
@@ -130,6 +139,7 @@ def test_named_tool_choice_fills_its_schema(client: openai.OpenAI) -> None:
         messages=ASK_WEATHER,
         tools=[WEATHER_TOOL, TIME_TOOL],
         tool_choice={"type": "function", "function": {"name": "get_weather"}},
+        max_tokens=32,
     )
     (call,) = reply.choices[0].message.tool_calls or []
     assert call.function.name == "get_weather"  # type: ignore[union-attr]
@@ -142,6 +152,7 @@ def test_stream_helper_reassembles_tool_calls(client: openai.OpenAI) -> None:
         messages=ASK_WEATHER,
         tools=[WEATHER_TOOL],
         tool_choice={"type": "function", "function": {"name": "get_weather"}},
+        max_tokens=32,
     ) as stream:
         deltas = 0
         for event in stream:

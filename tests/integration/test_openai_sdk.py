@@ -9,7 +9,7 @@ import openai
 import pytest
 
 from tests.conformance import AsyncValidatingTransport, ValidatingTransport
-from tests.integration.conftest import MODEL, Server
+from tests.integration.conftest import MODEL, SDK_TIMEOUT_S, Server
 
 pytestmark = pytest.mark.integration
 
@@ -18,22 +18,26 @@ CAPITAL_QUESTION = [{"role": "user", "content": "What is the capital of France?"
 
 @pytest.fixture
 def client(server: Server) -> Iterator[openai.OpenAI]:
-    http = httpx.Client(transport=ValidatingTransport(), timeout=120)
-    with openai.OpenAI(base_url=server.base_url, api_key="unused", http_client=http) as c:
+    http = httpx.Client(transport=ValidatingTransport(), timeout=SDK_TIMEOUT_S)
+    with openai.OpenAI(
+        base_url=server.base_url, api_key="unused", http_client=http, max_retries=0
+    ) as c:
         yield c
 
 
 @pytest.fixture
 async def aclient(server: Server) -> AsyncIterator[openai.AsyncOpenAI]:
-    http = httpx.AsyncClient(transport=AsyncValidatingTransport(), timeout=120)
+    http = httpx.AsyncClient(transport=AsyncValidatingTransport(), timeout=SDK_TIMEOUT_S)
     async with openai.AsyncOpenAI(
-        base_url=server.base_url, api_key="unused", http_client=http
+        base_url=server.base_url, api_key="unused", http_client=http, max_retries=0
     ) as c:
         yield c
 
 
 def test_factual_question_answered_correctly(client: openai.OpenAI) -> None:
-    reply = client.chat.completions.create(model=MODEL, messages=CAPITAL_QUESTION, temperature=0)
+    reply = client.chat.completions.create(
+        model=MODEL, messages=CAPITAL_QUESTION, temperature=0, max_tokens=24
+    )
     choice = reply.choices[0]
     assert choice.message.role == "assistant"
     assert "Paris" in (choice.message.content or "")
@@ -62,11 +66,11 @@ def test_sync_stream_matches_non_streamed_answer(client: openai.OpenAI) -> None:
 
 async def test_async_create_and_stream(aclient: openai.AsyncOpenAI) -> None:
     reply = await aclient.chat.completions.create(
-        model=MODEL, messages=CAPITAL_QUESTION, temperature=0
+        model=MODEL, messages=CAPITAL_QUESTION, temperature=0, max_tokens=24
     )
     assert "Paris" in (reply.choices[0].message.content or "")
     stream = await aclient.chat.completions.create(
-        model=MODEL, messages=CAPITAL_QUESTION, temperature=0, stream=True
+        model=MODEL, messages=CAPITAL_QUESTION, temperature=0, max_tokens=24, stream=True
     )
     pieces = [c.choices[0].delta.content or "" async for c in stream if c.choices]
     assert len([p for p in pieces if p]) > 1, "content should arrive in several deltas"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -11,6 +12,7 @@ import pytest
 
 from tests.conformance import ValidatingTransport
 from tests.integration.conftest import MODEL, Server
+from tests.unit.hostile_corpus import ALL_CASES
 
 pytestmark = pytest.mark.integration
 
@@ -83,7 +85,68 @@ BAD_REQUESTS: list[tuple[str, Any, int, str | None]] = [
         400,
         "tool_choice",
     ),
+    *(
+        ("/v1/chat/completions", {"model": MODEL, "messages": HI, name: value}, 400, name)
+        for name, value in [
+            ("prediction", {"type": "content", "content": "Hello"}),
+            ("web_search_options", {}),
+            ("audio", {"voice": "alloy", "format": "mp3"}),
+            ("function_call", "auto"),
+        ]
+    ),
 ]
+
+# From the hostile corpus, the requests whose harm was inside the engine: the schema that
+# once made the server run out of memory, numbers that overflowed there, a batch that held
+# it for minutes. Streamed or not, each is refused before the engine sees it.
+ENGINE_HOSTILE = [
+    case
+    for case in ALL_CASES
+    if case.name.removesuffix("-stream")
+    in {
+        "minItems-1e9",
+        "minItems-1e9-completions",
+        "tool-minItems-1e9",
+        "ref-bomb",
+        "chat-seed=18446744073709551616",
+        "completions-top_k=1000000000000000000000000000000",
+        "prompts-2000",
+        "prompt-out-of-vocab",
+        "logit_bias-key-out-of-vocab",
+    }
+]
+
+
+def test_hostile_corpus_against_the_real_engine(server: Server, http: httpx.Client) -> None:
+    assert len(ENGINE_HOSTILE) == 18
+    for case in ENGINE_HOSTILE:
+        response = http.post(
+            case.path, content=case.body, headers={"content-type": "application/json"}
+        )
+        assert response.status_code == case.status, (case.name, response.text)
+        error = response.json()["error"]
+        assert error["type"] == "invalid_request_error"
+        assert case.param is None or error["param"] == case.param, (case.name, error)
+    # A bounded schema of the same shape still decodes, on the real grammar compiler.
+    bounded = {"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 3}
+    reply = http.post(
+        "/v1/chat/completions",
+        json={
+            "model": MODEL,
+            "messages": [{"role": "user", "content": "Three numbers, please."}],
+            "max_tokens": 24,
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {"name": "x", "schema": bounded},
+            },
+        },
+    )
+    assert reply.status_code == 200, reply.text
+    numbers = json.loads(reply.json()["choices"][0]["message"]["content"])
+    assert 2 <= len(numbers) <= 3
+    assert all(isinstance(n, int) for n in numbers)
+    # Nothing was left running, and nothing died.
+    assert _wait_idle(server, 5) < 5
 
 
 @pytest.mark.parametrize(("path", "body", "status", "param"), BAD_REQUESTS)
@@ -145,7 +208,9 @@ def test_client_leaving_mid_stream_aborts_engine_request(
 def test_client_leaving_before_non_streamed_answer_aborts(server: Server) -> None:
     _wait_idle(server, 30)
     with (
-        httpx.Client(base_url=server.root, timeout=1.5) as impatient,
+        httpx.Client(
+            base_url=server.root, transport=ValidatingTransport(), timeout=1.5
+        ) as impatient,
         pytest.raises(httpx.ReadTimeout),
     ):
         impatient.post("/v1/chat/completions", json=ENDLESS)

@@ -21,7 +21,7 @@ CAPITAL_QUESTION = [
 
 @pytest.fixture
 def http(server: Server) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=server.root, transport=ValidatingTransport(), timeout=120) as c:
+    with httpx.Client(base_url=server.root, transport=ValidatingTransport(), timeout=60) as c:
         yield c
 
 

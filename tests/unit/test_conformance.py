@@ -228,7 +228,12 @@ def test_to_json_schema_rewrites_openapi_keywords() -> None:
         ("GET", "/health", 200, False, None),
         ("GET", "/metrics", 200, False, None),
         ("POST", "/tokenize", 200, False, None),
-        ("GET", "/v1/chat/completions", 200, False, None),
+        ("GET", "/v1/chat/completions", 200, False, "ChatCompletionList"),
+        ("GET", "/v1/chat/completions/chatcmpl-1", 200, False, "CreateChatCompletionResponse"),
+        ("POST", "/v1/chat/completions/chatcmpl-1", 200, False, "CreateChatCompletionResponse"),
+        ("DELETE", "/v1/chat/completions/chatcmpl-1", 200, False, "ChatCompletionDeleted"),
+        ("GET", "/v1/chat/completions/c/messages", 200, False, "ChatCompletionMessageList"),
+        ("PUT", "/v1/chat/completions", 200, False, None),
         ("DELETE", "/v1/models/m", 200, False, None),
     ],
 )

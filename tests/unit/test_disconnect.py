@@ -60,7 +60,7 @@ async def test_stream_closed_by_client_aborts_engine_request(
     path: str, body: dict[str, Any]
 ) -> None:
     engine = FakeEngine(token_delay=0.02, reply=LONG_REPLY)
-    async with live_server(engine) as url, httpx.AsyncClient(base_url=url) as http:
+    async with live_server(engine) as url, validating_client(url) as http:
         ids = []
         async with http.stream("POST", path, json=body) as response:
             assert response.status_code == 200
@@ -78,7 +78,7 @@ async def test_stream_closed_by_client_aborts_engine_request(
 
 async def test_non_streamed_request_abandoned_by_client_is_aborted() -> None:
     engine = FakeEngine(token_delay=0.02, reply=LONG_REPLY)
-    async with live_server(engine) as url, httpx.AsyncClient(base_url=url, timeout=0.3) as http:
+    async with live_server(engine) as url, validating_client(url, timeout=0.3) as http:
         with pytest.raises(httpx.ReadTimeout):
             await http.post("/v1/chat/completions", json=chat_body())
         [call] = engine.calls
@@ -90,7 +90,7 @@ async def test_disconnect_is_not_logged_as_a_server_error(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     engine = FakeEngine(token_delay=0.02, reply=LONG_REPLY)
-    async with live_server(engine) as url, httpx.AsyncClient(base_url=url, timeout=0.3) as http:
+    async with live_server(engine) as url, validating_client(url, timeout=0.3) as http:
         with caplog.at_level(logging.WARNING):
             with pytest.raises(httpx.ReadTimeout):
                 await http.post("/v1/chat/completions", json=chat_body())
@@ -146,7 +146,7 @@ async def test_stream_abandoned_while_queued_is_aborted_within_a_second(
     # Nothing has been sent yet (the engine has not produced a first token), so only
     # the connection itself says that the client left.
     engine = FakeEngine(prefill_delay=30, reply=LONG_REPLY)
-    async with live_server(engine) as url, httpx.AsyncClient(base_url=url, timeout=0.3) as http:
+    async with live_server(engine) as url, validating_client(url, timeout=0.3) as http:
         with pytest.raises(httpx.ReadTimeout):
             async with http.stream("POST", path, json=body) as response:
                 await response.aread()
@@ -161,7 +161,7 @@ async def test_abandoned_streamed_batch_aborts_every_prompt_within_a_second() ->
     engine = FakeEngine(token_delay=0.05, reply=LONG_REPLY)
     prompts = [f"prompt {i}" for i in range(200)]
     body = {"model": MODEL, "prompt": prompts, "stream": True, "max_tokens": 400}
-    async with live_server(engine) as url, httpx.AsyncClient(base_url=url) as http:
+    async with live_server(engine) as url, validating_client(url) as http:
         async with http.stream("POST", "/v1/completions", json=body) as response:
             assert response.status_code == 200
             await response.aiter_lines().__anext__()

@@ -99,7 +99,7 @@ async def test_unknown_route(client: httpx.AsyncClient) -> None:
 
 
 async def test_wrong_method(client: httpx.AsyncClient) -> None:
-    response = await client.get(CHAT)
+    response = await client.put(CHAT)  # GET lists stored completions
     error = error_of(response, 405)
     assert error["type"] == "invalid_request_error"
     assert "POST" in response.headers.get("allow", "")
@@ -134,6 +134,11 @@ IMAGE = {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"
             "messages[0].content",
         ),
         ({"modalities": ["text", "audio"]}, "modalities"),
+        ({"audio": {"voice": "alloy", "format": "mp3"}}, "audio"),
+        ({"prediction": {"type": "content", "content": "Hello"}}, "prediction"),
+        ({"web_search_options": {}}, "web_search_options"),
+        ({"function_call": "auto"}, "function_call"),
+        ({"functions": [{"name": "f", "parameters": {}}]}, "functions"),
     ],
 )
 async def test_unsupported_fields_are_refused_by_name(

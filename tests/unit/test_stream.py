@@ -110,6 +110,7 @@ async def test_include_usage_adds_a_final_usage_chunk(
         "prompt_tokens": prompt_tokens("Hi"),
         "completion_tokens": completion,
         "total_tokens": prompt_tokens("Hi") + completion,
+        "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
     }
     assert final["id"] == body[0]["id"]
     assert content_of(body) == engine.reply
@@ -248,6 +249,7 @@ async def test_completion_stream_usage(client: httpx.AsyncClient, engine: FakeEn
         "prompt_tokens": len(b"Say hi"),
         "completion_tokens": completion,
         "total_tokens": len(b"Say hi") + completion,
+        "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
     }
 
 

@@ -1,0 +1,74 @@
+"""Bound the work one request may ask of the engine.
+
+A request is admitted or refused as a whole, before any of it reaches the engine: a
+`/v1/completions` batch of 20,000 prompts, or 128 choices of the whole context each,
+would otherwise hold the engine (and everyone queued behind it) for minutes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from oai_server.engine.types import SamplingOptions
+from oai_server.errors import InvalidRequestError
+
+
+@dataclass(frozen=True)
+class WorkLimits:
+    """The server's bounds on one request (`--max-request-tokens`, `--max-request-prompts`)."""
+
+    # Prompt tokens plus every choice's `max_tokens`, over all prompts; None: no bound.
+    max_request_tokens: int | None = None
+    # Prompts in one `/v1/completions` batch.
+    max_request_prompts: int = 1024
+
+    def check_prompt_count(self, count: int) -> None:
+        """Refuse a batch of more prompts than allowed, before tokenizing any of them."""
+        if count > self.max_request_prompts:
+            raise InvalidRequestError(
+                f"'prompt' has {count} prompts; this server takes at most "
+                f"{self.max_request_prompts} in one request.",
+                param="prompt",
+            )
+
+    def check_work(
+        self,
+        prompts: Sequence[Sequence[int]],
+        options: Sequence[SamplingOptions],
+        *,
+        prompt_param: str,
+    ) -> None:
+        """Refuse a request whose prompts and outputs together pass `max_request_tokens`."""
+        if self.max_request_tokens is None:
+            return
+        total = sum(len(p) + o.n * o.max_tokens for p, o in zip(prompts, options, strict=True))
+        if total > self.max_request_tokens:
+            param = "max_tokens" if len(prompts) == 1 else prompt_param
+            raise InvalidRequestError(
+                f"This request asks for up to {total} tokens (prompt tokens, plus max_tokens "
+                f"for each of n choices, over every prompt); this server takes at most "
+                f"{self.max_request_tokens} per request. Lower max_tokens or n, or send fewer "
+                "prompts per request.",
+                param=param,
+                code="request_too_large",
+            )
+
+
+def check_token_ids(token_ids: Sequence[int], vocab_size: int, param: str) -> None:
+    """Refuse token ids the model does not have."""
+    if not token_ids:
+        return
+    low, high = min(token_ids), max(token_ids)
+    if low < 0 or high >= vocab_size:
+        bad = low if low < 0 else high
+        raise InvalidRequestError(
+            f"Token id {bad} in '{param}' is out of vocabulary (size {vocab_size}).",
+            param=param,
+        )
+
+
+def check_options_token_ids(options: SamplingOptions, vocab_size: int) -> None:
+    """The token ids in `logit_bias` must be the model's."""
+    if options.logit_bias:
+        check_token_ids(list(options.logit_bias), vocab_size, "logit_bias")

@@ -1,0 +1,99 @@
+"""The Serve deployment: each replica builds the whole app around an engine of its own."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from ray import serve
+from ray.serve import Application, Deployment
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from oai_server.app import create_app
+from oai_server.ray_serve.engine import StartOnce, load_factory
+from oai_server.ray_serve.options import deployment_options
+from oai_server.ray_serve.ray_metrics import RayMetricsMirror
+from oai_server.settings import Settings
+
+DEPLOYMENT_NAME = "OAIServer"
+REPLICA_HEADER = "x-replica"
+# The builder's one argument that is not a setting: the engine factory (tests: the fake).
+ENGINE_FACTORY_ARG = "engine_factory"
+
+
+class ReplicaHeader:
+    """Name the replica that answered in an `x-replica` header (operators and tests use it)."""
+
+    def __init__(self, app: ASGIApp, replica: str) -> None:
+        self.app = app
+        self.header = (REPLICA_HEADER.encode(), replica.encode())
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_named(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []), self.header]}
+            await send(message)
+
+        await self.app(scope, receive, send_named)
+
+
+class Replica:
+    """One replica: settings, engine, services and routes, exactly as `oai-server` builds them.
+
+    The constructor loads the model before Serve routes anything here; Serve's health
+    check asks the engine; on shutdown Serve lets in-flight requests finish (up to
+    `ray_graceful_shutdown_timeout_s`) before the app's lifespan stops the engine.
+    """
+
+    # Serve awaits an async constructor (mypy only knows sync ones).
+    async def __init__(  # type: ignore[misc]
+        self, settings: dict[str, Any], engine_factory: str | None
+    ) -> None:
+        self.settings = Settings(**settings)  # the rest from this node's OAI_* and defaults
+        self.engine = StartOnce(load_factory(engine_factory)(self.settings))
+        self.replica = serve.get_replica_context().replica_id.unique_id
+        await self.engine.start()
+        self._app = create_app(self.settings, self.engine)
+        mirror = RayMetricsMirror(self._app.state.server.metrics.registry)
+        self._mirroring = asyncio.create_task(mirror.run())
+
+    def __serve_build_asgi_app__(self) -> ASGIApp:
+        return ReplicaHeader(self._app, self.replica)
+
+    async def check_health(self) -> None:
+        """Serve's health probe: raises (and Serve replaces the replica) once the engine dies."""
+        await self.engine.check_health()
+
+    async def __del__(self) -> None:
+        mirroring: asyncio.Task[None] | None = getattr(self, "_mirroring", None)
+        if mirroring is not None:  # None: the constructor failed
+            await RayMetricsMirror.stop(mirroring)
+
+
+# The app is built per replica (`__serve_build_asgi_app__`), not pickled from the driver.
+OAIServer: Deployment = serve.deployment(name=DEPLOYMENT_NAME)(serve.ingress()(Replica))
+
+
+def build_app(args: dict[str, Any]) -> Application:
+    """Serve's application builder: `args` are the server's settings by field name.
+
+    `serve run oai_server.ray_serve:build_app model=Qwen/Qwen2.5-7B-Instruct ray_max_replicas=4`,
+    or the `args:` of an application in a Serve config file. Settings not given come from
+    the `OAI_*` environment and the defaults, as for `oai-server`.
+    """
+    args = dict(args)
+    engine_factory = args.pop(ENGINE_FACTORY_ARG, None)
+    unknown = sorted(set(args) - set(Settings.model_fields))
+    if unknown:
+        raise ValueError(f"unknown settings for oai-server: {', '.join(unknown)}")
+    settings = Settings(**args)
+    deployment = OAIServer.options(**deployment_options(settings))
+    # Only what was given (args, the OAI_* environment where the builder runs): defaults
+    # such as the cache directory are resolved on each replica's own node.
+    given = settings.model_dump(exclude_unset=True)
+    app: Application = deployment.bind(given, engine_factory)
+    return app

@@ -1,0 +1,89 @@
+"""Where chat completions reach the store: one wrapper around the chat service.
+
+`recording(request, req, service)` checks the request's `metadata` (OpenAI's limits hold
+whether or not it is stored) and, when the answer is to be stored (`store: true`, or the
+operator's `store_all`), returns the service wrapped so that each finished answer is
+queued for storing: a whole answer as returned, a streamed one folded from the chunks
+the client got. An answer that does not finish (the client left mid-stream or before a
+whole answer was ready, or generation failed) is not stored, only counted
+(`oai_store_incomplete_total`): OpenAI stores completions, not fragments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from fastapi import Request
+
+from oai_server.services.chat import ChatEvent, ChatJob, ChatRequest, ChatService
+from oai_server.services.chat_assembler import ChatAssembler
+from oai_server.services.common import usage_of
+from oai_server.services.events import EventStream
+from oai_server.store.limits import check_metadata
+from oai_server.store.routes import owner_of
+from oai_server.store.service import StoreService
+from schemas.chat import (
+    CreateChatCompletionRequest,
+    CreateChatCompletionResponse,
+    CreateChatCompletionStreamResponse,
+)
+
+
+@dataclass
+class RecordingChat:
+    """The chat service, storing what it answers."""
+
+    service: ChatService
+    store: StoreService
+    owner: str
+
+    def prepare(self, req: CreateChatCompletionRequest) -> ChatJob:
+        return self.service.prepare(req)
+
+    async def start(self, job: ChatJob, request_id: str | None = None) -> ChatRequest:
+        return await self.service.start(job, request_id)
+
+    async def complete(self, chat: ChatRequest) -> CreateChatCompletionResponse:
+        try:
+            response = await self.service.complete(chat)
+        except BaseException:
+            self.store.metrics.incomplete.inc()
+            raise
+        self.store.record(chat.req, response, self.owner)
+        return response
+
+    def stream(self, chat: ChatRequest) -> EventStream[CreateChatCompletionStreamResponse]:
+        inner = self.service.stream(chat)
+        return EventStream(self._recorded(chat, inner), inner.chunk_of)
+
+    async def _recorded(
+        self, chat: ChatRequest, inner: EventStream[CreateChatCompletionStreamResponse]
+    ) -> AsyncIterator[ChatEvent]:
+        # The stored answer is the fold of exactly the events the client got.
+        assembler = ChatAssembler(with_logprobs=bool(chat.req.logprobs))
+        finished = False
+        try:
+            async for event in inner:
+                assembler.add(event)
+                yield event
+            finished = True
+        finally:
+            if finished:
+                response = assembler.result()
+                if response.usage is None:
+                    response.usage = usage_of(chat.generation.usage)
+                self.store.record(chat.req, response, self.owner)
+            else:
+                self.store.metrics.incomplete.inc()
+
+
+def recording(
+    request: Request, req: CreateChatCompletionRequest, service: ChatService
+) -> ChatService | RecordingChat:
+    """`service`, wrapped to store its answers if `req` is to be stored."""
+    check_metadata(req.metadata)
+    store: StoreService | None = getattr(request.app.state, "store", None)
+    if store is None or not store.wants(req):
+        return service
+    return RecordingChat(service, store, owner_of(request))

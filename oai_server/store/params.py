@@ -1,0 +1,61 @@
+"""List parameters from a query string: `after`, `limit`, `order`, `model`, `metadata[k]=v`."""
+
+from __future__ import annotations
+
+from starlette.datastructures import QueryParams
+
+from oai_server.errors import InvalidRequestError
+from oai_server.store.interface import ListQuery, Order
+
+DEFAULT_LIMIT = 20
+MAX_LIMIT = 100
+
+
+def _limit(raw: str | None) -> int:
+    if raw is None:
+        return DEFAULT_LIMIT
+    if not raw.strip().isdigit() or not 1 <= int(raw) <= MAX_LIMIT:
+        raise InvalidRequestError(
+            f"Invalid 'limit': expected an integer from 1 to {MAX_LIMIT}, got '{raw}'.",
+            param="limit",
+            code="invalid_value",
+        )
+    return int(raw)
+
+
+def _order(raw: str | None) -> Order:
+    if raw is None or raw == "asc":
+        return "asc"
+    if raw == "desc":
+        return "desc"
+    raise InvalidRequestError(
+        f"Invalid 'order': expected 'asc' or 'desc', got '{raw}'.",
+        param="order",
+        code="invalid_value",
+    )
+
+
+def _metadata(params: QueryParams) -> dict[str, str]:
+    pairs: dict[str, str] = {}
+    for name, value in params.multi_items():
+        if name.startswith("metadata[") and name.endswith("]"):
+            pairs[name[len("metadata[") : -1]] = value
+        elif name == "metadata":
+            raise InvalidRequestError(
+                "Filter by metadata as 'metadata[key]=value'.", param="metadata"
+            )
+    return pairs
+
+
+def list_query(params: QueryParams, *, filters: bool) -> ListQuery:
+    """The list a query string asks for; `filters`: whether `model` and `metadata` apply."""
+    after = params.get("after")
+    if after is not None and not after:
+        raise InvalidRequestError("Invalid 'after': empty.", param="after")
+    return ListQuery(
+        after=after,
+        limit=_limit(params.get("limit")),
+        order=_order(params.get("order")),
+        model=params.get("model") if filters else None,
+        metadata=_metadata(params) if filters else {},
+    )

@@ -1,0 +1,84 @@
+"""The store's schema, one for every kind of stored object.
+
+Three tables, shared by chat completions now and by the Responses API later:
+
+- `store_objects`: one row per stored object (`kind`: `chat.completion`, later `response` and
+  `conversation`), its wire body, owner, model, metadata and sort key. `parent_id` leaves room
+  for a response's `previous_response_id` or conversation; `status` for background responses.
+- `store_items`: the ordered items of an object, keyed by parent id and position: a chat
+  completion's request messages now; a response's input and output items and a
+  conversation's items later (`section` tells them apart, `kind` says what an item is).
+- `store_metadata`: one row per metadata pair, with the object's kind, owner and sort key
+  copied in, so a `metadata[key]=value` filter reads one index range already in list order.
+
+`created_at` is the sort key in microseconds (the wire `created` is whole seconds, too coarse
+to order by); ties are broken by id, so (created_at, id) orders every list totally.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Column,
+    Index,
+    Integer,
+    MetaData,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+
+metadata = MetaData()
+
+Json = JSON().with_variant(JSONB(), "postgresql")
+
+ID_LENGTH = 96
+KEY_LENGTH = 64
+VALUE_LENGTH = 512
+
+objects = Table(
+    "store_objects",
+    metadata,
+    Column("id", String(ID_LENGTH), primary_key=True),
+    Column("kind", String(32), nullable=False),
+    Column("owner", String(128), nullable=False),
+    Column("model", String(256), nullable=False),
+    Column("created_at", BigInteger, nullable=False),
+    Column("status", String(32), nullable=True),
+    Column("parent_id", String(ID_LENGTH), nullable=True),
+    Column("meta", Json, nullable=False),
+    Column("request", Json, nullable=True),
+    Column("body", Json, nullable=False),
+    Index("ix_store_objects_list", "kind", "owner", "created_at", "id"),
+    Index("ix_store_objects_model", "kind", "owner", "model", "created_at", "id"),
+    Index("ix_store_objects_created", "created_at"),
+    Index("ix_store_objects_parent", "parent_id"),
+)
+
+items = Table(
+    "store_items",
+    metadata,
+    Column("parent_id", String(ID_LENGTH), nullable=False),
+    Column("position", Integer, nullable=False),
+    Column("id", String(ID_LENGTH), nullable=False),
+    Column("section", String(16), nullable=False),
+    Column("kind", String(32), nullable=False),
+    Column("body", Json, nullable=False),
+    PrimaryKeyConstraint("parent_id", "position", name="pk_store_items"),
+    Index("ix_store_items_id", "parent_id", "id", unique=True),
+)
+
+metadata_pairs = Table(
+    "store_metadata",
+    metadata,
+    Column("object_id", String(ID_LENGTH), nullable=False),
+    Column("key", String(KEY_LENGTH), nullable=False),
+    Column("value", String(VALUE_LENGTH), nullable=False),
+    Column("kind", String(32), nullable=False),
+    Column("owner", String(128), nullable=False),
+    Column("created_at", BigInteger, nullable=False),
+    PrimaryKeyConstraint("object_id", "key", name="pk_store_metadata"),
+    Index("ix_store_metadata_filter", "kind", "owner", "key", "value", "created_at", "object_id"),
+)

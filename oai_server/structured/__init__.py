@@ -1,0 +1,1 @@
+"""Structured output: the JSON Schemas a request may hand to the grammar compiler."""

@@ -1,0 +1,104 @@
+"""One local Ray and Serve for the whole session; each test module deploys its own app.
+
+Ray starts slowly on two cores, so the session shares it. The replicas import the fake
+engine from this package, so the repository root goes onto their PYTHONPATH.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import ray
+from ray import serve
+
+from oai_server.ray_serve import build_app
+
+ROOT = Path(__file__).resolve().parents[2]
+FAKE = "tests.ray.engines:slow_fake"
+MODEL = "smollm2-135m-instruct"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass(frozen=True)
+class RayServe:
+    url: str  # Serve's HTTP proxy
+    metrics_url: str  # the node's Prometheus endpoint: every process's Ray metrics
+
+
+@pytest.fixture(scope="session")
+def ray_serve() -> Iterator[RayServe]:
+    """Serve's proxy on a free 127.0.0.1 port of a small local Ray."""
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+    # Load reports every half second (default 10 s), so the autoscaling test is quick.
+    for reporter in ("REPLICA", "HANDLE"):
+        os.environ[f"RAY_SERVE_{reporter}_AUTOSCALING_METRIC_PUSH_INTERVAL_S"] = "0.5"
+    metrics_port = free_port()
+    ray.init(
+        num_cpus=4,
+        include_dashboard=False,
+        object_store_memory=100 * 1024 * 1024,
+        runtime_env={"env_vars": {"PYTHONPATH": path}},
+        log_to_driver=False,
+        _metrics_export_port=metrics_port,
+        _system_config={"metrics_report_interval_ms": 1000},
+    )
+    port = free_port()
+    serve.start(http_options={"host": "127.0.0.1", "port": port, "request_timeout_s": None})
+    try:
+        yield RayServe(f"http://127.0.0.1:{port}", f"http://127.0.0.1:{metrics_port}/metrics")
+    finally:
+        serve.shutdown()
+        ray.shutdown()
+
+
+@contextmanager
+def deployed(name: str, **settings: Any) -> Iterator[None]:
+    """The server deployed as Serve application `name` at `/` (ready on entry, deleted on exit)."""
+    serve.run(build_app(settings), name=name, route_prefix="/")
+    try:
+        yield
+    finally:
+        serve.delete(name)
+
+
+def running_replicas(app: str) -> int:
+    """Replicas of the app's deployment that Serve routes requests to."""
+    (deployment,) = serve.status().applications[app].deployments.values()
+    return int(deployment.replica_states.get("RUNNING", 0))
+
+
+def kill_replica(app: str, replica: str) -> None:
+    """Kill a replica's actor as a crash would (Serve notices and replaces it)."""
+    actor = ray.get_actor(f"SERVE_REPLICA::{app}#OAIServer#{replica}", namespace="serve")
+    ray.kill(actor, no_restart=True)
+
+
+def wait_for(predicate: Any, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def wait_for_replicas(url: str, count: int, timeout: float = 30) -> None:
+    """Until the proxy routes to `count` different replicas (it learns of new ones late)."""
+    seen: set[str] = set()
+    deadline = time.monotonic() + timeout
+    with httpx.Client(timeout=5) as client:
+        while len(seen) < count:
+            assert time.monotonic() < deadline, f"the proxy reached only {seen}"
+            seen.add(client.get(f"{url}/health").headers["x-replica"])

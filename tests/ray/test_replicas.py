@@ -1,0 +1,160 @@
+"""Two replicas behind Serve's proxy, with the fake engine: spread, streaming, aborts, crashes.
+
+The fake engine says one word every 50 ms, so a stream of n tokens lasts n / 20 s on the
+replica; anything the proxy buffered or failed to cancel shows up in the timings.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import re
+import statistics
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from ray import serve
+
+from tests.conformance import AsyncValidatingTransport, ConformanceLog
+from tests.ray.conftest import (
+    FAKE,
+    RayServe,
+    deployed,
+    kill_replica,
+    running_replicas,
+    wait_for_replicas,
+)
+from tests.ray.streams import Stream, chat_body, expected_text, read_stream, running_on
+
+APP = "two"
+
+
+@pytest.fixture(scope="module")
+def url(ray_serve: RayServe) -> Iterator[str]:
+    settings = {"ray_min_replicas": 2, "ray_max_replicas": 2, "ray_num_cpus": 0.5}
+    with deployed(APP, engine_factory=FAKE, **settings):
+        wait_for_replicas(ray_serve.url, 2)
+        yield ray_serve.url
+
+
+def client(log: ConformanceLog | None = None) -> httpx.AsyncClient:
+    return httpx.AsyncClient(transport=AsyncValidatingTransport(log), timeout=30)
+
+
+async def test_streams_spread_over_both_replicas_and_arrive_incrementally(url: str) -> None:
+    tokens = 20  # 1 s of generation per stream
+    streams = [Stream() for _ in range(40)]
+    async with client() as http:
+        await asyncio.gather(*(read_stream(http, url, tokens, s) for s in streams))
+
+    per_replica = collections.Counter(s.replica for s in streams)
+    assert len(per_replica) == 2, per_replica
+    assert min(per_replica.values()) >= 4, per_replica
+    for s in streams:
+        assert s.done
+        assert s.text == expected_text(tokens)
+        assert s.finish_reason == "length"
+        assert s.chunks >= tokens  # one chunk per token, not one blob at the end
+        assert s.first_chunk_s is not None
+        assert s.first_chunk_s < 0.5 * s.total_s, (s.first_chunk_s, s.total_s)
+    median_first = statistics.median(s.first_chunk_s or 0 for s in streams)
+    assert median_first < 0.5, median_first
+
+
+async def test_a_client_that_disconnects_aborts_its_engine_request(url: str) -> None:
+    tokens = 400  # 20 s unless aborted
+    async with client() as http:
+        body = chat_body(tokens, stream=True)
+        async with http.stream("POST", f"{url}/v1/chat/completions", json=body) as response:
+            replica = response.headers["x-replica"]
+            # Held, not left to the garbage collector: finalizing it would close the stream.
+            lines = response.aiter_lines()
+            chunks = 0
+            while chunks < 3:
+                chunks += (await anext(lines)).startswith("data: ")
+            assert await running_on(http, url, replica) == 1
+        left = time.monotonic()  # the connection is closed here
+        while await running_on(http, url, replica) != 0:
+            assert time.monotonic() - left < 3, "the replica kept generating for nobody"
+            await asyncio.sleep(0.05)
+
+
+async def test_replica_metrics_reach_rays_metrics(url: str, ray_serve: RayServe) -> None:
+    """Both replicas' request counters appear in the node's Prometheus endpoint, by replica."""
+    async with client() as http:
+        replicas = set()
+        for _ in range(20):
+            response = await http.get(f"{url}/health")
+            replicas.add(response.headers["x-replica"])
+        assert len(replicas) == 2
+        deadline = time.monotonic() + 15
+        while True:
+            text = (await http.get(ray_serve.metrics_url)).text
+            found = set(
+                re.findall(
+                    r'^ray_oai_requests_total\{[^}]*replica="([^"]+)"[^}]*route="/health"',
+                    text,
+                    re.MULTILINE,
+                )
+            )
+            if replicas <= found:
+                break
+            assert time.monotonic() < deadline, f"Ray's metrics name {found}, not {replicas}"
+            await asyncio.sleep(0.5)
+
+
+async def test_a_replica_killed_mid_run_leaves_the_other_serving(url: str) -> None:
+    tokens = 60  # 3 s per stream
+    streams = [Stream() for _ in range(10)]
+    logs = [ConformanceLog() for _ in streams]
+    clients = [client(log) for log in logs]
+    running = [
+        asyncio.create_task(read_stream(c, url, tokens, s))
+        for c, s in zip(clients, streams, strict=True)
+    ]
+    while any(s.first_chunk_s is None for s in streams):  # noqa: ASYNC110 - filled by the tasks
+        await asyncio.sleep(0.05)
+    victim = streams[0].replica
+    await asyncio.to_thread(kill_replica, APP, victim)
+    results = await asyncio.gather(*running, return_exceptions=True)
+    for c in clients:
+        await c.aclose()
+
+    on_victim = [i for i, s in enumerate(streams) if s.replica == victim]
+    survivors = [i for i, s in enumerate(streams) if s.replica != victim]
+    assert on_victim
+    assert survivors, "every stream went to one replica"
+    for i in on_victim:
+        assert not streams[i].done, "a stream of the killed replica finished"
+    for i in survivors:
+        assert results[i] is None, results[i]
+        assert streams[i].text == expected_text(tokens)
+        logs[i].assert_clean()
+
+    async with client() as http:
+        answers = await asyncio.gather(
+            *(
+                http.post(f"{url}/v1/chat/completions", json=chat_body(3, stream=False))
+                for _ in range(10)
+            )
+        )
+    assert [a.status_code for a in answers] == [200] * 10
+    assert victim not in {a.headers["x-replica"] for a in answers}
+    assert running_replicas(APP) >= 1
+
+
+async def test_deleting_the_app_lets_in_flight_streams_finish(url: str) -> None:
+    """Serve stops replicas gracefully: streams under way run to their end first."""
+    tokens = 40  # 2 s per stream
+    streams = [Stream() for _ in range(6)]
+    async with client() as http:
+        running = [asyncio.create_task(read_stream(http, url, tokens, s)) for s in streams]
+        while any(s.first_chunk_s is None for s in streams):  # noqa: ASYNC110 - filled by the tasks
+            await asyncio.sleep(0.05)
+        deleting = asyncio.create_task(asyncio.to_thread(serve.delete, APP))
+        await asyncio.gather(*running)
+        await deleting
+    assert all(s.done and s.text == expected_text(tokens) for s in streams)
+    assert APP not in serve.status().applications

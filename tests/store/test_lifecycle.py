@@ -1,0 +1,80 @@
+"""Who sees what, what gets stored, and what is dropped."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import openai
+import pytest
+
+from oai_server.engine.fake import FakeEngine
+from tests.conformance import AsyncValidatingTransport
+from tests.live import serve, serve_async
+from tests.store.conftest import MODEL, ask, make_app, sdk
+
+
+def test_a_key_sees_changes_and_deletes_only_what_it_stored(store_url: str) -> None:
+    with (
+        serve(make_app(store_url, principals=True)) as base,
+        sdk(base, api_key="sk-alice") as alice,
+        sdk(base, api_key="sk-bob") as bob,
+    ):
+        mine = ask(alice, "Alice's secret", store=True, metadata={"who": "alice"})
+        theirs = ask(bob, "Bob's question", store=True, metadata={"who": "alice"})
+
+        assert [c.id for c in bob.chat.completions.list()] == [theirs.id]
+        assert [c.id for c in bob.chat.completions.list(metadata={"who": "alice"})] == [theirs.id]
+        for call in (
+            lambda: bob.chat.completions.retrieve(mine.id),
+            lambda: bob.chat.completions.messages.list(mine.id),
+            lambda: bob.chat.completions.update(mine.id, metadata={"who": "bob"}),
+            lambda: bob.chat.completions.delete(mine.id),
+        ):
+            with pytest.raises(openai.NotFoundError):
+                call()
+        with pytest.raises(openai.BadRequestError):
+            bob.chat.completions.list(after=mine.id)  # not even as a cursor
+
+        assert [c.id for c in alice.chat.completions.list()] == [mine.id]
+        assert alice.chat.completions.retrieve(mine.id).metadata == {"who": "alice"}
+
+
+def test_store_all_keeps_every_completion_as_an_audit_log() -> None:
+    with serve(make_app("sqlite:///:memory:", store_all=True)) as base, sdk(base) as client:
+        quiet = ask(client, "Not asked to be kept", store=False)
+        assert [c.id for c in client.chat.completions.list()] == [quiet.id]
+
+
+def test_without_store_nothing_is_kept() -> None:
+    with serve(make_app("sqlite:///:memory:")) as base, sdk(base) as client:
+        ask(client)
+        ask(client, stream=True)
+        assert client.chat.completions.list().data == []
+
+
+async def test_a_client_that_leaves_mid_stream_is_not_stored() -> None:
+    engine = FakeEngine(tokens=["tick "] * 200, token_delay=0.01)
+    app = make_app("sqlite:///:memory:", engine)
+    body = {
+        "model": MODEL,
+        "messages": [{"role": "user", "content": "Count"}],
+        "stream": True,
+        "store": True,
+        "max_tokens": 500,
+    }
+    async with (
+        serve_async(app) as base,
+        httpx.AsyncClient(transport=AsyncValidatingTransport(), base_url=base) as client,
+    ):
+        async with client.stream("POST", "/v1/chat/completions", json=body) as response:
+            async for _ in response.aiter_lines():
+                break  # the first event, then the client goes away
+        async with asyncio.timeout(5):
+            while not engine.aborted:  # noqa: ASYNC110 - the fake engine records, no event
+                await asyncio.sleep(0.01)
+        await asyncio.sleep(0.1)
+        listed = await client.get("/v1/chat/completions")
+        assert listed.json()["data"] == []
+        metrics = (await client.get("/metrics")).text
+        assert "oai_store_incomplete_total 1.0" in metrics
