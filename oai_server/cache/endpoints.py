@@ -18,6 +18,7 @@ from oai_server.generation.engine_request import new_request_id
 from oai_server.http.answer import GenerationService
 from oai_server.services.chat import ChatJob, ChatRequest, ChatService
 from oai_server.services.chat_assembler import ChatAssembler
+from oai_server.services.common import usage_of
 from oai_server.services.completion_assembler import CompletionAssembler
 from oai_server.services.completions import Batch, CompletionJob, CompletionService
 from oai_server.services.events import TextDelta
@@ -58,8 +59,8 @@ class Endpoint(ABC, Generic[Req, Job, Handle]):
         """Everything else that shapes the answer."""
 
     @abstractmethod
-    def usage(self, handle: Handle) -> tuple[int, int]:
-        """Prompt and completion tokens of a started request, once it has finished."""
+    def usage(self, handle: Handle) -> CompletionUsage:
+        """The usage of a started request, once it has finished."""
 
     @abstractmethod
     def identity(self, handle: Handle) -> tuple[str, int]:
@@ -126,9 +127,8 @@ class ChatEndpoint(Endpoint[CreateChatCompletionRequest, ChatJob, ChatRequest]):
             "logprobs": bool(req.logprobs),
         }
 
-    def usage(self, handle: ChatRequest) -> tuple[int, int]:
-        usage = handle.generation.usage
-        return usage.prompt_tokens, usage.completion_tokens
+    def usage(self, handle: ChatRequest) -> CompletionUsage:
+        return usage_of(handle.generation.usage)
 
     def identity(self, handle: ChatRequest) -> tuple[str, int]:
         return handle.generation.request_id, handle.created
@@ -187,9 +187,8 @@ class CompletionsEndpoint(Endpoint[CreateCompletionRequest, CompletionJob, Batch
             "score_only": job.score_only,
         }
 
-    def usage(self, handle: Batch) -> tuple[int, int]:
-        usage = handle.usage()
-        return usage.prompt_tokens, usage.completion_tokens
+    def usage(self, handle: Batch) -> CompletionUsage:
+        return usage_of(handle.usage())
 
     def identity(self, handle: Batch) -> tuple[str, int]:
         return handle.id, handle.created

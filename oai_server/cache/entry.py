@@ -18,7 +18,7 @@ import pydantic
 import pydantic_core
 
 from oai_server.services.events import TextDelta
-from schemas.common import CompletionUsage, ResponseModel
+from schemas.common import CompletionUsage, PromptTokensDetails, ResponseModel
 
 logger = logging.getLogger(__name__)
 
@@ -36,20 +36,16 @@ class Entry:
 
     @property
     def usage(self) -> CompletionUsage:
-        return usage_of(self.prompt_tokens, self.completion_tokens)
+        """What a hit reports: the answer's own counts, its whole prompt cached."""
+        return CompletionUsage(
+            prompt_tokens=self.prompt_tokens,
+            completion_tokens=self.completion_tokens,
+            total_tokens=self.prompt_tokens + self.completion_tokens,
+            prompt_tokens_details=PromptTokensDetails(cached_tokens=self.prompt_tokens),
+        )
 
 
-def usage_of(prompt_tokens: int, completion_tokens: int) -> CompletionUsage:
-    return CompletionUsage(
-        prompt_tokens=prompt_tokens,
-        completion_tokens=completion_tokens,
-        total_tokens=prompt_tokens + completion_tokens,
-    )
-
-
-def encode(
-    events: Sequence[TextDelta | ResponseModel], prompt_tokens: int, completion_tokens: int
-) -> bytes:
+def encode(events: Sequence[TextDelta | ResponseModel], usage: CompletionUsage) -> bytes:
     """The entry for a stream's `events`; a chunk that only reports usage is left out."""
     stored: list[Any] = [
         (event.index, event.text) if type(event) is TextDelta else _stored_chunk(event)
@@ -57,9 +53,8 @@ def encode(
     ]
     if stored and stored[-1] is None:
         stored.pop()
-    return pydantic_core.to_json(
-        {"format": FORMAT, "events": stored, "usage": [prompt_tokens, completion_tokens]}
-    )
+    counts = [usage.prompt_tokens, usage.completion_tokens]
+    return pydantic_core.to_json({"format": FORMAT, "events": stored, "usage": counts})
 
 
 def _stored_chunk(chunk: TextDelta | ResponseModel) -> dict[str, Any] | None:

@@ -6,8 +6,8 @@ failed, or whose client left, is never stored.
 
 A hit reports the `usage` of the answer it replays: the tokens of that prompt and that
 answer, which is what clients use `usage` for (context bookkeeping, cost estimates),
-and what OpenAI reports for an answer however it was produced; `x-cache: hit` says
-that no engine time was spent on it.
+with `prompt_tokens_details.cached_tokens` equal to `prompt_tokens`, as OpenAI reports
+prompt tokens served from a cache; `x-cache: hit` says no engine time was spent at all.
 
 A chat completion to be stored (`store: true`, or `--store-all`) is not cached: the
 store keeps the engine's answer under the id the client got, through its own hook.
@@ -26,7 +26,7 @@ from fastapi import Request, Response
 
 from oai_server.cache.backend import CacheBackend
 from oai_server.cache.endpoints import ChatEndpoint, CompletionsEndpoint, Endpoint, Event
-from oai_server.cache.entry import Entry, decode, encode, usage_of
+from oai_server.cache.entry import Entry, decode, encode
 from oai_server.cache.flights import Flight, Flights
 from oai_server.cache.key import cache_key, determined
 from oai_server.cache.metrics import CacheMetrics
@@ -37,7 +37,7 @@ from oai_server.http.sse import StreamTap, event_stream
 from oai_server.services.common import StreamSettings
 from oai_server.services.events import EventStream
 from schemas.chat import CreateChatCompletionRequest
-from schemas.common import GenerationRequest, ResponseModel
+from schemas.common import CompletionUsage, GenerationRequest, ResponseModel
 from schemas.completions import CreateCompletionRequest
 
 HEADER = "x-cache"
@@ -141,11 +141,11 @@ class ResponseCache:
         store: bool,
         flight: Flight | None,
         events: list[Event],
-        usage: tuple[int, int],
+        usage: CompletionUsage,
     ) -> None:
         if not store:
             return
-        data = encode(events, *usage)
+        data = encode(events, usage)
         await self.backend.set(key, data)
         if flight is not None:
             flight.land(data)
@@ -169,8 +169,8 @@ class ResponseCache:
 
             whole = await until_disconnect(request, ranked())
             usage = getattr(whole, "usage", None)
-            counts = (0, 0) if usage is None else (usage.prompt_tokens, usage.completion_tokens)
-            await self._finish(key, store, flight, endpoint.whole_events(whole), counts)
+            if usage is not None:
+                await self._finish(key, store, flight, endpoint.whole_events(whole), usage)
             return json_response(whole)
         handle = await until_disconnect(request, service.start(job))
         stream: EventStream[Any] = service.stream(handle)
@@ -190,7 +190,7 @@ class ResponseCache:
             events = [event async for event in stream]
             await self._finish(key, store, flight, events, endpoint.usage(handle))
             id_, created = endpoint.identity(handle)
-            usage = usage_of(*endpoint.usage(handle))
+            usage = endpoint.usage(handle)
             return json_response(endpoint.assemble(req, events, usage, id_, created))
 
         return await until_disconnect(request, whole_answer())
