@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from benchmarks import ceiling, compare, floor, options, realtime, response_cache, store
+from benchmarks import ceiling, compare, floor, options, quality, realtime, response_cache, store
 from benchmarks.client import discover_model, make_client
 from benchmarks.publish import publish, show
 from benchmarks.report import DEFAULT_OUT, load_records, run_stamp
@@ -155,6 +155,7 @@ _REGISTRARS: Sequence[Callable[[Subparsers], None]] = (
     _register_stub,
     compare.register,
     floor.register,
+    quality.register,
     realtime.register,
     store.register,
     response_cache.register,

@@ -114,6 +114,9 @@ def contender(
     """Server `name` (OURS or VLLM), with `extra_args` at the end of its command line;
     `ours_model_dir` None lets ours serve its embedded model."""
     env = contender_env(os.environ if base_env is None else base_env, engine)
+    # vLLM's default, said for both: ours silences vLLM below --log-level debug, and the
+    # engine's configuration line is read back from each log.
+    env.setdefault("VLLM_LOGGING_LEVEL", "INFO")
     if name == OURS:
         command = ours_command(ours_model_dir, served_name, port, engine)
     elif name == VLLM:

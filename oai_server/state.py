@@ -8,7 +8,7 @@ from fastapi import Request
 
 from oai_server.cache import ResponseCache
 from oai_server.engine.protocol import Engine
-from oai_server.metrics import Metrics
+from oai_server.observability.metrics import Metrics
 from oai_server.services.chat import ChatService
 from oai_server.services.completions import CompletionService
 from oai_server.services.tokenize import TokenizeService

@@ -160,3 +160,5 @@ class GenerationRequest(RequestModel):
     ignore_eos: bool | None = None
     stop_token_ids: list[TokenId] | None = None
     skip_special_tokens: bool | None = None
+    # vLLM's scheduling extension: lower runs first under `--scheduling-policy priority`.
+    priority: Annotated[int, Field(ge=-(2**31), le=2**31 - 1)] | None = None

@@ -13,7 +13,19 @@ from pathlib import Path
 
 import pytest
 
+from oai_server.engine import cpu
 from tests.conformance import ConformanceLog, default_log
+
+
+def pytest_report_header() -> list[str]:
+    """Which CPU the run is on, and what the real engine will run on it: vLLM's kernels
+    differ per CPU (AMX or not), and so may the embedded model's answers."""
+    flags = cpu.cpu_flags()
+    plan = cpu.plan_kernels("auto", embedded=True, flags=flags)
+    return [
+        f"cpu: {cpu.cpu_summary(flags)}",
+        f"embedded model engine: {plan.describe()} ({plan.reason})",
+    ]
 
 
 @pytest.fixture(scope="session", autouse=True)

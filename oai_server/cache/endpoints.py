@@ -88,9 +88,10 @@ class Endpoint(ABC, Generic[Req, Job, Handle]):
         """A whole answer (of a `whole_only` job) as events."""
         raise NotImplementedError
 
-    def fresh_identity(self) -> tuple[str, int]:
-        """A new `id` and `created`, for an answer replayed from the cache."""
-        return new_request_id(self.id_prefix), int(time.time())
+    def fresh_identity(self, request_id: str | None) -> tuple[str, int]:
+        """The `id` and `created` of an answer replayed from the cache: its own, as new
+        as a miss's (from the request's x-request-id when there is one)."""
+        return request_id or new_request_id(self.id_prefix), int(time.time())
 
 
 class ChatEndpoint(Endpoint[CreateChatCompletionRequest, ChatJob, ChatRequest]):

@@ -36,10 +36,10 @@ def _events(entry: Entry, id_: str, created: int, with_usage: bool) -> list[Even
 
 
 def replay_stream(
-    endpoint: Endpoint[Any, Any, Any], req: GenerationRequest, entry: Entry
+    endpoint: Endpoint[Any, Any, Any], req: GenerationRequest, entry: Entry, request_id: str | None
 ) -> Response:
     """The entry as an SSE stream, exactly as a live answer streams it."""
-    id_, created = endpoint.fresh_identity()
+    id_, created = endpoint.fresh_identity(request_id)
     with_usage = StreamSettings.of(req.stream_options).include_usage
     events = _events(entry, id_, created, with_usage)
 
@@ -59,9 +59,9 @@ def replay_stream(
 
 
 def replay_whole(
-    endpoint: Endpoint[Any, Any, Any], req: GenerationRequest, entry: Entry
+    endpoint: Endpoint[Any, Any, Any], req: GenerationRequest, entry: Entry, request_id: str | None
 ) -> Response:
     """The entry as the whole response, as a non-streamed answer."""
-    id_, created = endpoint.fresh_identity()
+    id_, created = endpoint.fresh_identity(request_id)
     events = _events(entry, id_, created, with_usage=False)
     return json_response(endpoint.assemble(req, events, entry.usage, id_, created))

@@ -31,7 +31,7 @@ from oai_server.cache.flights import Flight, Flights
 from oai_server.cache.key import cache_key, determined
 from oai_server.cache.metrics import CacheMetrics
 from oai_server.cache.replay import replay_stream, replay_whole
-from oai_server.http.answer import answer_job, json_response
+from oai_server.http.answer import answer_job, engine_request_id, json_response
 from oai_server.http.disconnect import until_disconnect
 from oai_server.http.sse import StreamTap, event_stream
 from oai_server.services.common import StreamSettings
@@ -100,7 +100,8 @@ class ResponseCache:
         if not directives & {"no-store", "no-cache"}:
             entry = await self._lookup(request, key, endpoint)
             if entry is not None:
-                response = (replay_stream if req.stream else replay_whole)(endpoint, req, entry)
+                replay = replay_stream if req.stream else replay_whole
+                response = replay(endpoint, req, entry, engine_request_id(request, req))
                 response.headers[HEADER] = "hit"
                 return response
         self.metrics.misses.inc()
@@ -162,17 +163,18 @@ class ResponseCache:
     ) -> Response:
         """Answer from the engine, recording the events; store them once the answer is whole."""
         service = endpoint.service
+        request_id = engine_request_id(request, req)
         if endpoint.whole_only(job):
 
             async def ranked() -> ResponseModel:
-                return await service.complete(await service.start(job))
+                return await service.complete(await service.start(job, request_id))
 
             whole = await until_disconnect(request, ranked())
             usage = getattr(whole, "usage", None)
             if usage is not None:
                 await self._finish(key, store, flight, endpoint.whole_events(whole), usage)
             return json_response(whole)
-        handle = await until_disconnect(request, service.start(job))
+        handle = await until_disconnect(request, service.start(job, request_id))
         stream: EventStream[Any] = service.stream(handle)
         if req.stream:
             tap = StreamTap(

@@ -180,6 +180,7 @@ class FakeEngine(Engine):
         try:
             if self.prefill_delay:
                 await asyncio.sleep(self.prefill_delay)
+            queue_time: float | None = self.prefill_delay
             for step in range(options.max_tokens):
                 if self.token_delay:
                     await asyncio.sleep(self.token_delay)
@@ -190,7 +191,10 @@ class FakeEngine(Engine):
                     raise EngineDeadError("The engine failed while generating.")
                 if request_id not in self._running:
                     return
-                out = GenerationStep(prompt_tokens=len(prompt_token_ids), cached_tokens=cached)
+                out = GenerationStep(
+                    prompt_tokens=len(prompt_token_ids), cached_tokens=cached, queue_time=queue_time
+                )
+                queue_time = None
                 for i in range(options.n):
                     if done[i]:
                         continue

@@ -7,6 +7,8 @@ from the same object: nothing copies them from one definition into another.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, Field
 
 
@@ -21,7 +23,8 @@ class EngineSettings(BaseModel):
     dtype: str = Field(
         "auto",
         description="Weight and activation dtype (auto, float32, bfloat16, float16); "
-        "auto is vLLM's choice (bfloat16 for the embedded model).",
+        "auto is the model's own, except the embedded model on CPU: float32 (the same "
+        "kernels and answers on every CPU; bfloat16 answers it wrong on AMX kernels).",
     )
     max_model_len: int | None = Field(
         None, description="Context length; default: 2048 for the embedded model, else the model's."
@@ -43,6 +46,11 @@ class EngineSettings(BaseModel):
     max_num_queued_tokens: int | None = Field(
         None, description="Most prompt tokens waiting for prefill; more get a 503 at once."
     )
+    scheduling_policy: Literal["fcfs", "priority"] = Field(
+        "fcfs",
+        description="Order of waiting requests: first come first served, or by each "
+        "request's 'priority' field (lower first, then arrival).",
+    )
     seed: int = Field(0, description="Engine random seed.")
     trust_remote_code: bool = Field(False, description="Allow model code from the hub.")
     cpu_kvcache_space: int | None = Field(
@@ -55,6 +63,12 @@ class EngineSettings(BaseModel):
         description="CPU only: cores for compute threads (sets VLLM_CPU_OMP_THREADS_BIND), "
         "e.g. 0-3; 'all' binds every core, 'auto' keeps vLLM's default (a core left for "
         "the front end); default: that variable, else all.",
+    )
+    cpu_preload: bool = Field(
+        False,
+        description="CPU only: preload tcmalloc and Intel's OpenMP runtime into the engine "
+        "process (LD_PRELOAD), as vLLM advises; off by default: measured no faster on 2 "
+        "shared cores (Intel OpenMP's threads spin between steps).",
     )
     stream_interval: int = Field(
         1,

@@ -7,12 +7,14 @@ engine) import fast and without vllm installed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, get_args
 
+from oai_server.engine import cpu
 from oai_server.engine.protocol import Engine, Tokenizer
 from oai_server.engine.settings import EngineSettings
 from oai_server.engine.types import (
@@ -94,6 +96,42 @@ def _configure_cpu(options: EngineSettings) -> None:
     os.environ["VLLM_CPU_OMP_THREADS_BIND"] = bind
 
 
+def _preload(options: EngineSettings) -> str | None:
+    """The LD_PRELOAD for the engine process with --cpu-preload: tcmalloc and Intel OpenMP."""
+    if not options.cpu_preload:
+        return None
+    libraries = cpu.find_preload_libraries()
+    names = {lib.name for lib in libraries}
+    if cpu.TCMALLOC not in names:
+        logger.warning(
+            "--cpu-preload: tcmalloc not found (Debian/Ubuntu: apt-get install "
+            "libtcmalloc-minimal4)"
+        )
+    if cpu.IOMP not in names:
+        logger.warning("--cpu-preload: Intel OpenMP not found (pip install intel-openmp)")
+    value = cpu.preload_value(libraries, os.environ.get("LD_PRELOAD"))
+    if value is not None:
+        logger.debug("engine preloads %s", value)
+    return value
+
+
+@contextlib.contextmanager
+def _environment(name: str, value: str | None) -> Iterator[None]:
+    """`name` set to `value` in os.environ inside the block (nothing done for None)."""
+    if value is None:
+        yield
+        return
+    before = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before
+
+
 def _engine_args(options: EngineSettings, on_cpu: bool) -> dict[str, Any]:
     enforce_eager = options.enforce_eager
     if enforce_eager is None:
@@ -107,6 +145,7 @@ def _engine_args(options: EngineSettings, on_cpu: bool) -> dict[str, Any]:
         "dtype": options.dtype,
         "enforce_eager": enforce_eager,
         "seed": options.seed,
+        "scheduling_policy": options.scheduling_policy,
         "trust_remote_code": options.trust_remote_code,
         "max_model_len": options.max_model_len,
         "max_num_seqs": options.max_num_seqs,
@@ -114,6 +153,8 @@ def _engine_args(options: EngineSettings, on_cpu: bool) -> dict[str, Any]:
         "max_num_queued_reqs": options.max_num_queued_reqs,
         "max_num_queued_tokens": options.max_num_queued_tokens,
         "stream_interval": options.stream_interval,
+        # vLLM's progress bar while it loads the weights (under a second on CPU): debug only.
+        "use_tqdm_on_load": logger.isEnabledFor(logging.DEBUG),
     }
     if not on_cpu:
         args["tensor_parallel_size"] = options.tensor_parallel_size
@@ -125,9 +166,10 @@ class VLLMEngine(Engine):
     """vLLM's `AsyncLLM`, started in-process; its engine core runs in a child process."""
 
     def __init__(
-        self, options: EngineSettings, *, resolve_model: Callable[[], str] | None = None
+        self, options: EngineSettings, *, resolve_model: Callable[[str], str] | None = None
     ) -> None:
-        """`resolve_model`, if given, runs first in `start` (say, to convert weights) and
+        """`resolve_model`, if given, is the embedded model: it runs first in `start` with
+        the dtype chosen for this CPU (to convert the weights at that precision) and
         returns the model to load in place of `options.model`."""
         self._options = options
         self._resolve_model = resolve_model
@@ -135,44 +177,71 @@ class VLLMEngine(Engine):
         self._tokenizer: VLLMTokenizer | None = None
         self._model_info: ModelInfo | None = None
         self._make_params: Any = None
+        # The CPU kernels and dtype chosen at start (None on GPU).
+        self.plan: cpu.KernelPlan | None = None
+        # The engine's processes (core, workers), noted once started: if the core is
+        # killed its workers are orphaned, out of reach of a later look at our children.
+        self._processes: list[Any] = []
 
     async def start(self) -> None:
         await asyncio.to_thread(self._start_blocking)
 
     def _start_blocking(self) -> None:
         began = time.monotonic()
-        if self._resolve_model is not None:
-            self._options = self._options.model_copy(update={"model": self._resolve_model()})
         from vllm.platforms import current_platform
 
         on_cpu = current_platform.is_cpu()
+        embedded = self._resolve_model is not None
+        if on_cpu:
+            plan = cpu.plan_kernels(self._options.dtype, embedded=embedded, flags=cpu.cpu_flags())
+            self._options = self._options.model_copy(update={"dtype": plan.dtype})
+            self.plan = plan
+            logger.info("CPU engine: %s (%s)", plan.describe(), plan.reason)
+            if embedded and plan.attention == "amx":
+                logger.warning(
+                    "the embedded model was seen answering wrong on vLLM's AMX bfloat16 "
+                    "kernels; --dtype float32 (its default) answers right"
+                )
+        if self._resolve_model is not None:
+            dtype = "bfloat16" if self._options.dtype == "auto" else self._options.dtype
+            self._options = self._options.model_copy(update={"model": self._resolve_model(dtype)})
+        preload: str | None = None
         if on_cpu:
             _configure_cpu(self._options)
+            preload = _preload(self._options)
         from vllm.config import StructuredOutputsConfig
         from vllm.engine.arg_utils import AsyncEngineArgs
         from vllm.v1.engine.async_llm import AsyncLLM
 
         args = _engine_args(self._options, on_cpu)
-        logger.info("starting vLLM engine (%s): %s", "CPU" if on_cpu else "GPU", args)
+        logger.debug("starting vLLM engine (%s): %s", "CPU" if on_cpu else "GPU", args)
+        logger.info("loading the engine (%s)", "CPU" if on_cpu else "GPU")
         args["structured_outputs_config"] = StructuredOutputsConfig(
             **args["structured_outputs_config"]
         )
-        llm = AsyncLLM.from_engine_args(AsyncEngineArgs(**args))
+        with _environment("LD_PRELOAD", preload):
+            # The engine core is spawned here and reads LD_PRELOAD when it starts.
+            llm = AsyncLLM.from_engine_args(AsyncEngineArgs(**args))
         hf_tokenizer = llm.get_tokenizer()
         self._tokenizer = VLLMTokenizer(hf_tokenizer)
         self._model_info = ModelInfo(
             max_model_len=llm.model_config.max_model_len,
             source=self._options.model or "",
             vocab_size=len(hf_tokenizer),
+            dtype=str(llm.model_config.dtype).removeprefix("torch."),
+            kernels=None if self.plan is None else self.plan.describe(),
         )
         self._make_params = _params_factory()
         self._llm = llm
-        logger.info("vLLM engine ready in %.1f s", time.monotonic() - began)
+        self._processes = _engine_processes()
+        logger.debug("vLLM engine ready in %.1f s", time.monotonic() - began)
 
     async def stop(self) -> None:
         llm, self._llm = self._llm, None
         if llm is not None:
             await asyncio.to_thread(llm.shutdown)
+        _reap(self._processes)
+        self._processes = []
 
     @property
     def model_info(self) -> ModelInfo:
@@ -211,19 +280,29 @@ class VLLMEngine(Engine):
         from vllm.v1.engine.exceptions import EngineDeadError as VLLMEngineDeadError
 
         llm = self._ready_llm()
+        if options.priority and self._options.scheduling_policy != "priority":
+            raise InvalidRequestError(
+                "'priority' needs the server started with --scheduling-policy priority.",
+                param="priority",
+            )
         prompt_tokens = len(prompt_token_ids)
+        first = True
         try:
             async for out in llm.generate(
                 # Already tokenized: handed over as engine input, past vLLM's renderer.
                 tokens_input(prompt_token_ids),
                 self._make_params(options),
                 request_id,
+                priority=options.priority,
             ):
                 step = GenerationStep(
                     prompt_tokens=prompt_tokens,
                     finished=out.finished,
                     cached_tokens=out.num_cached_tokens or 0,
                 )
+                if first:
+                    first = False
+                    step.queue_time = _queue_time(out.metrics)
                 if out.prompt_logprobs is not None and options.prompt_logprobs is not None:
                     step.prompt_logprobs = [
                         None if d is None else _token_logprob(t, d, options.prompt_logprobs)
@@ -265,6 +344,50 @@ def _finish_reason(reason: str | None) -> FinishReason | None:
         logger.error("unknown finish reason from the engine: %r", reason)
         return "error"
     return known
+
+
+def _engine_processes() -> list[Any]:
+    """This process's descendants now: the engine's core and workers, not Python's own
+    helpers (multiprocessing's resource tracker). psutil comes with vLLM."""
+    import psutil
+
+    found = []
+    for process in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            if "resource_tracker" not in " ".join(process.cmdline()):
+                found.append(process)
+    return found
+
+
+def _alive(process: Any) -> bool:
+    import psutil
+
+    try:
+        return bool(process.is_running() and process.status() != psutil.STATUS_ZOMBIE)
+    except psutil.Error:
+        return False
+
+
+def _reap(processes: list[Any]) -> None:
+    """Kill whatever of `processes` outlived the engine's shutdown (the workers of a
+    core that was killed keep running otherwise, and hold the interpreter's exit)."""
+    import psutil
+
+    alive = [p for p in processes if _alive(p)]
+    for process in alive:
+        logger.warning("killing engine process %d left running", process.pid)
+        with contextlib.suppress(psutil.Error):
+            process.kill()
+    psutil.wait_procs(alive, timeout=5)
+
+
+def _queue_time(stats: Any) -> float | None:
+    """Seconds between queued and scheduled, from vLLM's per-request stats when kept."""
+    queued = getattr(stats, "queued_ts", 0.0)
+    scheduled = getattr(stats, "scheduled_ts", 0.0)
+    if not queued or not scheduled:
+        return None
+    return max(0.0, float(scheduled - queued))
 
 
 # JSON has no -inf; vLLM's own server clamps the same way.

@@ -100,4 +100,5 @@ def build_options(
         logprobs=logprobs,
         prompt_logprobs=prompt_logprobs,
         structured=structured,
+        priority=req.priority or 0,
     )

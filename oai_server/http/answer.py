@@ -9,6 +9,7 @@ from fastapi import Request, Response
 from oai_server.http.disconnect import until_disconnect
 from oai_server.http.sse import event_stream
 from oai_server.services.events import EventStream
+from schemas.chat import CreateChatCompletionRequest
 from schemas.common import GenerationRequest, ResponseModel
 
 Req = TypeVar("Req", bound=GenerationRequest, contravariant=True)
@@ -26,6 +27,16 @@ class GenerationService(Protocol[Req, Job, Handle]):
     def stream(self, handle: Handle) -> EventStream[ResponseModel]: ...
 
     async def complete(self, handle: Handle) -> ResponseModel: ...
+
+
+def engine_request_id(request: Request, req: GenerationRequest) -> str | None:
+    """The answer's and the engine request's id: OpenAI's prefix and the x-request-id
+    (set by `ObservabilityMiddleware`), so logs and engine traces meet on one id."""
+    request_id: str | None = getattr(request.state, "request_id", None)
+    if request_id is None:
+        return None
+    prefix = "chatcmpl" if isinstance(req, CreateChatCompletionRequest) else "cmpl"
+    return f"{prefix}-{request_id}"
 
 
 def json_response(body: ResponseModel, status_code: int = 200) -> Response:
@@ -48,12 +59,13 @@ async def answer_job(
     request: Request, req: Req, service: GenerationService[Req, Job, Handle], job: Job
 ) -> Response:
     """`answer`, for a job `service.prepare` has already made of `req`."""
+    request_id = engine_request_id(request, req)
     if req.stream:
-        handle = await until_disconnect(request, service.start(job))
+        handle = await until_disconnect(request, service.start(job, request_id))
         # From here Starlette watches the connection and cancels the stream on disconnect.
         return event_stream(service.stream(handle))
 
     async def whole() -> ResponseModel:
-        return await service.complete(await service.start(job))
+        return await service.complete(await service.start(job, request_id))
 
     return json_response(await until_disconnect(request, whole()))

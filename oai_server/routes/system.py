@@ -6,7 +6,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
 from oai_server import __version__
-from oai_server.metrics import CONTENT_TYPE
+from oai_server.observability.metrics import CONTENT_TYPE
 from oai_server.state import server_state
 
 router = APIRouter()

@@ -10,7 +10,6 @@ from typing import Any
 
 import httpx
 import pytest
-from starlette.types import ASGIApp, Receive, Scope, Send
 
 from oai_server.app import create_app
 from oai_server.cache import ResponseCache
@@ -20,7 +19,6 @@ from tests.cache.redis_server import RedisServer
 from tests.conformance import AsyncValidatingTransport
 
 MODEL = "smollm2-135m-instruct"
-PRINCIPAL_HEADER = "x-test-principal"
 
 
 @pytest.fixture(scope="session")
@@ -41,19 +39,6 @@ def backend(request: pytest.FixtureRequest) -> str:
     server: RedisServer = request.getfixturevalue("redis_server")
     server.flush()
     return server.url
-
-
-class PrincipalFromHeader:
-    """Stands in for the API-key middleware: the principal named by a test header."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            given = dict(scope["headers"]).get(PRINCIPAL_HEADER.encode())
-            scope.setdefault("state", {})["principal"] = given.decode() if given else None
-        await self.app(scope, receive, send)
 
 
 @dataclass
@@ -80,7 +65,6 @@ class Cached:
 async def cached(engine: FakeEngine, backend: str, **settings: Any) -> AsyncIterator[Cached]:
     """The app around `engine` with the cache on `backend`, and a validating client."""
     app = create_app(Settings(response_cache=backend, **settings), engine)
-    app.add_middleware(PrincipalFromHeader)
     cache = app.state.server.cache
     assert cache is not None
     async with app.router.lifespan_context(app):

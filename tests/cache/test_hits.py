@@ -9,7 +9,6 @@ import pytest
 
 from oai_server.engine.fake import FakeEngine
 from tests.cache.conftest import (
-    PRINCIPAL_HEADER,
     cached,
     chat_body,
     chat_text,
@@ -179,19 +178,23 @@ async def test_entries_expire_after_the_ttl(backend: str) -> None:
         assert len(engine.calls) == 2
 
 
+def _key(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
 async def test_entries_are_scoped_per_api_key_unless_shared(backend: str) -> None:
     engine = FakeEngine()
-    async with cached(engine, backend) as c:
-        await c.post(CHAT, chat_body(), **{PRINCIPAL_HEADER: "alice"})
-        bob = await c.post(CHAT, chat_body(), **{PRINCIPAL_HEADER: "bob"})
-        anonymous = await c.post(CHAT, chat_body())
-        alice = await c.post(CHAT, chat_body(), **{PRINCIPAL_HEADER: "alice"})
-        seen = [r.headers["x-cache"] for r in (bob, anonymous, alice)]
-        assert seen == ["miss", "miss", "hit"]
+    async with cached(engine, backend, api_key=["alice-key", "bob-key"]) as c:
+        await c.post(CHAT, chat_body(), **_key("alice-key"))
+        bob = await c.post(CHAT, chat_body(), **_key("bob-key"))
+        alice = await c.post(CHAT, chat_body(), **_key("alice-key"))
+        assert [r.headers["x-cache"] for r in (bob, alice)] == ["miss", "hit"]
     engine = FakeEngine()
-    async with cached(engine, backend, response_cache_shared=True) as c:
-        await c.post(CHAT, chat_body(max_tokens=5), **{PRINCIPAL_HEADER: "alice"})
-        bob = await c.post(CHAT, chat_body(max_tokens=5), **{PRINCIPAL_HEADER: "bob"})
+    async with cached(
+        engine, backend, api_key=["alice-key", "bob-key"], response_cache_shared=True
+    ) as c:
+        await c.post(CHAT, chat_body(max_tokens=5), **_key("alice-key"))
+        bob = await c.post(CHAT, chat_body(max_tokens=5), **_key("bob-key"))
         assert bob.headers["x-cache"] == "hit"
 
 

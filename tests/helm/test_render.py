@@ -178,7 +178,7 @@ def test_secrets_feed_the_keys_and_urls(chart: helm_python.Chart) -> None:
 
 
 def test_a_setting_given_twice_fails(chart: helm_python.Chart) -> None:
-    values = {"apiKeySecret": "keys", "server": {"apiKey": "in-plain-text"}}
+    values = {"apiKeySecret": "keys", "server": {"apiKey": ["in-plain-text"]}}
     with pytest.raises(helm_python.HelmRenderError, match="set it once"):
         render(chart, values)
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import psutil
 import pytest
 
 from tests.conformance import AsyncValidatingTransport, ValidatingTransport
@@ -28,6 +29,7 @@ SDK_TIMEOUT_S = 60
 # For framework clients whose answers must end by themselves (finish_reason "stop").
 BOUNDED_MAX_TOKENS = 64
 START_TIMEOUT_S = 900  # the first start converts the model (~20 s) and loads vLLM (~30-70 s)
+STOP_TIMEOUT_S = 60  # a drain of at most 5 s, then the engine's shutdown
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,7 @@ class Server:
     base_url: str  # ends in /v1, as OpenAI clients want it
     root: str
     log: Path
+    proc: subprocess.Popen[bytes]
 
     def running_requests(self) -> float:
         """The engine's running-requests gauge, from /metrics."""
@@ -66,25 +69,51 @@ def _wait_ready(root: str, proc: subprocess.Popen[bytes], log: Path) -> None:
 
 
 @contextlib.contextmanager
-def run_server(log_dir: Path, *flags: str) -> Iterator[Server]:
-    """`python -m oai_server` with `flags` on a free port, until the block ends."""
+def run_server(log_dir: Path, *flags: str, exit_code: int | None = 0) -> Iterator[Server]:
+    """`python -m oai_server` with `flags` on a free port, until the block ends.
+
+    Stopped with SIGTERM, as an orchestrator stops it: it must drain and exit with
+    `exit_code` (unless it already exited: a test that kills the engine checks that
+    itself; None skips the check), and no process it started (the engine core) may
+    outlive it.
+    """
     port = _free_port()
     log = log_dir / "server.log"
-    env = {**os.environ, "OAI_LOG_LEVEL": "info"}
+    env = {**os.environ, "OAI_LOG_LEVEL": "info", "OAI_DRAIN_TIMEOUT": "5"}
     command = [sys.executable, "-m", "oai_server", "--host", "127.0.0.1", "--port", str(port)]
     with log.open("wb") as out:
         proc = subprocess.Popen([*command, *flags], stdout=out, stderr=subprocess.STDOUT, env=env)
     root = f"http://127.0.0.1:{port}"
+    children: list[psutil.Process] = []
     try:
         _wait_ready(root, proc, log)
-        yield Server(base_url=f"{root}/v1", root=root, log=log)
+        children = psutil.Process(proc.pid).children(recursive=True)
+        yield Server(base_url=f"{root}/v1", root=root, log=log, proc=proc)
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        _stop(proc, log, children, exit_code)
+
+
+def _stop(
+    proc: subprocess.Popen[bytes],
+    log: Path,
+    children: list[psutil.Process],
+    exit_code: int | None,
+) -> None:
+    running = proc.poll() is None
+    if running:
+        proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=STOP_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise AssertionError(f"the server ignored SIGTERM:\n{log.read_text()[-4000:]}") from None
+    _, alive = psutil.wait_procs(children, timeout=10)
+    for child in alive:
+        child.kill()
+    assert not alive, f"processes outlived the server: {alive}"
+    if running and exit_code is not None:
+        assert proc.returncode == exit_code, log.read_text()[-4000:]
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,8 @@
-"""Unit tests for locating and caching the embedded model; the real conversion is not run here."""
+"""Unit tests for locating, converting and caching the embedded model.
+
+The real conversion runs once (about 20 s, into a temporary cache, so a warm cache of the
+machine does not hide a broken conversion); the caching logic is tested with a fake one.
+"""
 
 from __future__ import annotations
 
@@ -29,13 +33,15 @@ class FakeConverter:
 
     def __init__(self, *, delay_s: float = 0.0, error: Exception | None = None) -> None:
         self.calls: list[Path] = []
+        self.dtypes: list[str] = []
         self.delay_s = delay_s
         self.error = error
         self._lock = threading.Lock()
 
-    def __call__(self, gguf: Path, out_dir: Path) -> None:
+    def __call__(self, gguf: Path, out_dir: Path, dtype: str) -> None:
         with self._lock:
             self.calls.append(out_dir)
+            self.dtypes.append(dtype)
         (out_dir / "config.json").write_text("{}", encoding="utf-8")
         time.sleep(self.delay_s)
         if self.error is not None:
@@ -81,6 +87,47 @@ def test_first_call_converts_into_the_cache(tmp_path: Path, fake_converter: Fake
     assert manifest["source_file"] == locate_gguf().name
     assert manifest["dtype"] == "bfloat16"
     assert sorted(p.name for p in model_dir.parent.iterdir()) == [EMBEDDED_MODEL_DIRNAME]
+
+
+def test_each_dtype_is_converted_once_into_its_own_directory(
+    tmp_path: Path, fake_converter: FakeConverter
+) -> None:
+    bf16 = ensure_embedded_model(tmp_path, "bfloat16")
+    fp32 = ensure_embedded_model(tmp_path, "float32")
+    ensure_embedded_model(tmp_path, "float32")
+    ensure_embedded_model(tmp_path, "bfloat16")
+
+    assert fake_converter.dtypes == ["bfloat16", "float32"]
+    assert bf16 != fp32
+    assert json.loads((fp32 / MANIFEST_NAME).read_text(encoding="utf-8"))["dtype"] == "float32"
+    assert json.loads((bf16 / MANIFEST_NAME).read_text(encoding="utf-8"))["dtype"] == "bfloat16"
+
+
+def test_a_dtype_that_cannot_be_saved_is_refused(
+    tmp_path: Path, fake_converter: FakeConverter
+) -> None:
+    with pytest.raises(EmbeddedModelError, match="cannot be converted to 'auto'"):
+        ensure_embedded_model(tmp_path, "auto")
+
+    assert fake_converter.calls == []
+
+
+@pytest.mark.parametrize("dtype", ["float32"])
+def test_real_conversion_keeps_the_weights_in_the_asked_dtype(tmp_path: Path, dtype: str) -> None:
+    # Always into a fresh cache: a warm cache elsewhere must not hide a broken conversion.
+    # float32 is the one that matters: bfloat16 would round the dequantized Q4_1 values.
+    from safetensors import safe_open
+
+    model_dir = ensure_embedded_model(tmp_path, dtype)
+
+    with safe_open(str(model_dir / "model.safetensors"), framework="pt") as weights:
+        names = list(weights.keys())
+        dtypes = {str(weights.get_slice(name).get_dtype()) for name in names}
+    assert dtypes == {"F32"}
+    assert len(names) > 200  # 30 layers of a Llama model
+    config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+    assert config["architectures"] == ["LlamaForCausalLM"]
+    assert (model_dir / "tokenizer.json").is_file()
 
 
 def test_complete_cache_is_reused_without_converting(

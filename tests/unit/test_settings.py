@@ -43,7 +43,7 @@ def test_defaults() -> None:
     assert settings.max_model_len is None
     assert settings.host == "127.0.0.1"
     assert settings.port == 8000
-    assert settings.api_key is None
+    assert settings.api_key == []
 
 
 def test_model_name_follows_model_unless_served_name_given() -> None:
@@ -69,7 +69,7 @@ def test_more_flags() -> None:
         "--max-request-bytes", "1000",
     )  # fmt: skip
     assert settings.host == "0.0.0.0"
-    assert settings.api_key == "secret"
+    assert settings.api_key == ["secret"]
     assert settings.tensor_parallel_size == 2
     assert settings.gpu_memory_utilization == 0.5
     assert settings.chat_template == Path("templates/t.jinja")

@@ -1,0 +1,73 @@
+"""Require an API key on every HTTP and WebSocket route but a short, named open list.
+
+Pure ASGI rather than `BaseHTTPMiddleware`, which would buffer streams and hide
+client disconnects from the routes.
+"""
+
+from __future__ import annotations
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from oai_server.auth.keys import KeyRing
+from oai_server.error_responses import refuse
+from oai_server.errors import AuthenticationError
+from oai_server.web.page import ASSETS_PATH
+
+# Probes, scrapers and version checks must work without a key, and so must the chat
+# page and its files (they hold no secret; the page asks its user for a key). Everything
+# else, `/openapi.json` included, needs one when keys are configured.
+OPEN_PATHS = frozenset({"/health", "/version", "/metrics", "/"})
+OPEN_PREFIXES = (ASSETS_PATH + "/",)
+# A browser cannot set headers on a WebSocket: OpenAI's clients send the key as a
+# subprotocol instead, `openai-insecure-api-key.<key>`.
+KEY_SUBPROTOCOL = "openai-insecure-api-key."
+
+
+def bearer_token(scope: Scope) -> bytes | None:
+    """The credentials of an `Authorization: Bearer ...` header; the scheme in any case
+    (RFC 7235: auth schemes are case-insensitive)."""
+    for name, value in scope["headers"]:
+        if name == b"authorization":
+            scheme, _, token = value.strip().partition(b" ")
+            if scheme.lower() == b"bearer":
+                return bytes(token.strip())
+            return None
+    for protocol in scope.get("subprotocols", ()) if scope["type"] == "websocket" else ():
+        if protocol.startswith(KEY_SUBPROTOCOL):
+            return str(protocol).removeprefix(KEY_SUBPROTOCOL).encode()
+    return None
+
+
+def is_open(path: str) -> bool:
+    """Whether `path` is answered without a key (and not counted against any limit)."""
+    return path in OPEN_PATHS or path.startswith(OPEN_PREFIXES)
+
+
+class AuthMiddleware:
+    """401 in OpenAI's envelope unless the request carries one of `keys`.
+
+    Sets `scope["state"]["principal"]` (seen as `request.state.principal`) to the key's
+    short id; to None when no keys are configured or the route is open.
+    """
+
+    def __init__(self, app: ASGIApp, keys: KeyRing) -> None:
+        self.app = app
+        self.keys = keys
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        state = scope.setdefault("state", {})
+        state["principal"] = None
+        if self.keys and not is_open(scope["path"]):
+            token = bearer_token(scope)
+            principal = None if token is None else self.keys.match(token)
+            if principal is None:
+                await refuse(AuthenticationError(_MESSAGE), scope, receive, send)
+                return
+            state["principal"] = principal
+        await self.app(scope, receive, send)
+
+
+_MESSAGE = "Incorrect API key provided. Pass it as 'Authorization: Bearer <key>'."

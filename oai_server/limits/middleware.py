@@ -1,0 +1,56 @@
+"""Count each request against its key's limits and report them on every answer."""
+
+from __future__ import annotations
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from oai_server.auth.middleware import is_open
+from oai_server.error_responses import refuse
+from oai_server.errors import RateLimitError
+from oai_server.limits.limiter import RateLimiter
+from oai_server.observability.context import current_request
+
+
+class RateLimitMiddleware:
+    """429 when the caller's request limit is spent; `x-ratelimit-*` headers on every answer.
+
+    The token limit is taken when a request reaches the engine (the instrumented
+    engine calls `RateLimiter.reserve_tokens`) and settled here once the answer is sent.
+    """
+
+    def __init__(self, app: ASGIApp, limiter: RateLimiter) -> None:
+        self.app = app
+        self.limiter = limiter
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket") or is_open(scope["path"]):
+            await self.app(scope, receive, send)
+            return
+        principal = scope.get("state", {}).get("principal")
+        record = current_request.get()
+        try:
+            # A WebSocket session counts as one request; its tokens count as they go.
+            requests = await self.limiter.take_request(principal)
+        except RateLimitError as refused:
+            await refuse(refused, scope, receive, send)
+            return
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                tokens = await self.limiter.tokens(principal)
+                present = {name.lower() for name, _ in message.get("headers", [])}
+                extra = [
+                    (name.encode(), value.encode())
+                    for standing in (requests, tokens)
+                    if standing is not None
+                    for name, value in standing.headers().items()
+                    if name.encode() not in present
+                ]
+                message["headers"] = [*message.get("headers", []), *extra]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_headers)
+        finally:
+            if record is not None:
+                await self.limiter.settle(record)

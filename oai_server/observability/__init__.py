@@ -1,0 +1,1 @@
+"""What the server tells its operators: request ids, the access log, Prometheus metrics."""

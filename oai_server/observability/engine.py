@@ -1,0 +1,141 @@
+"""The engine as the server uses it: measured, metered, limited and drainable.
+
+`InstrumentedEngine` wraps any `Engine` and sees every request the services submit,
+without the services knowing: it reserves tokens against the caller's limit before
+the request reaches the engine (`admit`), counts tokens and finish reasons into the
+request's `RequestRecord`, feeds the latency histograms, and, when the server drains,
+aborts what is left and ends those requests with `ServerShuttingDownError`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+from oai_server.engine.protocol import Engine, Tokenizer
+from oai_server.engine.types import GenerationStep, ModelInfo, SamplingOptions
+from oai_server.errors import ServerShuttingDownError
+from oai_server.observability.context import RequestRecord, current_request
+from oai_server.observability.metrics import Metrics
+
+# Called before a request reaches the engine with the tokens it may use at most
+# (prompt plus the requested maximum); raises to refuse it.
+Admit = Callable[[RequestRecord | None, int], Awaitable[None]]
+
+
+class InstrumentedEngine(Engine):
+    """`inner`, with every generation measured into `metrics` and the request's record."""
+
+    def __init__(
+        self,
+        inner: Engine,
+        metrics: Metrics,
+        admit: Admit | None = None,
+        *,
+        keep_prompt_text: bool = False,
+    ) -> None:
+        """`keep_prompt_text`: put each prompt's text in its record, for the access log."""
+        self.inner = inner
+        self.metrics = metrics
+        self.admit = admit
+        self.keep_prompt_text = keep_prompt_text
+        self._waiting: set[str] = set()
+        self._live: set[str] = set()
+        self._cut: set[str] = set()
+
+    # --- the Engine interface, delegated --------------------------------------
+    async def start(self) -> None:
+        await self.inner.start()
+
+    async def stop(self) -> None:
+        await self.inner.stop()
+
+    @property
+    def model_info(self) -> ModelInfo:
+        return self.inner.model_info
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        return self.inner.tokenizer
+
+    async def abort(self, request_id: str) -> None:
+        await self.inner.abort(request_id)
+
+    async def check_health(self) -> None:
+        await self.inner.check_health()
+
+    def running_requests(self) -> int:
+        return self.inner.running_requests()
+
+    # --- what the wrapper adds -------------------------------------------------
+    def waiting_requests(self) -> int:
+        """Requests submitted that have no output yet (queued or in prefill)."""
+        return len(self._waiting)
+
+    def live_requests(self) -> int:
+        return len(self._live)
+
+    async def abort_all(self) -> None:
+        """Abort every request in flight; each ends with `ServerShuttingDownError`."""
+        for request_id in list(self._live):
+            self._cut.add(request_id)
+            await self.inner.abort(request_id)
+
+    async def generate(
+        self, request_id: str, prompt_token_ids: list[int], options: SamplingOptions
+    ) -> AsyncIterator[GenerationStep]:
+        record = current_request.get()
+        if self.admit is not None:
+            await self.admit(record, len(prompt_token_ids) + options.max_tokens * options.n)
+        if self.keep_prompt_text and record is not None:
+            text = self.inner.tokenizer.decode(prompt_token_ids)
+            record.prompt_text = text if record.prompt_text is None else record.prompt_text + text
+        m = self.metrics
+        submitted = last = time.perf_counter()
+        prompt_tokens = generated = 0
+        finished: list[str] = []
+        self._live.add(request_id)
+        self._waiting.add(request_id)
+        try:
+            async for step in self.inner.generate(request_id, prompt_token_ids, options):
+                if request_id in self._cut:
+                    raise _shutting_down()
+                now = time.perf_counter()
+                tokens = 0
+                for c in step.choices:
+                    tokens += c.token_count
+                    if c.finish_reason is not None:
+                        finished.append(c.finish_reason)
+                if not prompt_tokens:
+                    prompt_tokens = step.prompt_tokens or len(prompt_token_ids)
+                    self._waiting.discard(request_id)
+                    m.time_to_first_token.observe(now - submitted)
+                    if step.queue_time is not None:
+                        m.queue_time.observe(step.queue_time)
+                elif tokens:
+                    m.inter_token_latency.observe((now - last) / tokens)
+                last = now
+                generated += tokens
+                yield step
+            if request_id in self._cut:
+                raise _shutting_down()
+        finally:
+            # Counted once at the end: per step, only what must be (latencies).
+            m.e2e_latency.observe(time.perf_counter() - submitted)
+            m.prompt_tokens.inc(prompt_tokens)
+            m.generation_tokens.inc(generated)
+            for reason in finished:
+                m.finished.labels(reason).inc()
+            if record is not None:
+                record.prompt_tokens += prompt_tokens
+                record.completion_tokens += generated
+                record.finish_reasons += finished
+            self._waiting.discard(request_id)
+            self._live.discard(request_id)
+            self._cut.discard(request_id)
+
+
+def _shutting_down() -> ServerShuttingDownError:
+    return ServerShuttingDownError(
+        "The server is shutting down and could not finish this request in time; retry it."
+    )

@@ -1,0 +1,103 @@
+"""Prometheus metrics of one app, in a registry of its own (no process globals).
+
+Names follow Prometheus conventions (`_seconds`, `_total` added to counters). The
+engine's own metrics (vLLM's `vllm:*`, which vLLM keeps in the process-wide default
+registry) are appended to the same page, so dashboards built for `vllm serve` work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from prometheus_client import CONTENT_TYPE_LATEST as CONTENT_TYPE
+from prometheus_client import (
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+
+__all__ = ["CONTENT_TYPE", "WAITING_REQUESTS", "Metrics"]
+
+# The gauge an autoscaler scales on (the Helm chart's HPA names it).
+WAITING_REQUESTS = "oai_engine_waiting_requests"
+
+_LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
+_TOKEN_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 1, 2.5)
+
+
+class Metrics:
+    """HTTP requests, engine requests and tokens, rate-limit rejections."""
+
+    def __init__(
+        self, running_requests: Callable[[], int], waiting_requests: Callable[[], int]
+    ) -> None:
+        r = self.registry = CollectorRegistry()
+        self.requests = Counter(
+            "oai_requests",
+            "HTTP requests answered, by the route that matched, method and status.",
+            ["route", "method", "status"],
+            registry=r,
+        )
+        self.latency = Histogram(
+            "oai_request_duration_seconds",
+            "Time from request to the end of the response, by route.",
+            ["route"],
+            registry=r,
+            buckets=_LATENCY_BUCKETS,
+        )
+        self.time_to_first_token = Histogram(
+            "oai_time_to_first_token_seconds",
+            "Time from submitting a request to the engine to its first output.",
+            registry=r,
+            buckets=_LATENCY_BUCKETS,
+        )
+        self.inter_token_latency = Histogram(
+            "oai_inter_token_latency_seconds",
+            "Time between successive output tokens of a request.",
+            registry=r,
+            buckets=_TOKEN_BUCKETS,
+        )
+        self.e2e_latency = Histogram(
+            "oai_e2e_request_latency_seconds",
+            "Time from submitting a request to the engine to its end.",
+            registry=r,
+            buckets=_LATENCY_BUCKETS,
+        )
+        self.queue_time = Histogram(
+            "oai_request_queue_time_seconds",
+            "Time a request waited in the engine's queue before it was scheduled.",
+            registry=r,
+            buckets=_LATENCY_BUCKETS,
+        )
+        self.prompt_tokens = Counter("oai_prompt_tokens", "Prompt tokens processed.", registry=r)
+        self.generation_tokens = Counter("oai_generation_tokens", "Tokens generated.", registry=r)
+        self.finished = Counter(
+            "oai_request_finished",
+            "Engine requests (choices) finished, by finish reason.",
+            ["finish_reason"],
+            registry=r,
+        )
+        self.rate_limited = Counter(
+            "oai_rate_limit_rejections",
+            "Requests refused with 429, by the limit hit (requests or tokens).",
+            ["limit"],
+            registry=r,
+        )
+        running = Gauge(
+            "oai_engine_running_requests",
+            "Requests the engine holds now (waiting or running).",
+            registry=r,
+        )
+        running.set_function(lambda: float(running_requests()))
+        waiting = Gauge(
+            WAITING_REQUESTS,
+            "Requests submitted to the engine that have no output yet (queued or in prefill).",
+            registry=r,
+        )
+        waiting.set_function(lambda: float(waiting_requests()))
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry) + generate_latest(REGISTRY)

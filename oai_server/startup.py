@@ -1,0 +1,96 @@
+"""A quiet, clear start: the server's own progress at `--log-level info`, the engine's at debug.
+
+At info a start shows what a user needs and nothing else: converting the model (with a
+progress bar, the first time), loading the engine, then one "ready" line with the URL, the
+model, its dtype and the time it took, a curl line to try it and how to stop. vLLM,
+transformers, Triton and torch speak only at `--log-level debug` (their errors still show).
+Their log levels are set through the environment too, before vllm is imported, so that the
+engine core process, spawned later, inherits them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+import warnings
+
+# Third-party loggers that explain themselves at length while the engine loads.
+_CHATTY_LOGGERS = ("vllm", "transformers", "torch", "triton", "filelock", "urllib3")
+# uvicorn's own start-up lines, replaced by the "ready" line at info.
+_UVICORN_START_LINES = (
+    "Started server process",
+    "Waiting for application startup",
+    "Application startup complete",
+    "Uvicorn running on",
+)
+
+
+def process_age_s() -> float:
+    """Seconds since this process started (since this module was imported, where unknown)."""
+    try:
+        with open("/proc/self/stat", encoding="ascii") as stat:
+            # Field 22, after the parenthesised command name: start time in clock ticks.
+            start_ticks = int(stat.read().rpartition(")")[2].split()[19])
+        with open("/proc/uptime", encoding="ascii") as uptime:
+            up_s = float(uptime.read().split()[0])
+        return max(0.0, up_s - start_ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return time.monotonic() - _IMPORTED
+
+
+_IMPORTED = time.monotonic()
+
+
+def configure_logging(level: str) -> None:
+    """Our log format and level; at anything but debug, silence the engine's libraries.
+
+    Must run before vllm or transformers is imported: both read their level from the
+    environment at import, and the engine core process inherits the environment.
+    """
+    debug = level == "debug"
+    # One format at every level: the access log (oai_server.access) goes through it too.
+    logging.basicConfig(
+        level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    if debug:
+        return
+    # setdefault: a user's own setting of these variables wins.
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
+    # Python's warnings in the engine core process (FutureWarning, DeprecationWarning).
+    os.environ.setdefault("PYTHONWARNINGS", "ignore::FutureWarning,ignore::DeprecationWarning")
+    for name in _CHATTY_LOGGERS:
+        logging.getLogger(name).setLevel(logging.ERROR)
+    # The store's migrations: their warnings matter, their progress does not.
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+    # vLLM's own variable, when the user set it, wins in this process as in the engine's.
+    logging.getLogger("vllm").setLevel(os.environ["VLLM_LOGGING_LEVEL"].upper())
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    warnings.filterwarnings("ignore", category=DeprecationWarning)
+
+
+class _DropStartLines(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith(_UVICORN_START_LINES)
+
+
+def quiet_uvicorn_start() -> None:
+    """Drop uvicorn's start-up lines ("Uvicorn running on ..." comes before the model is
+    ready); call after uvicorn has configured its logging, i.e. after `uvicorn.Config`."""
+    logging.getLogger("uvicorn.error").addFilter(_DropStartLines())
+
+
+def ready_message(*, host: str, port: int, model: str, dtype: str | None) -> list[str]:
+    """The lines that say the server is ready: where, what, how long, how to try, how to stop."""
+    shown_host = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+    base = f"http://{shown_host}:{port}/v1"
+    took = f"{process_age_s():.1f} s"
+    what = f"model {model}" + (f" ({dtype})" if dtype else "")
+    body = f'{{"model": "{model}", "messages": [{{"role": "user", "content": "Hello!"}}]}}'
+    return [
+        f"ready in {took}: {base}, {what}",
+        f"  try:  curl {base}/chat/completions -H 'Content-Type: application/json' -d '{body}'",
+        "  Ctrl-C to stop",
+    ]

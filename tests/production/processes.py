@@ -1,0 +1,57 @@
+"""The production server with the fake engine in a process of its own (signals, exit status)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+
+@dataclass
+class Proc:
+    root: str
+    proc: subprocess.Popen[bytes]
+    log: Path
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def fake_server(tmp_path: Path, **options: Any) -> Iterator[Proc]:
+    """`tests/production/fake_server.py` on a free port until the block ends (then killed
+    if it is still running); `options` are settings, plus the fake engine's `token_delay`."""
+    port = _free_port()
+    log = tmp_path / "server.log"
+    with log.open("wb") as out:
+        command = [sys.executable, "-m", "tests.production.fake_server", str(port)]
+        proc = subprocess.Popen([*command, json.dumps(options)], stdout=out, stderr=out)
+    root = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            assert proc.poll() is None, log.read_text()
+            try:
+                if httpx.get(f"{root}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.05)
+        yield Proc(root, proc, log)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

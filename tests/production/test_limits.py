@@ -1,0 +1,183 @@
+"""Per-key limits on requests and tokens: 429 with Retry-After, OpenAI's headers, Redis."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import httpx
+import openai
+import pytest
+import websockets
+from websockets.exceptions import InvalidStatus
+
+from oai_server.engine.fake import FakeEngine
+from oai_server.limits.limiter import format_reset
+from tests.conformance import ValidatingTransport, async_validating_client
+from tests.live import serve, serve_async
+from tests.production.conftest import MODEL, chat_body, make_app, new_key
+
+CHAT = "/v1/chat/completions"
+# Long windows keep a test inside one window (windows are aligned to the clock).
+HOUR = 3600.0
+RATE_HEADERS = [
+    f"x-ratelimit-{what}-{kind}"
+    for what in ("limit", "remaining", "reset")
+    for kind in ("requests", "tokens")
+]
+
+
+def _auth(key: str) -> dict[str, str]:
+    return {"authorization": f"Bearer {key}"}
+
+
+def _error(response: httpx.Response) -> dict[str, Any]:
+    error: dict[str, Any] = response.json()["error"]
+    return error
+
+
+async def test_requests_per_key_are_limited_separately() -> None:
+    a, b = new_key(), new_key()
+    app = make_app(api_key=[a, b], rate_limit_rpm=3, rate_limit_tpm=100_000, rate_limit_window=HOUR)
+    async with serve_async(app) as root, async_validating_client(base_url=root) as http:
+        remaining = []
+        for _ in range(3):
+            ok = await http.post(CHAT, json=chat_body(), headers=_auth(a))
+            assert ok.status_code == 200
+            assert all(name in ok.headers for name in RATE_HEADERS)
+            remaining.append(int(ok.headers["x-ratelimit-remaining-requests"]))
+        assert remaining == [2, 1, 0]
+        refused = await http.post(CHAT, json=chat_body(), headers=_auth(a))
+        assert refused.status_code == 429
+        assert _error(refused)["code"] == "rate_limit_exceeded"
+        assert _error(refused)["type"] == "requests"
+        assert 1 <= int(refused.headers["retry-after"]) <= HOUR
+        assert refused.headers["x-ratelimit-limit-requests"] == "3"
+        assert refused.headers["x-ratelimit-remaining-requests"] == "0"
+        assert all(name in refused.headers for name in RATE_HEADERS)
+        # Another key is untouched; a non-generation route counts too.
+        other = await http.post(CHAT, json=chat_body(), headers=_auth(b))
+        assert other.status_code == 200
+        assert other.headers["x-ratelimit-remaining-requests"] == "2"
+        assert (await http.get("/v1/models", headers=_auth(a))).status_code == 429
+        # Probes and the chat page are not counted.
+        assert (await http.get("/health")).status_code == 200
+        assert (await http.get("/")).status_code == 200
+        # A WebSocket session counts as a request: refused with the same 429.
+        realtime = root.replace("http://", "ws://") + f"/v1/realtime?model={MODEL}"
+        offered = ["realtime", f"openai-insecure-api-key.{a}"]
+        with pytest.raises(InvalidStatus) as refused_ws:
+            async with websockets.connect(realtime, subprotocols=offered):  # type: ignore[arg-type]
+                pass
+        assert refused_ws.value.response.status_code == 429
+        assert refused_ws.value.response.headers["retry-after"]
+        metrics = (await http.get("/metrics")).text
+        assert 'oai_rate_limit_rejections_total{limit="requests"} 3.0' in metrics
+
+
+async def test_tokens_are_reserved_up_front_and_settled() -> None:
+    key = new_key()
+    engine = FakeEngine(token_delay=0.05)  # replies "Hello! How ... today?": 7 tokens
+    app = make_app(engine, api_key=[key], rate_limit_tpm=1000, rate_limit_window=HOUR)
+    async with serve_async(app) as root, async_validating_client(base_url=root) as http:
+        body = chat_body(max_tokens=900)
+        first = await http.post(CHAT, json=body, headers=_auth(key))
+        assert first.status_code == 200
+        used = first.json()["usage"]["total_tokens"]
+        # Settled: only the tokens used stay counted, not the 900 reserved.
+        after = await http.post("/tokenize", json={"prompt": "x"}, headers=_auth(key))
+        assert int(after.headers["x-ratelimit-remaining-tokens"]) == 1000 - used
+
+        async def hold() -> httpx.Response:
+            return await http.post(CHAT, json=body, headers=_auth(key))
+
+        holding = asyncio.create_task(hold())
+        while not engine.running_requests():  # noqa: ASYNC110 - polling the fake engine
+            await asyncio.sleep(0.01)
+        # While 900 are reserved by a request in flight, another 900 do not fit.
+        refused = await http.post(CHAT, json=body, headers=_auth(key))
+        assert refused.status_code == 429
+        assert _error(refused)["type"] == "tokens"
+        assert "retry-after" in refused.headers
+        assert (await holding).status_code == 200
+        # A request larger than what is left is refused; a small one passes.
+        small = await http.post(CHAT, json=chat_body(max_tokens=10), headers=_auth(key))
+        assert small.status_code == 200
+
+
+def test_openai_sdk_with_retries_waits_and_succeeds() -> None:
+    key = new_key()
+    app = make_app(api_key=[key], rate_limit_rpm=2, rate_limit_window=1.0)
+    statuses: list[int] = []
+    with (
+        serve(app) as root,
+        httpx.Client(
+            transport=ValidatingTransport(),
+            event_hooks={"response": [lambda r: statuses.append(r.status_code)]},
+        ) as http,
+        openai.OpenAI(base_url=f"{root}/v1", api_key=key, http_client=http, max_retries=5) as sdk,
+    ):
+        began = time.monotonic()
+        for _ in range(6):
+            reply = sdk.chat.completions.create(
+                model=MODEL, messages=[{"role": "user", "content": "Hi"}]
+            )
+            assert reply.choices[0].message.content
+        elapsed = time.monotonic() - began
+    rejected = statuses.count(429)
+    print(f"SDK: 6 calls, {len(statuses)} requests, {rejected} 429s retried, {elapsed:.2f} s")
+    assert statuses.count(200) == 6
+    assert rejected >= 2  # 2 per 1 s window: at least the 3rd and 5th waited
+    assert elapsed >= 1.0
+
+
+async def test_redis_limits_are_shared_by_replicas(redis_url: str) -> None:
+    key = new_key()
+    settings: dict[str, Any] = {
+        "api_key": [key],
+        "rate_limit_rpm": 4,
+        "rate_limit_window": HOUR,
+        "redis_url": redis_url,
+    }
+    async with (
+        serve_async(make_app(**settings)) as one,
+        serve_async(make_app(**settings)) as two,
+        async_validating_client() as http,
+    ):
+        for root in (one, two, one, two):
+            assert (await http.post(root + CHAT, json=chat_body(), headers=_auth(key))).is_success
+        for root in (one, two):
+            refused = await http.post(root + CHAT, json=chat_body(), headers=_auth(key))
+            assert refused.status_code == 429
+            assert refused.headers["x-ratelimit-remaining-requests"] == "0"
+
+
+async def test_without_redis_each_replica_counts_alone() -> None:
+    key = new_key()
+    settings: dict[str, Any] = {"api_key": [key], "rate_limit_rpm": 1, "rate_limit_window": HOUR}
+    async with (
+        serve_async(make_app(**settings)) as one,
+        serve_async(make_app(**settings)) as two,
+        async_validating_client() as http,
+    ):
+        for root in (one, two):
+            assert (await http.post(root + CHAT, json=chat_body(), headers=_auth(key))).is_success
+
+
+def test_reset_durations_read_as_openai_writes_them() -> None:
+    assert [format_reset(s) for s in (0.02, 1.5, 60, 61.25, 3600)] == [
+        "20ms",
+        "1.5s",
+        "1m0s",
+        "1m1.25s",
+        "1h0m0s",
+    ]
+
+
+async def test_redis_down_lets_requests_through() -> None:
+    key = new_key()
+    app = make_app(api_key=[key], rate_limit_rpm=1, redis_url="redis://127.0.0.1:1/0")
+    async with serve_async(app) as root, async_validating_client(base_url=root) as http:
+        for _ in range(2):
+            assert (await http.post(CHAT, json=chat_body(), headers=_auth(key))).is_success

@@ -1,0 +1,96 @@
+"""The dtype and kernels chosen per CPU, the engine's preload, and the "ready" lines."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import pytest
+
+from oai_server.engine import cpu
+from oai_server.startup import configure_logging, ready_message
+
+# The flags of the two kinds of machine the project runs on.
+AMX = frozenset({"avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile", "amx_int8"})
+NO_AMX = frozenset({"avx2", "avx512f", "avx512_bf16"})
+
+
+def test_flags_are_read_from_cpuinfo(tmp_path: Path) -> None:
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(
+        "processor\t: 0\nmodel name\t: Some Xeon\nflags\t\t: fpu avx512f amx_bf16 amx_tile\n\n"
+        "processor\t: 1\nflags\t\t: fpu\n",
+        encoding="utf-8",
+    )
+
+    assert cpu.cpu_flags(cpuinfo) == {"fpu", "avx512f", "amx_bf16", "amx_tile"}
+    assert cpu.cpu_flags(tmp_path / "missing") == frozenset()
+
+
+@pytest.mark.parametrize("flags", [AMX, NO_AMX], ids=["amx", "no-amx"])
+def test_embedded_model_computes_in_float32_on_the_same_kernels_everywhere(
+    flags: frozenset[str],
+) -> None:
+    plan = cpu.plan_kernels("auto", embedded=True, flags=flags)
+
+    assert (plan.dtype, plan.attention, plan.gemm) == ("float32", "vec", "oneDNN")
+
+
+def test_an_explicit_dtype_wins_and_the_plan_names_the_amx_kernels() -> None:
+    plan = cpu.plan_kernels("bfloat16", embedded=True, flags=AMX)
+
+    assert plan.dtype == "bfloat16"
+    assert plan.attention == "amx"
+    assert "SGLang AMX" in plan.gemm
+    assert "as asked" in plan.reason
+
+
+def test_other_models_keep_their_own_dtype() -> None:
+    assert cpu.plan_kernels("auto", embedded=False, flags=AMX).dtype == "auto"
+
+
+def test_preload_puts_the_libraries_in_front_once(tmp_path: Path) -> None:
+    tcmalloc, iomp = tmp_path / cpu.TCMALLOC, tmp_path / cpu.IOMP
+
+    assert cpu.preload_value([tcmalloc, iomp], None) == f"{tcmalloc} {iomp}"
+    assert cpu.preload_value([tcmalloc], "/x/libfoo.so") == f"{tcmalloc} /x/libfoo.so"
+    assert cpu.preload_value([tcmalloc], str(tcmalloc)) is None
+    assert cpu.preload_value([], None) is None
+
+
+def test_iomp_is_found_in_the_environment_prefix(tmp_path: Path) -> None:
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / cpu.IOMP).write_bytes(b"")
+
+    assert tmp_path / "lib" / cpu.IOMP in cpu.find_preload_libraries(str(tmp_path))
+    assert all(lib.name != cpu.IOMP for lib in cpu.find_preload_libraries(str(tmp_path / "no")))
+
+
+def test_ready_lines_say_where_what_how_long_and_how_to_stop() -> None:
+    lines = ready_message(host="0.0.0.0", port=9000, model="m", dtype="float32")
+
+    assert lines[0].startswith("ready in ")
+    assert "http://127.0.0.1:9000/v1, model m (float32)" in lines[0]
+    assert "curl http://127.0.0.1:9000/v1/chat/completions" in lines[1]
+    assert '"model": "m"' in lines[1]
+    assert "Ctrl-C to stop" in lines[2]
+
+
+def test_info_level_silences_the_engine_libraries(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Set, then deleted: monkeypatch restores the environment afterwards either way.
+    for name in ("VLLM_LOGGING_LEVEL", "TORCH_CPP_LOG_LEVEL", "PYTHONWARNINGS"):
+        monkeypatch.setenv(name, "unset")
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("TRANSFORMERS_VERBOSITY", "info")  # a user's own choice wins
+    names = ("vllm", "transformers", "torch", "triton", "filelock", "urllib3", "alembic")
+    levels = {name: logging.getLogger(name).level for name in names}
+    try:
+        configure_logging("info")
+
+        assert os.environ["VLLM_LOGGING_LEVEL"] == "ERROR"
+        assert os.environ["TRANSFORMERS_VERBOSITY"] == "info"
+        assert logging.getLogger("vllm").level == logging.ERROR
+    finally:
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
