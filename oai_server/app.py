@@ -54,10 +54,12 @@ async def _start_engine(engine: Engine, settings: Settings) -> None:
         logger.info("%s", line)
 
 
-# What a browser page may read of an answer: the request id and where its limits stand.
+# What a browser page may read of an answer: the request id, where its limits stand,
+# and whether the response cache answered it.
 EXPOSED_HEADERS = [
     "x-request-id",
     "retry-after",
+    "x-cache",
     *(
         f"x-ratelimit-{what}-{kind}"
         for what in ("limit", "remaining", "reset")
