@@ -20,6 +20,21 @@ class CacheBackend(ABC):
     async def set(self, key: str, value: bytes) -> None:
         """Store `value` under `key`; a failure is counted and logged, never raised."""
 
+    async def claim(self, key: str) -> bool:
+        """Claim answering `key` for this replica; False: another replica is answering it.
+
+        True whenever in doubt (one replica only, the store unreachable): a claim never
+        stops a request from being answered, it only saves duplicate engine work.
+        """
+        return True
+
+    async def claimed(self, key: str) -> bool:
+        """True while another replica's claim on `key` stands."""
+        return False
+
+    async def release(self, key: str) -> None:  # noqa: B027 - nothing to release in one replica
+        """Give up this replica's claim on `key` (answered, or failed)."""
+
     def bytes_held(self) -> int:
         """Bytes of entries this process holds (0 where the store is elsewhere)."""
         return 0

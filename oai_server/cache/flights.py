@@ -4,6 +4,11 @@ The first miss for a key leads: it runs the engine and lands its flight with the
 encoded entry (or None, if it failed or its client left). Misses for the same key that
 arrive meanwhile follow: they wait for what the leader lands, and run the engine
 themselves only if it landed nothing.
+
+Across replicas sharing Redis, a leader also claims the key there (`SET NX` with a
+TTL, see `CacheBackend.claim`); a replica that finds it claimed polls for the entry
+while the claim stands, and answers from the engine itself if the claim goes (its
+owner failed, or took longer than the claim lasts).
 """
 
 from __future__ import annotations
@@ -19,6 +24,10 @@ class Flight:
         self._key = key
         self._future: asyncio.Future[bytes | None] = asyncio.get_running_loop().create_future()
         flights[key] = self._future
+
+    @property
+    def landed(self) -> bool:
+        return self._future.done()
 
     def land(self, data: bytes | None) -> None:
         """Hand `data` to the followers; later calls do nothing."""

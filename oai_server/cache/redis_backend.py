@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
@@ -24,6 +25,9 @@ from oai_server.cache.metrics import CacheMetrics
 logger = logging.getLogger(__name__)
 
 KEY_PREFIX = "oai:cache:"
+CLAIM_PREFIX = "oai:cache-claim:"
+# Delete a claim only if it is still ours (it may have expired and been taken since).
+_RELEASE = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end"
 
 
 class RedisBackend(CacheBackend):
@@ -37,6 +41,7 @@ class RedisBackend(CacheBackend):
         *,
         timeout: float = 0.25,
         pause: float = 1.0,
+        claim_ttl: float = 30.0,
     ) -> None:
         self._client = aioredis.Redis.from_url(
             url,
@@ -50,6 +55,10 @@ class RedisBackend(CacheBackend):
         self._pause = pause
         self._paused_until = 0.0
         self._down = False
+        # A claim outlives its replica by at most this long; a longer answer may be
+        # computed twice, never withheld.
+        self._claim_ms = max(1, round(claim_ttl * 1000))
+        self._token = uuid.uuid4().hex
 
     async def get(self, key: str) -> bytes | None:
         if self._paused():
@@ -73,6 +82,40 @@ class RedisBackend(CacheBackend):
             self._failed("write", exc)
             return
         self._recovered()
+
+    async def claim(self, key: str) -> bool:
+        if self._paused():
+            return True
+        try:
+            async with asyncio.timeout(self._timeout):
+                taken = await self._client.set(
+                    CLAIM_PREFIX + key, self._token, nx=True, px=self._claim_ms
+                )
+        except (RedisError, OSError, TimeoutError) as exc:
+            self._failed("claim", exc)
+            return True
+        self._recovered()
+        return bool(taken)
+
+    async def claimed(self, key: str) -> bool:
+        if self._paused():
+            return False
+        try:
+            async with asyncio.timeout(self._timeout):
+                found = await self._client.exists(CLAIM_PREFIX + key)
+        except (RedisError, OSError, TimeoutError) as exc:
+            self._failed("read", exc)
+            return False
+        return bool(found)
+
+    async def release(self, key: str) -> None:
+        if self._paused():
+            return
+        try:
+            async with asyncio.timeout(self._timeout):
+                await self._client.eval(_RELEASE, 1, CLAIM_PREFIX + key, self._token)
+        except (RedisError, OSError, TimeoutError) as exc:
+            self._failed("write", exc)
 
     async def close(self) -> None:
         await self._client.aclose()

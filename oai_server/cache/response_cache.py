@@ -19,6 +19,8 @@ but stores the fresh answer, replacing the entry.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import weakref
 from typing import Any
 
@@ -41,6 +43,8 @@ from schemas.common import CompletionUsage, GenerationRequest, ResponseModel
 from schemas.completions import CreateCompletionRequest
 
 HEADER = "x-cache"
+# How often a request waiting for another replica's answer looks for it.
+REPLICA_POLL_S = 0.05
 
 
 def _directives(request: Request) -> set[str]:
@@ -66,6 +70,7 @@ class ResponseCache:
         self._completions = completions
         self._shared = shared
         self._flights = Flights()
+        self._releasing: set[asyncio.Task[None]] = set()
         metrics.track_bytes(backend.bytes_held)
 
     async def chat(self, request: Request, req: CreateChatCompletionRequest) -> Response:
@@ -97,24 +102,71 @@ class ResponseCache:
             endpoint.key_material(req, job),
         )
         directives = _directives(request)
-        if not directives & {"no-store", "no-cache"}:
+        read = not directives & {"no-store", "no-cache"}
+        if read:
             entry = await self._lookup(request, key, endpoint)
             if entry is not None:
                 replay = replay_stream if req.stream else replay_whole
                 response = replay(endpoint, req, entry, engine_request_id(request, req))
                 response.headers[HEADER] = "hit"
                 return response
-        self.metrics.misses.inc()
         store = "no-store" not in directives
         flight = self._flights.lead(key) if store else None
+        if flight is not None and read and not await self.backend.claim(key):
+            # Another replica is answering this very request: wait for its entry.
+            entry = await self._from_replica(request, key, endpoint, flight)
+            if entry is not None:
+                replay = replay_stream if req.stream else replay_whole
+                response = replay(endpoint, req, entry, engine_request_id(request, req))
+                response.headers[HEADER] = "hit"
+                return response
+        self.metrics.misses.inc()
         try:
             response = await self._run(request, req, job, endpoint, key, store, flight)
         except BaseException:
             if flight is not None:
-                flight.land(None)
+                self._abandon(key, flight)
             raise
         response.headers[HEADER] = "miss"
         return response
+
+    async def _from_replica(
+        self, request: Request, key: str, endpoint: Endpoint[Any, Any, Any], flight: Flight
+    ) -> Entry | None:
+        """The entry another replica is computing, once stored; None if it gives up.
+
+        Polled: Redis has no cheap way to wait for a key, and a few tens of milliseconds
+        matter little against the seconds an engine answer takes.
+        """
+
+        async def poll() -> Entry | None:
+            while True:
+                await asyncio.sleep(REPLICA_POLL_S)
+                data = await self.backend.get(key)
+                if data is not None:
+                    entry = decode(data, endpoint.chunk_model)
+                    if entry is not None:
+                        flight.land(data)  # this replica's followers of the key too
+                        self.metrics.coalesced.inc()
+                    return entry
+                if not await self.backend.claimed(key):
+                    return None
+
+        try:
+            return await until_disconnect(request, poll())
+        except BaseException:
+            flight.land(None)
+            raise
+
+    def _abandon(self, key: str, flight: Flight) -> None:
+        """No entry will come from this request: followers go on, the claim is dropped."""
+        if flight.landed:
+            return
+        flight.land(None)
+        with contextlib.suppress(RuntimeError):  # no loop: the claim expires by itself
+            task = asyncio.get_running_loop().create_task(self.backend.release(key))
+            self._releasing.add(task)
+            task.add_done_callback(self._releasing.discard)
 
     async def _lookup(
         self, request: Request, key: str, endpoint: Endpoint[Any, Any, Any]
@@ -150,6 +202,7 @@ class ResponseCache:
         await self.backend.set(key, data)
         if flight is not None:
             flight.land(data)
+            await self.backend.release(key)
 
     async def _run(
         self,
@@ -179,13 +232,13 @@ class ResponseCache:
         if req.stream:
             tap = StreamTap(
                 lambda events: self._finish(key, store, flight, events, endpoint.usage(handle)),
-                lambda: None if flight is None else flight.land(None),
+                lambda: None if flight is None else self._abandon(key, flight),
             )
             # Starlette watches the connection from here, as for any stream.
             response = event_stream(stream, tap)
             if flight is not None:
                 # A stream whose body never starts (its client gone first) still lands.
-                weakref.finalize(response.body_iterator, flight.land, None)
+                weakref.finalize(response.body_iterator, self._abandon, key, flight)
             return response
 
         async def whole_answer() -> Response:

@@ -8,7 +8,7 @@ import time
 import redis
 
 from oai_server.cache.memory import MemoryBackend
-from oai_server.cache.redis_backend import KEY_PREFIX
+from oai_server.cache.redis_backend import CLAIM_PREFIX, KEY_PREFIX
 from oai_server.engine.fake import FakeEngine
 from tests.cache.conftest import Cached, cached, chat_body, chat_text, sse_chunks
 from tests.cache.redis_server import RedisServer
@@ -116,3 +116,38 @@ async def test_a_hanging_redis_costs_a_short_deadline_not_a_failure(
             redis_server.thaw()
         await asyncio.sleep(1.1)
         assert (await c.post(CHAT, chat_body())).headers["x-cache"] == "hit"
+
+
+async def test_replicas_sharing_redis_run_the_engine_once(redis_server: RedisServer) -> None:
+    redis_server.flush()
+    first, second = FakeEngine(token_delay=0.02), FakeEngine(token_delay=0.02)
+    async with cached(first, redis_server.url) as a, cached(second, redis_server.url) as b:
+        leader = asyncio.create_task(a.post(CHAT, chat_body()))
+        await asyncio.sleep(0.03)  # the first replica has claimed the answer
+        others = await asyncio.gather(
+            *(b.post(CHAT, chat_body(stream=True)) for _ in range(3)),
+            *(a.post(CHAT, chat_body()) for _ in range(2)),
+        )
+        answered = await leader
+        assert len(first.calls) + len(second.calls) == 1
+        assert answered.headers["x-cache"] == "miss"
+        assert [r.headers["x-cache"] for r in others] == ["hit"] * 5
+        assert {chat_text(sse_chunks(r)) for r in others[:3]} == {first.reply}
+        assert await b.metric("oai_cache_coalesced_total") == 3
+    with redis.Redis.from_url(redis_server.url) as client:
+        assert client.keys(CLAIM_PREFIX + "*") == []  # the claim went with the answer
+
+
+async def test_a_replica_that_gives_up_leaves_the_answer_to_the_others(
+    redis_server: RedisServer,
+) -> None:
+    redis_server.flush()
+    failing = FakeEngine(token_delay=0.02, finish_reason="error")
+    second = FakeEngine()
+    async with cached(failing, redis_server.url) as a, cached(second, redis_server.url) as b:
+        leader = asyncio.create_task(a.client.post(CHAT, json=chat_body()))
+        await asyncio.sleep(0.03)
+        waited = await b.post(CHAT, chat_body())
+        assert (await leader).status_code == 500
+        assert waited.headers["x-cache"] == "miss"
+        assert waited.json()["choices"][0]["message"]["content"] == second.reply
