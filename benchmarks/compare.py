@@ -22,7 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks import options
+import httpx
+
+from benchmarks import options, quality
 from benchmarks.client import ApiConfig
 from benchmarks.contenders import CONTENDERS, OURS, EngineSettings, contender, parse_engine_log
 from benchmarks.loops import LoadSpec
@@ -169,6 +171,18 @@ def _command(args: argparse.Namespace) -> int:
     return status
 
 
+async def answers_right(root: str, model: str, max_tokens: int = 48) -> str:
+    """ "right/asked" on the quality benchmark's facts, asked greedily one at a time."""
+    facts = quality.load_facts()
+    right = 0
+    async with httpx.AsyncClient(base_url=root, timeout=120) as client:
+        for fact in facts:
+            right += fact.is_answered_by(
+                await quality.ask(client, model, fact.question, max_tokens)
+            )
+    return f"{right}/{len(facts)}"
+
+
 def _measure_server(
     args: argparse.Namespace, plan: Plan, name: str, round_: int, records: list[dict[str, Any]]
 ) -> None:
@@ -197,6 +211,8 @@ def _measure_server(
         info = {"server": name, "round": str(round_), "mode": plan.mode}
         info.update(plan.engine.describe() if plan.engine else {})
         info.update({f"logged_{key}": value for key, value in logged.items()})
+        # Speed with wrong answers is no win: every start is scored on the same facts first.
+        info["answers_right"] = asyncio.run(answers_right(server.root_url, args.served_model_name))
         label = name if args.rounds == 1 else f"{name}-r{round_}"
         # --label names the invocation's files; each record is labelled with its server.
         settings = dataclasses.replace(options.run_settings(args, extra_info=info), label=label)

@@ -129,9 +129,9 @@ def process_table(records: Sequence[Record]) -> str:
     """Markdown: per server and load point, its settings as logged and its process figures,
     "mean (min-max)" across rounds. Idle memory and start-up time belong to a start, so they
     repeat on each load point of that start."""
-    headers = ["server", "load", "dtype", "max len", "KV tokens"]
+    headers = ["server", "load", "dtype", "answers right", "max len", "KV tokens"]
     headers += [h for h, _, _ in PROCESS_METRICS]
-    lines = [_row(headers), "|" + "|".join(["---"] * 5 + ["---:"] * len(PROCESS_METRICS)) + "|"]
+    lines = [_row(headers), "|" + "|".join(["---"] * 6 + ["---:"] * len(PROCESS_METRICS)) + "|"]
     servers = list(dict.fromkeys(_key(r)[0] for r in records))
     for server in servers:
         for point in points(records):
@@ -141,7 +141,12 @@ def process_table(records: Sequence[Record]) -> str:
             info = group[0].get("server_info", {})
             cells = [server, point] + [
                 info.get(k, "?")
-                for k in ("logged_dtype", "logged_max_model_len", "logged_kv_cache_tokens")
+                for k in (
+                    "logged_dtype",
+                    "answers_right",
+                    "logged_max_model_len",
+                    "logged_kv_cache_tokens",
+                )
             ]
             for _, key, digits in PROCESS_METRICS:
                 values = [

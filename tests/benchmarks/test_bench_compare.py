@@ -25,7 +25,12 @@ def _record(server: str, round_: int, concurrency: int, tok_s: float, ttft: floa
     return {
         "label": f"{server}-r{round_}",
         "load": {"mode": "closed", "concurrency": concurrency},
-        "server_info": {"server": server, "round": str(round_), "logged_dtype": "float32"},
+        "server_info": {
+            "server": server,
+            "round": str(round_),
+            "logged_dtype": "float32",
+            "answers_right": "30/40",
+        },
         "metrics": {"output_throughput": tok_s, "ttft_ms": {"p50": ttft}},
         "server_process": {"startup_s": 20.0 + round_, "rss_peak_mib": 1000.0 * round_},
     }
@@ -82,6 +87,7 @@ def test_process_table_summarises_rounds() -> None:
     ours_c8 = next(line for line in table.splitlines() if line.startswith("| ours | c8"))
     cells = ours_c8.split(" | ")
     assert cells[2] == "float32"
+    assert cells[3] == "30/40"  # the start's answers, scored before any load
     assert "21.5 (21.0-22.0)" in cells  # start-up s over two rounds
     assert "1,500 (1,000-2,000)" in cells  # RSS peak MiB
 
