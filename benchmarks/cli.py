@@ -9,6 +9,7 @@
 - realtime: Realtime WebSocket sessions against the same load over SSE (module `realtime`).
 - store: the cost of `store: true`, and metadata-filtered lists (module `store`).
 - responses: streamed `/v1/responses` against chat; rebuilding a stored context (`responses`).
+- cache: the response cache's hits against its misses, per backend (module `response_cache`).
 
 A subcommand lives in a module with a `register(subparsers)` function that sets `handler`, a
 function of the parsed arguments returning the exit status; add it to `_REGISTRARS` below.
@@ -26,7 +27,17 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from benchmarks import ceiling, compare, floor, options, quality, realtime, responses, store
+from benchmarks import (
+    ceiling,
+    compare,
+    floor,
+    options,
+    quality,
+    realtime,
+    response_cache,
+    responses,
+    store,
+)
 from benchmarks.client import discover_model, make_client
 from benchmarks.publish import publish, show
 from benchmarks.report import DEFAULT_OUT, load_records, run_stamp
@@ -159,6 +170,7 @@ _REGISTRARS: Sequence[Callable[[Subparsers], None]] = (
     realtime.register,
     responses.register,
     store.register,
+    response_cache.register,
 )
 
 

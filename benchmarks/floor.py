@@ -38,6 +38,7 @@ from benchmarks.workloads import Workload
 MODEL = "smollm2-135m-instruct"  # what Settings() serves; the other apps list it too
 APPS: Mapping[str, str] = {
     "ours": "benchmarks.floor:make_fake_app",
+    "ours-cache": "benchmarks.floor:make_fake_app_cached",
     "raw": "benchmarks.floor:make_raw_app",
     "stub": "benchmarks.floor:make_stub_app",
 }
@@ -51,6 +52,16 @@ def make_fake_app() -> Any:
     from oai_server.settings import Settings
 
     return create_app(Settings(), FakeEngine(reply="tok"))
+
+
+def make_fake_app_cached() -> Any:
+    """`make_fake_app` with the in-memory response cache on: every request a miss (its
+    prompts differ), so the difference to `ours` is what a miss costs the cache."""
+    from oai_server.app import create_app
+    from oai_server.engine.fake import FakeEngine
+    from oai_server.settings import Settings
+
+    return create_app(Settings(response_cache="memory"), FakeEngine(reply="tok"))
 
 
 def make_raw_app() -> Any:
@@ -155,7 +166,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
-        "--apps", type=_apps, default=["ours", "raw"], help="of ours, raw, stub (default: ours,raw)"
+        "--apps",
+        type=_apps,
+        default=["ours", "raw"],
+        help="of ours, ours-cache, raw, stub (default: ours,raw)",
     )
     parser.add_argument("--api", choices=("completions", "chat"), default="chat")
     parser.add_argument("--concurrency", type=int, default=32, help="requests in flight")

@@ -13,6 +13,7 @@ from starlette.middleware.cors import CORSMiddleware
 
 from oai_server import __version__, responses
 from oai_server.auth import AuthMiddleware, load_keys
+from oai_server.cache import build_cache
 from oai_server.engine.protocol import Engine
 from oai_server.error_responses import install_error_handlers
 from oai_server.generation.chat_template import load_template
@@ -53,10 +54,12 @@ async def _start_engine(engine: Engine, settings: Settings) -> None:
         logger.info("%s", line)
 
 
-# What a browser page may read of an answer: the request id and where its limits stand.
+# What a browser page may read of an answer: the request id, where its limits stand,
+# and whether the response cache answered it.
 EXPOSED_HEADERS = [
     "x-request-id",
     "retry-after",
+    "x-cache",
     *(
         f"x-ratelimit-{what}-{kind}"
         for what in ("limit", "remaining", "reset")
@@ -106,6 +109,8 @@ def create_app(settings: Settings, engine: Engine) -> FastAPI:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
             await served.stop()
+            if cache is not None:
+                await cache.close()
             await store.stop()
             if limiter is not None:
                 await limiter.backend.close()
@@ -122,16 +127,20 @@ def create_app(settings: Settings, engine: Engine) -> FastAPI:
     )
     chat_template = load_template(settings.chat_template)
     limits = WorkLimits(settings.max_request_tokens, settings.max_request_prompts)
+    chat_service = ChatService(
+        served, settings.model_name, chat_template, settings.tool_call_parser, limits
+    )
+    completion_service = CompletionService(served, settings.model_name, limits)
+    cache = build_cache(settings, metrics.registry, chat_service, completion_service)
     app.state.server = ServerState(
         settings=settings,
         engine=served,
-        chat=ChatService(
-            served, settings.model_name, chat_template, settings.tool_call_parser, limits
-        ),
-        completions=CompletionService(served, settings.model_name, limits),
+        chat=chat_service,
+        completions=completion_service,
         tokenize=TokenizeService(served, settings.model_name, chat_template),
         metrics=metrics,
         created=int(time.time()),
+        cache=cache,
     )
     app.state.lifecycle = lifecycle
     for module in (chat, completions, models, system, tokenize, realtime, responses):

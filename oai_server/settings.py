@@ -189,6 +189,31 @@ class Settings(BaseSettings, EngineSettings):
             return [part.strip() for part in value.split(",") if part.strip()]
         return value
 
+    # --- response cache (oai_server/cache) --------------------------------------
+    response_cache: Literal["off", "memory"] | str = Field(
+        "off",
+        description="Answer repeated deterministic requests (temperature 0 or a seed) from a "
+        "cache: off, memory (this process), or a redis:// URL (shared by every replica).",
+    )
+    response_cache_ttl: float = Field(3600.0, gt=0, description="Seconds a cached answer is kept.")
+    response_cache_max_bytes: int = Field(
+        256 * 1024 * 1024,
+        gt=0,
+        description="Bytes of answers the memory cache holds before evicting the least "
+        "recently used.",
+    )
+    response_cache_shared: bool = Field(
+        False,
+        description="Share cached answers across API keys (by default each key sees only its own).",
+    )
+
+    @field_validator("response_cache")
+    @classmethod
+    def _cache_backend(cls, value: str) -> str:
+        if value in ("off", "memory") or value.startswith(("redis://", "rediss://", "unix://")):
+            return value
+        raise ValueError("must be 'off', 'memory' or a redis:// URL")
+
     @property
     def model_name(self) -> str:
         """The id clients address the model by."""

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from fastapi import Request
 
+from oai_server.cache import ResponseCache
 from oai_server.engine.protocol import Engine
 from oai_server.observability.metrics import Metrics
 from oai_server.services.chat import ChatService
@@ -23,6 +24,8 @@ class ServerState:
     tokenize: TokenizeService
     metrics: Metrics
     created: int
+    # The response cache, when `--response-cache` turns it on.
+    cache: ResponseCache | None = None
 
 
 def server_state(request: Request) -> ServerState:

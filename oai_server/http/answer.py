@@ -29,7 +29,7 @@ class GenerationService(Protocol[Req, Job, Handle]):
     async def complete(self, handle: Handle) -> ResponseModel: ...
 
 
-def _request_id(request: Request, req: GenerationRequest) -> str | None:
+def engine_request_id(request: Request, req: GenerationRequest) -> str | None:
     """The answer's and the engine request's id: OpenAI's prefix and the x-request-id
     (set by `ObservabilityMiddleware`), so logs and engine traces meet on one id."""
     request_id: str | None = getattr(request.state, "request_id", None)
@@ -52,8 +52,14 @@ async def answer(
     that leaves at any point, queued, in prefill or generating, cancels the work, and
     so aborts the engine request.
     """
-    job = service.prepare(req)
-    request_id = _request_id(request, req)
+    return await answer_job(request, req, service, service.prepare(req))
+
+
+async def answer_job(
+    request: Request, req: Req, service: GenerationService[Req, Job, Handle], job: Job
+) -> Response:
+    """`answer`, for a job `service.prepare` has already made of `req`."""
+    request_id = engine_request_id(request, req)
     if req.stream:
         handle = await until_disconnect(request, service.start(job, request_id))
         # From here Starlette watches the connection and cancels the stream on disconnect.

@@ -16,4 +16,6 @@ router = APIRouter()
 async def create_completion(request: Request) -> Response:
     server = server_state(request)
     req = await parse_body(request, CreateCompletionRequest, server.settings.max_request_bytes)
+    if server.cache is not None:
+        return await server.cache.completions(request, req)
     return await answer(request, req, server.completions)

@@ -1,0 +1,235 @@
+"""What differs between chat and text completions, as far as the cache is concerned.
+
+Each endpoint says what of a prepared job goes into the key, how usage and the id are
+read from a started request, how a replayed chunk is built, and how events fold into
+the whole response (with the service's own assembler, as the service itself does).
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Any, Generic, TypeVar
+
+from oai_server.cache.key import options_material
+from oai_server.engine.types import SamplingOptions
+from oai_server.generation.engine_request import new_request_id
+from oai_server.http.answer import GenerationService
+from oai_server.services.chat import ChatJob, ChatRequest, ChatService
+from oai_server.services.chat_assembler import ChatAssembler
+from oai_server.services.common import usage_of
+from oai_server.services.completion_assembler import CompletionAssembler
+from oai_server.services.completions import Batch, CompletionJob, CompletionService
+from oai_server.services.events import TextDelta
+from schemas.chat import (
+    ChatCompletionChunkChoice,
+    ChatCompletionDelta,
+    CreateChatCompletionRequest,
+    CreateChatCompletionStreamResponse,
+    NamedToolChoice,
+)
+from schemas.common import CompletionUsage, GenerationRequest, ResponseModel
+from schemas.completions import CompletionChoice, CreateCompletionRequest, CreateCompletionResponse
+
+Req = TypeVar("Req", bound=GenerationRequest)
+Job = TypeVar("Job")
+Handle = TypeVar("Handle")
+Event = TextDelta | ResponseModel
+
+
+class Endpoint(ABC, Generic[Req, Job, Handle]):
+    """One generation endpoint's part in caching."""
+
+    kind: str
+    id_prefix: str
+    chunk_model: type[ResponseModel]
+    model_name: str
+    service: GenerationService[Req, Job, Handle]
+
+    @abstractmethod
+    def options(self, job: Job) -> Sequence[SamplingOptions]: ...
+
+    @abstractmethod
+    def prompts(self, job: Job) -> list[list[int]]:
+        """The prompts' token ids, as the engine gets them."""
+
+    @abstractmethod
+    def key_material(self, req: Req, job: Job) -> dict[str, Any]:
+        """Everything else that shapes the answer."""
+
+    @abstractmethod
+    def usage(self, handle: Handle) -> CompletionUsage:
+        """The usage of a started request, once it has finished."""
+
+    @abstractmethod
+    def identity(self, handle: Handle) -> tuple[str, int]:
+        """The `id` and `created` of a started request's answer."""
+
+    @abstractmethod
+    def text_chunk(self, id_: str, created: int, index: int, text: str) -> ResponseModel:
+        """The chunk a `TextDelta` stands for."""
+
+    @abstractmethod
+    def usage_chunk(self, id_: str, created: int, usage: CompletionUsage) -> ResponseModel:
+        """The last chunk of a stream that asked for usage."""
+
+    @abstractmethod
+    def assemble(
+        self, req: Req, events: Sequence[Event], usage: CompletionUsage, id_: str, created: int
+    ) -> ResponseModel:
+        """The whole response the events add up to."""
+
+    def whole_only(self, job: Job) -> bool:
+        """True when the service answers only whole (never streamed) for `job`."""
+        return False
+
+    def whole_events(self, whole: ResponseModel) -> list[Event]:
+        """A whole answer (of a `whole_only` job) as events."""
+        raise NotImplementedError
+
+    def fresh_identity(self, request_id: str | None) -> tuple[str, int]:
+        """The `id` and `created` of an answer replayed from the cache: its own, as new
+        as a miss's (from the request's x-request-id when there is one)."""
+        return request_id or new_request_id(self.id_prefix), int(time.time())
+
+
+class ChatEndpoint(Endpoint[CreateChatCompletionRequest, ChatJob, ChatRequest]):
+    kind = "chat"
+    id_prefix = "chatcmpl"
+    chunk_model = CreateChatCompletionStreamResponse
+
+    def __init__(self, service: ChatService) -> None:
+        self.service = service
+        self.tool_parser = service.tool_parser
+        self.model_name = service.model_name
+
+    def options(self, job: ChatJob) -> Sequence[SamplingOptions]:
+        return (job.options,)
+
+    def prompts(self, job: ChatJob) -> list[list[int]]:
+        return [job.prompt_token_ids]
+
+    def key_material(self, req: CreateChatCompletionRequest, job: ChatJob) -> dict[str, Any]:
+        tools = req.tools or []
+        choice: Any = req.tool_choice if req.tool_choice is not None else None
+        if choice is None:
+            choice = "auto" if tools else "none"
+        elif isinstance(choice, NamedToolChoice):
+            choice = {"function": choice.function.name}
+        return {
+            "model": self.model_name,
+            "options": options_material(job.options),
+            # The template may leave tools out of the prompt; they still shape the answer.
+            "tools": [t.model_dump(mode="json", exclude_none=True) for t in tools],
+            "tool_choice": choice,
+            "parallel_tool_calls": req.parallel_tool_calls is not False,
+            "tool_parser": self.tool_parser,
+            "logprobs": bool(req.logprobs),
+        }
+
+    def usage(self, handle: ChatRequest) -> CompletionUsage:
+        return usage_of(handle.generation.usage)
+
+    def identity(self, handle: ChatRequest) -> tuple[str, int]:
+        return handle.generation.request_id, handle.created
+
+    def text_chunk(self, id_: str, created: int, index: int, text: str) -> ResponseModel:
+        choice = ChatCompletionChunkChoice(
+            index=index, delta=ChatCompletionDelta(content=text), logprobs=None, finish_reason=None
+        )
+        return CreateChatCompletionStreamResponse(
+            id=id_, created=created, model=self.model_name, choices=[choice]
+        )
+
+    def usage_chunk(self, id_: str, created: int, usage: CompletionUsage) -> ResponseModel:
+        return CreateChatCompletionStreamResponse(
+            id=id_, created=created, model=self.model_name, choices=[], usage=usage
+        )
+
+    def assemble(
+        self,
+        req: CreateChatCompletionRequest,
+        events: Sequence[Event],
+        usage: CompletionUsage,
+        id_: str,
+        created: int,
+    ) -> ResponseModel:
+        assembler = ChatAssembler(with_logprobs=bool(req.logprobs))
+        for event in events:
+            assert isinstance(event, TextDelta | CreateChatCompletionStreamResponse)
+            assembler.add(event)
+        assembler.add(self.usage_chunk(id_, created, usage))  # type: ignore[arg-type]
+        return assembler.result()
+
+
+class CompletionsEndpoint(Endpoint[CreateCompletionRequest, CompletionJob, Batch]):
+    kind = "completions"
+    id_prefix = "cmpl"
+    chunk_model = CreateCompletionResponse
+
+    def __init__(self, service: CompletionService) -> None:
+        self.service = service
+        self.model_name = service.model_name
+
+    def options(self, job: CompletionJob) -> Sequence[SamplingOptions]:
+        return job.options
+
+    def prompts(self, job: CompletionJob) -> list[list[int]]:
+        return job.prompts
+
+    def key_material(self, req: CreateCompletionRequest, job: CompletionJob) -> dict[str, Any]:
+        return {
+            "model": self.model_name,
+            "options": [options_material(o) for o in job.options],
+            "n": job.n,
+            "echo": bool(req.echo),
+            "logprobs": req.logprobs,
+            "score_only": job.score_only,
+        }
+
+    def usage(self, handle: Batch) -> CompletionUsage:
+        return usage_of(handle.usage())
+
+    def identity(self, handle: Batch) -> tuple[str, int]:
+        return handle.id, handle.created
+
+    def text_chunk(self, id_: str, created: int, index: int, text: str) -> ResponseModel:
+        choice = CompletionChoice(index=index, text=text, logprobs=None, finish_reason=None)
+        return CreateCompletionResponse(
+            id=id_, created=created, model=self.model_name, choices=[choice]
+        )
+
+    def usage_chunk(self, id_: str, created: int, usage: CompletionUsage) -> ResponseModel:
+        return CreateCompletionResponse(
+            id=id_, created=created, model=self.model_name, choices=[], usage=usage
+        )
+
+    def assemble(
+        self,
+        req: CreateCompletionRequest,
+        events: Sequence[Event],
+        usage: CompletionUsage,
+        id_: str,
+        created: int,
+    ) -> ResponseModel:
+        assembler = CompletionAssembler(with_logprobs=req.logprobs is not None)
+        for event in events:
+            assert isinstance(event, TextDelta | CreateCompletionResponse)
+            assembler.add(event)
+        assembler.add(self.usage_chunk(id_, created, usage))  # type: ignore[arg-type]
+        return assembler.result(id_, created, self.model_name)
+
+    def whole_only(self, job: CompletionJob) -> bool:
+        # `best_of` ranks whole samples, so the service answers it whole, never as a stream.
+        return job.samples > job.n
+
+    def whole_events(self, whole: ResponseModel) -> list[Event]:
+        """A whole answer as events: one chunk per choice."""
+        assert isinstance(whole, CreateCompletionResponse)
+        return [
+            CreateCompletionResponse(
+                id=whole.id, created=whole.created, model=whole.model, choices=[choice]
+            )
+            for choice in whole.choices
+        ]

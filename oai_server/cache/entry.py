@@ -1,0 +1,89 @@
+"""A cache entry: the events of one answer, and its usage, encoded as JSON.
+
+The entry is what a stream sends, not a whole response: chunks without their `id`,
+`created` and `usage` (a replay gives them its own), and plain text as `[index, text]`,
+at the granularity the engine produced it. A streamed replay sends these events again;
+a whole response is their fold by the service's own assembler. So either kind of
+request fills an entry that serves both.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pydantic
+import pydantic_core
+
+from oai_server.services.events import TextDelta
+from schemas.common import CompletionUsage, PromptTokensDetails, ResponseModel
+
+logger = logging.getLogger(__name__)
+
+FORMAT = 1
+_NOT_STORED = {"id", "created", "usage"}
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A decoded entry: chunks carry an empty `id` and `created` 0 until replayed."""
+
+    events: list[TextDelta | ResponseModel]
+    prompt_tokens: int
+    completion_tokens: int
+
+    @property
+    def usage(self) -> CompletionUsage:
+        """What a hit reports: the answer's own counts, its whole prompt cached."""
+        return CompletionUsage(
+            prompt_tokens=self.prompt_tokens,
+            completion_tokens=self.completion_tokens,
+            total_tokens=self.prompt_tokens + self.completion_tokens,
+            prompt_tokens_details=PromptTokensDetails(cached_tokens=self.prompt_tokens),
+        )
+
+
+def encode(events: Sequence[TextDelta | ResponseModel], usage: CompletionUsage) -> bytes:
+    """The entry for a stream's `events`; a chunk that only reports usage is left out."""
+    stored: list[Any] = [
+        (event.index, event.text) if type(event) is TextDelta else _stored_chunk(event)
+        for event in events
+    ]
+    if stored and stored[-1] is None:
+        stored.pop()
+    counts = [usage.prompt_tokens, usage.completion_tokens]
+    return pydantic_core.to_json({"format": FORMAT, "events": stored, "usage": counts})
+
+
+def _stored_chunk(chunk: TextDelta | ResponseModel) -> dict[str, Any] | None:
+    """A chunk as stored; None for the one that only reports usage (it ends a stream)."""
+    assert isinstance(chunk, ResponseModel)
+    if getattr(chunk, "usage", None) is not None and not getattr(chunk, "choices", True):
+        return None
+    return chunk.model_dump(mode="json", exclude_unset=True, exclude=_NOT_STORED)
+
+
+def decode(data: bytes, chunk_model: type[ResponseModel]) -> Entry | None:
+    """The entry in `data`, every chunk validated; None (a miss) if it does not decode."""
+    try:
+        raw = pydantic_core.from_json(data)
+        if raw["format"] != FORMAT:
+            return None
+        prompt_tokens, completion_tokens = raw["usage"]
+        events: list[TextDelta | ResponseModel] = []
+        for item in raw["events"]:
+            if isinstance(item, list):
+                index, text = item
+                if not isinstance(index, int) or not isinstance(text, str):
+                    raise TypeError("a text event is [index, text]")
+                events.append(TextDelta(index, text))
+            else:
+                events.append(chunk_model.model_validate({**item, "id": "", "created": 0}))
+        if not isinstance(prompt_tokens, int) or not isinstance(completion_tokens, int):
+            raise TypeError("usage is [prompt_tokens, completion_tokens]")
+    except (ValueError, TypeError, KeyError, pydantic.ValidationError) as exc:
+        logger.warning("response cache: an entry did not decode (%r); treated as a miss", exc)
+        return None
+    return Entry(events, prompt_tokens, completion_tokens)

@@ -1,0 +1,73 @@
+"""Which requests may be answered from the cache, and under which key.
+
+Only a determined answer is cached: greedy decoding (temperature 0) or an explicit
+seed. The key is a hash of everything that shapes the answer, taken from the request
+as the engine sees it: the prompt's token ids (so two JSON spellings of the same
+request, or two message forms that render alike, share an entry), the engine's
+`SamplingOptions` with their defaults filled in, and the response-shaping fields the
+options do not hold (tool parsing, echo, logprobs format, `n`, the endpoint), plus the
+API key's principal unless entries are shared.
+"""
+
+from __future__ import annotations
+
+import array
+import dataclasses
+import hashlib
+from collections.abc import Sequence
+from typing import Any
+
+import pydantic_core
+
+from oai_server.engine.types import SamplingOptions
+
+# Bumped whenever what an entry holds, or what the key covers, changes.
+KEY_VERSION = 1
+
+
+def determined(options: Sequence[SamplingOptions]) -> bool:
+    """True when every engine request will give the same answer each time it is asked."""
+    return all(o.temperature == 0 or o.seed is not None for o in options)
+
+
+_FIELDS = tuple(f.name for f in dataclasses.fields(SamplingOptions))
+_FLOATS = frozenset(
+    f.name for f in dataclasses.fields(SamplingOptions) if f.type in ("float", float)
+)
+
+
+def options_material(options: SamplingOptions) -> dict[str, Any]:
+    """Every sampling parameter, defaults included, in a JSON-able form.
+
+    Numbers are normalized (`0` and `0.0` are one temperature), and so is the order of
+    `logit_bias`, which changes nothing. (Built field by field: `dataclasses.asdict`
+    costs more than all the rest of the key.)
+    """
+    material = {
+        name: float(getattr(options, name)) if name in _FLOATS else getattr(options, name)
+        for name in _FIELDS
+    }
+    if options.logit_bias:
+        material["logit_bias"] = sorted(
+            (token, float(bias)) for token, bias in options.logit_bias.items()
+        )
+    return material
+
+
+def cache_key(
+    kind: str, principal: str | None, prompts: list[list[int]], material: dict[str, Any]
+) -> str:
+    """The key for an answer of endpoint `kind` to `prompts` and `material`, for `principal`.
+
+    Token ids are hashed as packed integers: much cheaper than as JSON for long prompts.
+    """
+    document = {"v": KEY_VERSION, "kind": kind, "principal": principal, **material}
+    digest = hashlib.sha256(pydantic_core.to_json(document))
+    for prompt in prompts:
+        try:
+            packed = array.array("q", prompt).tobytes()
+        except OverflowError:  # ids no engine has; the engine will refuse them
+            packed = pydantic_core.to_json(prompt)
+        digest.update(len(packed).to_bytes(8, "little"))
+        digest.update(packed)
+    return f"{kind}:{digest.hexdigest()}"

@@ -1,0 +1,52 @@
+"""`--response-cache memory` on the real engine: a repeated greedy question is answered
+from the cache, with the engine's text, streamed or not."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conformance import ValidatingTransport
+from tests.integration.conftest import MODEL, run_server
+
+pytestmark = pytest.mark.integration
+
+QUESTION = {
+    "model": MODEL,
+    "messages": [{"role": "user", "content": "What is the capital of France?"}],
+    "temperature": 0,
+    "max_tokens": 16,
+}
+
+
+def _streamed_text(body: str) -> str:
+    chunks = [json.loads(e.removeprefix("data: ")) for e in body.split("\n\n") if "{" in e]
+    return "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
+
+
+def test_a_repeated_greedy_question_is_answered_from_the_cache(tmp_path: Path) -> None:
+    with (
+        run_server(tmp_path, "--response-cache", "memory") as server,
+        httpx.Client(
+            base_url=server.base_url, transport=ValidatingTransport(), timeout=120
+        ) as http,
+    ):
+        first = http.post("/chat/completions", json=QUESTION)
+        second = http.post("/chat/completions", json=QUESTION)
+        streamed = http.post("/chat/completions", json={**QUESTION, "stream": True})
+        assert [r.status_code for r in (first, second, streamed)] == [200] * 3
+        assert [r.headers["x-cache"] for r in (first, second, streamed)] == ["miss", "hit", "hit"]
+        text = first.json()["choices"][0]["message"]["content"]
+        assert text
+        assert second.json()["choices"][0]["message"]["content"] == text
+        assert _streamed_text(streamed.text) == text
+        usage, replayed = first.json()["usage"], second.json()["usage"]
+        assert replayed["prompt_tokens"] == usage["prompt_tokens"]
+        assert replayed["completion_tokens"] == usage["completion_tokens"]
+        assert replayed["prompt_tokens_details"]["cached_tokens"] == usage["prompt_tokens"]
+        metrics = httpx.get(f"{server.root}/metrics", timeout=10).text
+        assert "oai_cache_hits_total 2.0" in metrics
+        assert "oai_cache_misses_total 1.0" in metrics
