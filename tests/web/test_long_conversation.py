@@ -110,7 +110,8 @@ def test_5000_messages_open_scroll_and_stream_smoothly(
     reply = " ".join(f"token{i}" for i in range(120))
     # The whole conversation goes back as the prompt: a context to hold it.
     engine = FakeEngine(reply=reply, token_delay=0.015, max_model_len=4_000_000)
-    with live(engine) as root:
+    # ... and a work limit to let it through (the fake tokenizer makes a token of each byte).
+    with live(engine, max_request_tokens=8_000_000) as root:
         open_page(page, root)
         conversation_id = page.evaluate(INJECT, conversation(5000))
         page.reload()
