@@ -12,8 +12,9 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 
-from oai_server.engine.protocol import Engine, Tokenizer
-from oai_server.engine.types import GenerationStep, ModelInfo, SamplingOptions
+from oai_server.engine.protocol import Engine
+from oai_server.engine.types import GenerationStep, SamplingOptions
+from oai_server.engine.wrapper import EngineWrapper
 from oai_server.errors import ServerShuttingDownError
 from oai_server.observability.context import RequestRecord, current_request
 from oai_server.observability.metrics import Metrics
@@ -23,7 +24,7 @@ from oai_server.observability.metrics import Metrics
 Admit = Callable[[RequestRecord | None, int], Awaitable[None]]
 
 
-class InstrumentedEngine(Engine):
+class InstrumentedEngine(EngineWrapper):
     """`inner`, with every generation measured into `metrics` and the request's record."""
 
     def __init__(
@@ -35,37 +36,13 @@ class InstrumentedEngine(Engine):
         keep_prompt_text: bool = False,
     ) -> None:
         """`keep_prompt_text`: put each prompt's text in its record, for the access log."""
-        self.inner = inner
+        super().__init__(inner)
         self.metrics = metrics
         self.admit = admit
         self.keep_prompt_text = keep_prompt_text
         self._waiting: set[str] = set()
         self._live: set[str] = set()
         self._cut: set[str] = set()
-
-    # --- the Engine interface, delegated --------------------------------------
-    async def start(self) -> None:
-        await self.inner.start()
-
-    async def stop(self) -> None:
-        await self.inner.stop()
-
-    @property
-    def model_info(self) -> ModelInfo:
-        return self.inner.model_info
-
-    @property
-    def tokenizer(self) -> Tokenizer:
-        return self.inner.tokenizer
-
-    async def abort(self, request_id: str) -> None:
-        await self.inner.abort(request_id)
-
-    async def check_health(self) -> None:
-        await self.inner.check_health()
-
-    def running_requests(self) -> int:
-        return self.inner.running_requests()
 
     # --- what the wrapper adds -------------------------------------------------
     def waiting_requests(self) -> int:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import importlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 
-from oai_server.engine.protocol import Engine, Tokenizer
-from oai_server.engine.types import GenerationStep, ModelInfo, SamplingOptions
+from oai_server.engine.protocol import Engine
+from oai_server.engine.wrapper import EngineWrapper
 from oai_server.settings import Settings
 
 EngineFactory = Callable[[Settings], Engine]
@@ -27,7 +27,7 @@ def load_factory(path: str | None) -> EngineFactory:
     return factory
 
 
-class StartOnce(Engine):
+class StartOnce(EngineWrapper):
     """An engine whose `start` runs once however often it is called.
 
     The replica awaits `start` in its constructor, so Serve routes no request to it
@@ -36,35 +36,10 @@ class StartOnce(Engine):
     """
 
     def __init__(self, inner: Engine) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self._starting: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         if self._starting is None:
             self._starting = asyncio.ensure_future(self.inner.start())
         await asyncio.shield(self._starting)
-
-    async def stop(self) -> None:
-        await self.inner.stop()
-
-    @property
-    def model_info(self) -> ModelInfo:
-        return self.inner.model_info
-
-    @property
-    def tokenizer(self) -> Tokenizer:
-        return self.inner.tokenizer
-
-    def generate(
-        self, request_id: str, prompt_token_ids: list[int], options: SamplingOptions
-    ) -> AsyncIterator[GenerationStep]:
-        return self.inner.generate(request_id, prompt_token_ids, options)
-
-    async def abort(self, request_id: str) -> None:
-        await self.inner.abort(request_id)
-
-    async def check_health(self) -> None:
-        await self.inner.check_health()
-
-    def running_requests(self) -> int:
-        return self.inner.running_requests()
