@@ -18,6 +18,7 @@ from oai_server.observability.context import RequestRecord, current_request
 from oai_server.observability.metrics import Metrics
 
 access_logger = logging.getLogger("oai_server.access")
+QUIET_ROUTES = frozenset({"/health", "/metrics", "/version"})
 
 REQUEST_ID_HEADER = b"x-request-id"
 # A client's id is kept if it is short and plain; anything else is replaced.
@@ -102,10 +103,13 @@ class ObservabilityMiddleware:
         if timed is None:
             timed = self._timed[route] = self.metrics.latency.labels(route)
         timed.observe(elapsed)
-        if not access_logger.isEnabledFor(logging.INFO):
+        # Probes and scrapes come every few seconds: their lines are for debugging only.
+        level = logging.DEBUG if route in QUIET_ROUTES else logging.INFO
+        if not access_logger.isEnabledFor(level):
             return
         text = f" prompt={record.prompt_text!r}" if self.log_text and record.prompt_text else ""
-        access_logger.info(
+        access_logger.log(
+            level,
             'request_id=%s key=%s "%s %s" status=%d duration_ms=%.1f prompt_tokens=%d '
             "completion_tokens=%d finish_reason=%s%s",
             record.request_id,

@@ -153,3 +153,19 @@ async def test_priority_reaches_the_engine() -> None:
         assert bad.status_code == 400
         assert bad.json()["error"]["param"] == "priority"
     assert [c.options.priority for c in engine.calls] == [-5, 0]
+
+
+async def test_probes_and_scrapes_stay_out_of_the_access_log_at_info(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="oai_server.access")
+    async with (
+        serve_async(make_app(FakeEngine())) as root,
+        httpx.AsyncClient(base_url=root) as http,
+    ):
+        for path in ("/health", "/metrics", "/version"):
+            assert (await http.get(path)).status_code == 200
+        assert (await http.get("/v1/models")).status_code == 200
+    lines = [r.getMessage() for r in caplog.records if r.name == "oai_server.access"]
+    assert len(lines) == 1
+    assert '"GET /v1/models" status=200' in lines[0]
