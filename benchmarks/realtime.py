@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING
 
 import httpx
 
+from benchmarks.metrics import percentile
+
 if TYPE_CHECKING:
     Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
@@ -41,7 +43,7 @@ class Point:
         return {
             "output tok/s": sum(o.tokens for o in self.outcomes) / self.wall,
             "TTFT p50 ms": 1000 * statistics.median(ttfts),
-            "TTFT p99 ms": 1000 * ttfts[min(len(ttfts) - 1, int(0.99 * len(ttfts)))],
+            "TTFT p99 ms": 1000 * (percentile(ttfts, 99) or 0.0),
             "e2e p50 ms": 1000 * statistics.median(o.total for o in self.outcomes),
         }
 

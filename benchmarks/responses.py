@@ -19,10 +19,8 @@ from typing import TYPE_CHECKING
 
 import httpx
 
-from benchmarks.store import MODEL, _app, _percentile, _serving
-
-if TYPE_CHECKING:
-    from fastapi import FastAPI
+from benchmarks.inproc import MODEL, fake_app, serving
+from benchmarks.metrics import percentile
 
 if TYPE_CHECKING:
     Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
@@ -81,21 +79,12 @@ async def _round(base: str, kind: str, args: argparse.Namespace) -> dict[str, fl
     }
 
 
-def _long_app(args: argparse.Namespace) -> FastAPI:
-    """The fake engine answering `--max-tokens` tokens: both APIs stop at the same length."""
-    from oai_server.app import create_app
-    from oai_server.engine.fake import FakeEngine
-    from oai_server.settings import Settings
-
-    engine = FakeEngine(reply=" ".join(["tok"] * args.max_tokens), token_delay=args.token_delay)
-    return create_app(Settings(store_url=args.store_url, log_level="warning"), engine)
-
-
 def _stream(args: argparse.Namespace) -> int:
-    from benchmarks.server_process import free_port
 
     rounds: dict[str, list[dict[str, float]]] = {"chat": [], "responses": []}
-    with _serving(_long_app(args), free_port()) as base:
+    with serving(
+        fake_app(args.store_url, " ".join(["tok"] * args.max_tokens), args.token_delay)
+    ) as base:
         asyncio.run(_round(base, "chat", args))  # warm-up
         for _ in range(args.rounds):
             for kind in rounds:
@@ -156,15 +145,14 @@ async def _time_rebuilds(store_url: str, last: str, queries: int) -> tuple[int, 
 
 
 def _rebuild(args: argparse.Namespace) -> int:
-    from benchmarks.server_process import free_port
 
-    with _serving(_app(args.store_url, 0.0), free_port()) as base:
+    with serving(fake_app(args.store_url, token_delay=0.0)) as base:
         last = asyncio.run(_chain(base, args.turns))
     count, times = asyncio.run(_time_rebuilds(args.store_url, last, args.queries))
     print(f"responses rebuild: {args.store_url.split(':')[0]}, {args.turns} turns "
           f"({count} items), {args.queries} rebuilds")  # fmt: skip
     print(f"  p50 {statistics.median(times) * 1000:.2f} ms  "
-          f"p99 {_percentile(times, 0.99) * 1000:.2f} ms")  # fmt: skip
+          f"p99 {(percentile(times, 99) or 0.0) * 1000:.2f} ms")  # fmt: skip
     return 0
 
 

@@ -16,53 +16,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import httpx
 
+from benchmarks.inproc import MODEL, fake_app, serving
+from benchmarks.metrics import percentile
+
 if TYPE_CHECKING:
-    from fastapi import FastAPI
-
     Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
-
-MODEL = "smollm2-135m-instruct"
-
-
-def _app(store_url: str, token_delay: float) -> FastAPI:
-    from oai_server.app import create_app
-    from oai_server.engine.fake import FakeEngine
-    from oai_server.settings import Settings
-
-    engine = FakeEngine(reply="tok", token_delay=token_delay)
-    return create_app(Settings(store_url=store_url, log_level="warning"), engine)
-
-
-@contextmanager
-def _serving(app: FastAPI, port: int) -> Iterator[str]:
-    import uvicorn
-
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:
-        time.sleep(0.05)
-    time.sleep(0.2)  # the fake engine starts with the app
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
-
-
-def _percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 async def _one(client: httpx.AsyncClient, store: bool, max_tokens: int) -> tuple[float, int]:
@@ -101,16 +65,15 @@ async def _round(base: str, store: bool, args: argparse.Namespace) -> dict[str, 
     latencies = [r[0] for r in results]
     return {
         "p50_s": statistics.median(latencies),
-        "p99_s": _percentile(latencies, 0.99),
+        "p99_s": percentile(latencies, 99) or 0.0,
         "tokens_per_s": sum(r[1] for r in results) / wall,
     }
 
 
 def _cost(args: argparse.Namespace) -> int:
-    from benchmarks.server_process import free_port
 
     rounds: dict[bool, list[dict[str, float]]] = {False: [], True: []}
-    with _serving(_app(args.store_url, args.token_delay), free_port()) as base:
+    with serving(fake_app(args.store_url, token_delay=args.token_delay)) as base:
         asyncio.run(_round(base, False, args))  # warm-up
         for _ in range(args.rounds):
             for store in (False, True):
@@ -183,18 +146,17 @@ async def _time_lists(base: str, queries: int, users: int) -> list[float]:
 
 
 def _list(args: argparse.Namespace) -> int:
-    from benchmarks.server_process import free_port
 
     began = time.perf_counter()
     asyncio.run(_seed(args.store_url, args.rows, args.users))
     seeded = time.perf_counter() - began
-    with _serving(_app(args.store_url, 0.0), free_port()) as base:
+    with serving(fake_app(args.store_url, token_delay=0.0)) as base:
         asyncio.run(_time_lists(base, 20, args.users))  # warm-up
         times = asyncio.run(_time_lists(base, args.queries, args.users))
     print(f"store list: {args.store_url.split(':')[0]}, {args.rows} stored completions "
           f"(seeded in {seeded:.0f} s), metadata[user]= one of {args.users}, limit 20, "
           f"{args.queries} queries over HTTP")  # fmt: skip
-    p50, p99 = statistics.median(times) * 1000, _percentile(times, 0.99) * 1000
+    p50, p99 = statistics.median(times) * 1000, (percentile(times, 99) or 0.0) * 1000
     print(f"  p50 {p50:.2f} ms  p99 {p99:.2f} ms  max {max(times) * 1000:.2f} ms")
     return 0
 
