@@ -9,12 +9,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Any, get_args
 
-from oai_server.engine import cpu
+from oai_server.engine import cpu, vllm_args
 from oai_server.engine.protocol import Engine, Tokenizer
 from oai_server.engine.settings import EngineSettings
 from oai_server.engine.types import (
@@ -74,94 +73,6 @@ class VLLMTokenizer(Tokenizer):
         )
 
 
-def _configure_cpu(options: EngineSettings) -> None:
-    """Set the CPU backend's environment before the engine process is spawned.
-
-    A setting given explicitly wins over the environment; an unset one leaves what the
-    environment says, else takes our default.
-    """
-    if options.cpu_kvcache_space is not None:
-        os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(options.cpu_kvcache_space)
-    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
-    bind = options.cpu_threads_bind
-    if bind == "auto":
-        os.environ.pop("VLLM_CPU_OMP_THREADS_BIND", None)
-        return
-    if bind is None and "VLLM_CPU_OMP_THREADS_BIND" in os.environ:
-        return
-    if bind in (None, "all"):
-        # vLLM keeps a core for the front end by default; on small machines the
-        # engine is the bottleneck, and every core computing gave 1.4x the tokens/s.
-        bind = f"0-{(os.cpu_count() or 1) - 1}"
-    os.environ["VLLM_CPU_OMP_THREADS_BIND"] = bind
-
-
-def _preload(options: EngineSettings) -> str | None:
-    """The LD_PRELOAD for the engine process with --cpu-preload: tcmalloc and Intel OpenMP."""
-    if not options.cpu_preload:
-        return None
-    libraries = cpu.find_preload_libraries()
-    names = {lib.name for lib in libraries}
-    if cpu.TCMALLOC not in names:
-        logger.warning(
-            "--cpu-preload: tcmalloc not found (Debian/Ubuntu: apt-get install "
-            "libtcmalloc-minimal4)"
-        )
-    if cpu.IOMP not in names:
-        logger.warning("--cpu-preload: Intel OpenMP not found (pip install intel-openmp)")
-    value = cpu.preload_value(libraries, os.environ.get("LD_PRELOAD"))
-    if value is not None:
-        logger.debug("engine preloads %s", value)
-    return value
-
-
-@contextlib.contextmanager
-def _environment(name: str, value: str | None) -> Iterator[None]:
-    """`name` set to `value` in os.environ inside the block (nothing done for None)."""
-    if value is None:
-        yield
-        return
-    before = os.environ.get(name)
-    os.environ[name] = value
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = before
-
-
-def _engine_args(options: EngineSettings, on_cpu: bool) -> dict[str, Any]:
-    enforce_eager = options.enforce_eager
-    if enforce_eager is None:
-        enforce_eager = on_cpu
-    args: dict[str, Any] = {
-        # Compact JSON in structured output and tool calls: small models otherwise wander
-        # into endless runs of whitespace, and OpenAI's own JSON is compact too. Only
-        # xgrammar and guidance can do that; guidance covers the most of JSON Schema.
-        "structured_outputs_config": {"backend": "guidance", "disable_any_whitespace": True},
-        "model": options.model,
-        "dtype": options.dtype,
-        "enforce_eager": enforce_eager,
-        "seed": options.seed,
-        "scheduling_policy": options.scheduling_policy,
-        "trust_remote_code": options.trust_remote_code,
-        "max_model_len": options.max_model_len,
-        "max_num_seqs": options.max_num_seqs,
-        "max_num_batched_tokens": options.max_num_batched_tokens,
-        "max_num_queued_reqs": options.max_num_queued_reqs,
-        "max_num_queued_tokens": options.max_num_queued_tokens,
-        "stream_interval": options.stream_interval,
-        # vLLM's progress bar while it loads the weights (under a second on CPU): debug only.
-        "use_tqdm_on_load": logger.isEnabledFor(logging.DEBUG),
-    }
-    if not on_cpu:
-        args["tensor_parallel_size"] = options.tensor_parallel_size
-        args["gpu_memory_utilization"] = options.gpu_memory_utilization
-    return {k: v for k, v in args.items() if v is not None}
-
-
 class VLLMEngine(Engine):
     """vLLM's `AsyncLLM`, started in-process; its engine core runs in a child process."""
 
@@ -207,19 +118,19 @@ class VLLMEngine(Engine):
             self._options = self._options.model_copy(update={"model": self._resolve_model(dtype)})
         preload: str | None = None
         if on_cpu:
-            _configure_cpu(self._options)
-            preload = _preload(self._options)
+            vllm_args.configure_cpu(self._options)
+            preload = vllm_args.preload_for(self._options)
         from vllm.config import StructuredOutputsConfig
         from vllm.engine.arg_utils import AsyncEngineArgs
         from vllm.v1.engine.async_llm import AsyncLLM
 
-        args = _engine_args(self._options, on_cpu)
+        args = vllm_args.engine_args(self._options, on_cpu)
         logger.debug("starting vLLM engine (%s): %s", "CPU" if on_cpu else "GPU", args)
         logger.info("loading the engine (%s)", "CPU" if on_cpu else "GPU")
         args["structured_outputs_config"] = StructuredOutputsConfig(
             **args["structured_outputs_config"]
         )
-        with _environment("LD_PRELOAD", preload):
+        with vllm_args.environment("LD_PRELOAD", preload):
             # The engine core is spawned here and reads LD_PRELOAD when it starts.
             llm = AsyncLLM.from_engine_args(AsyncEngineArgs(**args))
         hf_tokenizer = llm.get_tokenizer()
