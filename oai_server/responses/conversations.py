@@ -13,7 +13,7 @@ from fastapi import APIRouter, Request, Response
 from oai_server.http.answer import json_response
 from oai_server.http.parsing import parse_body
 from oai_server.responses.items import new_id, to_items
-from oai_server.responses.routes import bad_cursor, item_query, stored_state
+from oai_server.responses.routes import item_query, stored_state
 from oai_server.responses.state import (
     CONVERSATION,
     conversation_not_found,
@@ -24,6 +24,7 @@ from oai_server.responses.state import (
 from oai_server.state import server_state
 from oai_server.store.interface import CursorNotFoundError, Record, StoredObject
 from oai_server.store.limits import check_metadata
+from oai_server.store.params import bad_cursor
 from schemas.conversations import (
     AddConversationItems,
     Conversation,
@@ -119,7 +120,7 @@ async def list_conversation_items(conversation_id: str, request: Request) -> Res
                 CONVERSATION, conversation_id, state.owner, query
             )
         except CursorNotFoundError as exc:
-            raise bad_cursor(exc) from None
+            raise bad_cursor(exc, "item") from None
     if page is None:
         raise conversation_not_found(conversation_id)
     return json_response(_item_list([wire_item(i) for i in page.data], page.has_more))

@@ -20,7 +20,7 @@ from oai_server.responses.state import (
 )
 from oai_server.state import server_state
 from oai_server.store.interface import CursorNotFoundError, ListQuery
-from oai_server.store.params import list_query
+from oai_server.store.params import bad_cursor, list_query
 from oai_server.store.routes import owner_of
 from oai_server.store.service import StoreService
 from schemas.responses import (
@@ -49,14 +49,6 @@ def stored_state(request: Request) -> ResponseState:
 
 def responses_service(request: Request) -> ResponsesService:
     return ResponsesService(server_state(request).chat, response_state(request))
-
-
-def bad_cursor(exc: CursorNotFoundError) -> InvalidRequestError:
-    return InvalidRequestError(
-        f"Invalid 'after': no item with id '{exc.args[0]}' in this list.",
-        param="after",
-        code="invalid_value",
-    )
 
 
 def item_query(request: Request) -> ListQuery:
@@ -169,7 +161,7 @@ async def list_input_items(response_id: str, request: Request) -> Response:
         try:
             page = await state.store.store.list_items(RESPONSE, response_id, state.owner, query)
         except CursorNotFoundError as exc:
-            raise bad_cursor(exc) from None
+            raise bad_cursor(exc, "item") from None
     if page is None:
         raise response_not_found(response_id)
     data = [wire_item(item) for item in page.data]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from starlette.datastructures import QueryParams
 
 from oai_server.errors import InvalidRequestError
-from oai_server.store.interface import ListQuery, Order
+from oai_server.store.interface import CursorNotFoundError, ListQuery, Order
 
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 100
@@ -58,4 +58,13 @@ def list_query(params: QueryParams, *, filters: bool) -> ListQuery:
         order=_order(params.get("order")),
         model=params.get("model") if filters else None,
         metadata=_metadata(params) if filters else {},
+    )
+
+
+def bad_cursor(exc: CursorNotFoundError, what: str = "object") -> InvalidRequestError:
+    """The 400 for an `after` cursor that names no `what` of the list."""
+    return InvalidRequestError(
+        f"Invalid 'after': no {what} with id '{exc.args[0]}' in this list.",
+        param="after",
+        code="invalid_value",
     )

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
 
-from oai_server.errors import InvalidRequestError, NotFoundError
+from oai_server.errors import NotFoundError
 from oai_server.http.answer import json_response
 from oai_server.http.parsing import parse_body
 from oai_server.state import server_state
 from oai_server.store.chat_records import KIND, store_message, stored_completion
 from oai_server.store.interface import CursorNotFoundError, ListQuery
 from oai_server.store.limits import check_metadata
-from oai_server.store.params import list_query
+from oai_server.store.params import bad_cursor, list_query
 from oai_server.store.service import StoreService
 from schemas.stored import (
     ChatCompletionDeleted,
@@ -41,14 +41,6 @@ def _not_found(completion_id: str) -> NotFoundError:
     )
 
 
-def _bad_cursor(exc: CursorNotFoundError) -> InvalidRequestError:
-    return InvalidRequestError(
-        f"Invalid 'after': no object with id '{exc.args[0]}' in this list.",
-        param="after",
-        code="invalid_value",
-    )
-
-
 @router.get("/v1/chat/completions")
 async def list_chat_completions(request: Request) -> Response:
     query = list_query(request.query_params, filters=True)
@@ -57,7 +49,7 @@ async def list_chat_completions(request: Request) -> Response:
         try:
             page = await service.store.list(KIND, owner_of(request), query)
         except CursorNotFoundError as exc:
-            raise _bad_cursor(exc) from None
+            raise bad_cursor(exc) from None
     data = [stored_completion(obj) for obj in page.data]
     return json_response(
         ChatCompletionList(
@@ -112,7 +104,7 @@ async def list_chat_completion_messages(completion_id: str, request: Request) ->
         try:
             page = await service.store.list_items(KIND, completion_id, owner_of(request), query)
         except CursorNotFoundError as exc:
-            raise _bad_cursor(exc) from None
+            raise bad_cursor(exc) from None
     if page is None:
         raise _not_found(completion_id)
     data = [store_message(item) for item in page.data]
