@@ -32,6 +32,7 @@ from schemas.response_events import (
 from schemas.responses import (
     FunctionCallItem,
     IncompleteDetails,
+    InputTokensDetails,
     MessageItem,
     OutputTextContent,
     Response,
@@ -137,6 +138,7 @@ class ResponseRun:
         usage = chat.generation.usage
         self.response.usage = ResponseUsage(
             input_tokens=usage.prompt_tokens,
+            input_tokens_details=InputTokensDetails(cached_tokens=usage.cached_tokens),
             output_tokens=usage.completion_tokens,
             total_tokens=usage.prompt_tokens + usage.completion_tokens,
         )

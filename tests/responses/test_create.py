@@ -7,6 +7,7 @@ import json
 import httpx
 import openai
 import pytest
+from openai.types.chat import ChatCompletionMessageParam
 
 from oai_server.app import create_app
 from oai_server.engine.fake import FakeEngine
@@ -165,6 +166,37 @@ def test_input_tokens_counts_the_prompt() -> None:
         out = client.responses.create(model=MODEL, input="Hello")
         assert out.usage is not None
         assert counted.input_tokens == out.usage.input_tokens
+
+
+def test_prefix_cache_hits_are_reported_as_chat_completions_report_them() -> None:
+    engine = FakeEngine(prefix_cache=True)
+    instructions = "You answer questions about the weather, briefly and politely. " * 4
+    messages: list[ChatCompletionMessageParam] = [
+        {"role": "system", "content": instructions},
+        {"role": "user", "content": "Hello"},
+    ]
+    with serve(app(engine)) as base, sdk(base) as client:
+        first = client.responses.create(model=MODEL, input="Hello", instructions=instructions)
+        assert first.usage is not None
+        assert first.usage.input_tokens_details.cached_tokens == 0
+
+        chat = client.chat.completions.create(model=MODEL, messages=messages)
+        assert chat.usage is not None
+        assert chat.usage.prompt_tokens_details is not None
+        cached = chat.usage.prompt_tokens_details.cached_tokens
+        assert cached is not None
+        assert cached > len(instructions) / 2
+
+        again = client.responses.create(model=MODEL, input="Hello", instructions=instructions)
+        assert again.usage is not None
+        assert again.usage.input_tokens_details.cached_tokens == cached
+        events = list(
+            client.responses.create(
+                model=MODEL, input="Hello", instructions=instructions, stream=True
+            )
+        )
+        assert events[-1].type == "response.completed"
+        assert events[-1].response.usage == again.usage
 
 
 def test_failure_mid_stream_is_response_failed() -> None:
