@@ -14,6 +14,19 @@ from schemas.common import ResponseModel
 from schemas.responses import Item, OutputTextContent, Response
 
 
+class ResponseTopLogProb(ResponseModel):
+    token: str
+    logprob: float
+
+
+class ResponseLogProb(ResponseModel):
+    """A streamed token's log probability (no bytes, unlike the output part's `LogProb`)."""
+
+    token: str
+    logprob: float
+    top_logprobs: list[ResponseTopLogProb]
+
+
 class ResponseLifecycleEvent(ResponseModel):
     """`response.created` ... `response.completed`: the response object as it stands."""
 
@@ -52,7 +65,7 @@ class OutputTextDeltaEvent(ResponseModel):
     content_index: int
     delta: str
     sequence_number: int
-    logprobs: list[dict[str, object]] = Field(default_factory=list)
+    logprobs: list[ResponseLogProb] = Field(default_factory=list)
 
 
 class OutputTextDoneEvent(ResponseModel):
@@ -62,7 +75,7 @@ class OutputTextDoneEvent(ResponseModel):
     content_index: int
     text: str
     sequence_number: int
-    logprobs: list[dict[str, object]] = Field(default_factory=list)
+    logprobs: list[ResponseLogProb] = Field(default_factory=list)
 
 
 class ArgumentsDeltaEvent(ResponseModel):

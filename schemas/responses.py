@@ -176,7 +176,7 @@ class CreateResponse(RequestModel):
     reasoning: dict[str, Any] | None = None
     prompt: dict[str, Any] | None = None
     max_tool_calls: int | None = None
-    top_logprobs: int | None = None
+    top_logprobs: Annotated[int, Field(ge=0, le=20)] | None = None
     service_tier: str | None = None
     user: str | None = None
     safety_identifier: str | None = None
@@ -208,11 +208,26 @@ class InputTextContent(ResponseModel):
     text: str
 
 
+class TopLogProb(ResponseModel):
+    token: str
+    logprob: float
+    bytes: list[int]
+
+
+class LogProb(ResponseModel):
+    """One output token's log probability, and its likeliest alternatives."""
+
+    token: str
+    logprob: float
+    bytes: list[int]
+    top_logprobs: list[TopLogProb]
+
+
 class OutputTextContent(ResponseModel):
     type: Literal["output_text"] = "output_text"
     text: str
     annotations: list[dict[str, Any]] = Field(default_factory=list)
-    logprobs: list[dict[str, Any]] = Field(default_factory=list)
+    logprobs: list[LogProb] = Field(default_factory=list)
 
 
 class MessageItem(ResponseModel):
@@ -306,6 +321,7 @@ class Response(ResponseModel):
     conversation: ConversationId | None
     service_tier: str = "default"
     user: str | None = None
+    top_logprobs: int | None = None
 
 
 class ResponseItemList(ResponseModel):

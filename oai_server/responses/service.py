@@ -143,6 +143,8 @@ class ResponsesService:
         )
         if req.user is not None:
             response.user = req.user
+        if req.top_logprobs is not None:
+            response.top_logprobs = req.top_logprobs
         return ResponseJob(req, inputs, job, response, conversation, now_us())
 
     async def start(self, job: ResponseJob) -> ChatRequest:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from oai_server.error_responses import to_openai_error
 from oai_server.responses.items import new_id
+from oai_server.responses.logprobs import event_logprobs, part_logprobs
 from oai_server.services.chat import ChatRequest, ChatService
 from oai_server.services.events import TextDelta
 from schemas.chat import ChatCompletionChunkChoice
@@ -33,6 +34,7 @@ from schemas.responses import (
     FunctionCallItem,
     IncompleteDetails,
     InputTokensDetails,
+    LogProb,
     MessageItem,
     OutputTextContent,
     Response,
@@ -80,6 +82,8 @@ class ResponseRun:
     _text: MessageItem | None = None
     _call: FunctionCallItem | None = None
     _finish: str | None = None
+    # Logprobs of tokens whose text has not come out yet (held back by the tool-call parser).
+    _logprobs: list[LogProb] = field(default_factory=list)
     _pending: list[RunEvent] = field(default_factory=list)
 
     def _next(self) -> int:
@@ -145,6 +149,8 @@ class ResponseRun:
 
     def _choice(self, choice: ChatCompletionChunkChoice) -> None:
         delta = choice.delta
+        if choice.logprobs is not None and choice.logprobs.content:
+            self._logprobs += part_logprobs(choice.logprobs.content)
         if delta.content:
             self._add_text(delta.content)
         for call in delta.tool_calls or ():
@@ -182,8 +188,21 @@ class ResponseRun:
         part = item.content[0]
         assert isinstance(part, OutputTextContent)
         part.text += text
+        index = len(self.response.output) - 1
+        if not self._logprobs:
+            self._pending.append(TextDeltaOut(item.id, index, text, self._next()))
+            return
+        logprobs, self._logprobs = self._logprobs, []
+        part.logprobs += logprobs
         self._pending.append(
-            TextDeltaOut(item.id, len(self.response.output) - 1, text, self._next())
+            OutputTextDeltaEvent(
+                item_id=item.id,
+                output_index=index,
+                content_index=0,
+                delta=text,
+                sequence_number=self._next(),
+                logprobs=event_logprobs(logprobs),
+            )
         )
 
     def _part_event(self, kind: str, item: MessageItem, index: int) -> ContentPartEvent:
@@ -202,6 +221,7 @@ class ResponseRun:
 
     def _start_call(self, call_id: str, name: str) -> None:
         self._pending.extend(self._close("completed"))
+        self._logprobs = []  # the call's own tokens: no text part to carry them
         self._call = FunctionCallItem(
             id=new_id("fc"), call_id=call_id, name=name, arguments="", status="in_progress"
         )
@@ -230,6 +250,9 @@ class ResponseRun:
             item, self._text = self._text, None
             part = item.content[0]
             assert isinstance(part, OutputTextContent)
+            # The last tokens' (such as the end of text's) when no text followed them.
+            part.logprobs += self._logprobs
+            self._logprobs = []
             out.append(
                 OutputTextDoneEvent(
                     item_id=item.id,
@@ -237,6 +260,7 @@ class ResponseRun:
                     content_index=0,
                     text=part.text,
                     sequence_number=self._next(),
+                    logprobs=event_logprobs(part.logprobs),
                 )
             )
             out.append(self._part_event("response.content_part.done", item, index))

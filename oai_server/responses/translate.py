@@ -45,6 +45,10 @@ HARMLESS_INCLUDES = frozenset(
 )
 
 
+# The `include` value that asks for the output text's token logprobs.
+LOGPROBS_INCLUDE = "message.output_text.logprobs"
+
+
 def _unsupported(param: str, what: str) -> UnsupportedParameterError:
     return UnsupportedParameterError(f"{what} is not supported by this server.", param=param)
 
@@ -64,10 +68,8 @@ def reject_unsupported(req: CreateResponse | InputTokensRequest) -> None:
     if req.prompt is not None:
         raise _unsupported("prompt", "Prompt templates ('prompt')")
     for value in req.include or ():
-        if value not in HARMLESS_INCLUDES:
+        if value not in HARMLESS_INCLUDES and value != LOGPROBS_INCLUDE:
             raise _unsupported("include", f"include '{value}'")
-    if req.top_logprobs:
-        raise _unsupported("top_logprobs", "'top_logprobs'")
 
 
 def _tools(req: CreateResponse | InputTokensRequest) -> list[ChatCompletionTool] | None:
@@ -139,6 +141,10 @@ def chat_request(
             chat.temperature = req.temperature
         if req.top_p is not None:
             chat.top_p = req.top_p
+        # `top_logprobs` alone asks for logprobs as plainly as the `include` value does.
+        if LOGPROBS_INCLUDE in (req.include or ()) or req.top_logprobs is not None:
+            chat.logprobs = True
+            chat.top_logprobs = req.top_logprobs or 0
         chat.stream = True
         chat.stream_options = StreamOptions(include_usage=False)
     return chat

@@ -143,7 +143,6 @@ def test_text_format_reaches_the_engine() -> None:
             "input[0].content",
         ),
         ({"input": [{"type": "reasoning", "summary": []}]}, "input[0]"),
-        ({"include": ["message.output_text.logprobs"]}, "include"),
         ({"model": "gpt-4o"}, "model"),
         ({"max_output_tokens": 100000}, "input"),
         ({"max_output_tokens": 0}, "max_output_tokens"),
