@@ -13,12 +13,15 @@ vLLM picks its CPU kernels from the CPU's features, with no switch of its own:
   alone; on an AMX CPU it also stops oneDNN from asking the kernel for the AMX tile state,
   so the attention and SGLang AMX kernels then die with SIGILL.
 
-So float32 runs the same kernels on every x86-64 CPU (vLLM has no AMX path for float32, and
-oneDNN keeps float32 exact by default), and bfloat16 runs other ones on CPUs with AMX. The
-embedded model (135M parameters dequantized from 4 bits) scored the same in bfloat16 and
-float32 on every kernel path reachable without AMX, and float32 was no slower (see
-`python -m benchmarks quality`), while bfloat16 on the AMX kernels derailed on a plain
-question; so the embedded model computes in float32 on every CPU: one answer everywhere.
+So bfloat16 runs one set of kernels on CPUs with AVX-512 BF16 and no AMX (oneDNN's
+AVX512_CORE_BF16 and the "vec" attention), another on CPUs with AMX, and an emulation five
+times slower on CPUs with neither; float32 runs the same kernels on every x86-64 CPU (vLLM has
+no AMX path for float32, and oneDNN keeps float32 exact by default). The embedded model (135M
+parameters dequantized from 4 bits) scored the same in bfloat16 and float32 on every kernel
+path reachable without AMX (`python -m benchmarks quality`), but bfloat16 on the AMX kernels
+derailed on a plain question. So the embedded model computes in bfloat16 where the
+AVX512_CORE_BF16 path is the one vLLM takes (1.3x `vllm serve`'s output tokens/s out of the
+box, see the README), and in float32 everywhere else: right answers on every CPU.
 """
 
 from __future__ import annotations
@@ -96,9 +99,10 @@ def plan_kernels(
 ) -> KernelPlan:
     """The dtype for `requested` ("auto" or a dtype) and the kernels it will run on.
 
-    "auto" for the embedded model is float32 on every CPU: the same kernels, and so the same
-    answers, with or without AMX, at bfloat16's speed on this small model. For any other
-    model "auto" stays vLLM's choice (the model's own dtype).
+    "auto" for the embedded model is bfloat16 on CPUs with AVX-512 BF16 and no AMX (the path
+    whose answers were measured right, and the fastest), float32 on the others (AMX kernels
+    answered wrong; emulated bfloat16 is slower than float32). For any other model "auto"
+    stays vLLM's choice (the model's own dtype).
     """
     found = frozenset(flags)
     if requested != "auto":
@@ -106,12 +110,7 @@ def plan_kernels(
     elif not embedded:
         dtype, reason = "auto", "the model's own dtype (vLLM's choice)"
     else:
-        dtype = "float32"
-        reason = (
-            "the embedded model's default: the same kernels and answers on every CPU; "
-            "bfloat16 answers wrong on AMX kernels"
-            + (", which this CPU has" if has_amx(found) else ", which this CPU lacks")
-        )
+        dtype, reason = embedded_dtype(found)
     shown = "bfloat16" if dtype == "auto" else dtype
     return KernelPlan(
         dtype=dtype,
@@ -119,6 +118,20 @@ def plan_kernels(
         gemm=gemm_kernel(shown, found),
         reason=reason,
     )
+
+
+def embedded_dtype(flags: frozenset[str]) -> tuple[str, str]:
+    """The embedded model's dtype on a CPU with `flags`, and why."""
+    if has_amx(flags):
+        return "float32", "the embedded model on AMX: vLLM's AMX bfloat16 kernels answer it wrong"
+    if os.environ.get("ONEDNN_MAX_CPU_ISA"):
+        return (
+            "float32",
+            "ONEDNN_MAX_CPU_ISA caps oneDNN: bfloat16 answers vary with it",
+        )
+    if "avx512_bf16" in flags:
+        return "bfloat16", "the embedded model on AVX-512 BF16 without AMX: right and fastest"
+    return "float32", "the embedded model without AVX-512 BF16: bfloat16 would be emulated"
 
 
 def find_preload_libraries(prefix: str = sys.prefix) -> list[Path]:

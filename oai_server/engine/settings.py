@@ -23,8 +23,9 @@ class EngineSettings(BaseModel):
     dtype: str = Field(
         "auto",
         description="Weight and activation dtype (auto, float32, bfloat16, float16); "
-        "auto is the model's own, except the embedded model on CPU: float32 (the same "
-        "kernels and answers on every CPU; bfloat16 answers it wrong on AMX kernels).",
+        "auto is the model's own, except the embedded model on CPU: bfloat16 on CPUs with "
+        "AVX-512 BF16 and no AMX, float32 on the others (bfloat16 answers it wrong on AMX "
+        "kernels, and is emulated without AVX-512 BF16).",
     )
     max_model_len: int | None = Field(
         None, description="Context length; default: 2048 for the embedded model, else the model's."

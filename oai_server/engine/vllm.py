@@ -111,7 +111,7 @@ class VLLMEngine(Engine):
             if embedded and plan.attention == "amx":
                 logger.warning(
                     "the embedded model was seen answering wrong on vLLM's AMX bfloat16 "
-                    "kernels; --dtype float32 (its default) answers right"
+                    "kernels; --dtype float32 (its default on AMX) answers right"
                 )
         if self._resolve_model is not None:
             dtype = "bfloat16" if self._options.dtype == "auto" else self._options.dtype

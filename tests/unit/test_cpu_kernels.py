@@ -14,6 +14,7 @@ from oai_server.startup import configure_logging, ready_message
 # The flags of the two kinds of machine the project runs on.
 AMX = frozenset({"avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile", "amx_int8"})
 NO_AMX = frozenset({"avx2", "avx512f", "avx512_bf16"})
+AVX2_ONLY = frozenset({"avx2"})
 
 
 def test_flags_are_read_from_cpuinfo(tmp_path: Path) -> None:
@@ -28,13 +29,30 @@ def test_flags_are_read_from_cpuinfo(tmp_path: Path) -> None:
     assert cpu.cpu_flags(tmp_path / "missing") == frozenset()
 
 
-@pytest.mark.parametrize("flags", [AMX, NO_AMX], ids=["amx", "no-amx"])
-def test_embedded_model_computes_in_float32_on_the_same_kernels_everywhere(
-    flags: frozenset[str],
+@pytest.mark.parametrize(
+    ("flags", "dtype", "gemm"),
+    [
+        (AMX, "float32", "oneDNN"),
+        (NO_AMX, "bfloat16", "oneDNN AVX512_CORE_BF16"),
+        (AVX2_ONLY, "float32", "oneDNN"),
+    ],
+    ids=["amx", "avx512-bf16", "avx2"],
+)
+def test_embedded_model_never_runs_on_the_amx_or_emulated_bfloat16_kernels(
+    flags: frozenset[str], dtype: str, gemm: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
     plan = cpu.plan_kernels("auto", embedded=True, flags=flags)
 
-    assert (plan.dtype, plan.attention, plan.gemm) == ("float32", "vec", "oneDNN")
+    assert (plan.dtype, plan.attention, plan.gemm) == (dtype, "vec", gemm)
+
+
+def test_a_capped_onednn_keeps_the_embedded_model_in_float32(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+
+    assert cpu.plan_kernels("auto", embedded=True, flags=NO_AMX).dtype == "float32"
 
 
 def test_an_explicit_dtype_wins_and_the_plan_names_the_amx_kernels() -> None:
