@@ -14,8 +14,8 @@ vLLM picks its CPU kernels from the CPU's features, with no switch of its own:
   so the attention and SGLang AMX kernels then die with SIGILL.
 
 So bfloat16 runs one set of kernels on CPUs with AVX-512 BF16 and no AMX (oneDNN's
-AVX512_CORE_BF16 and the "vec" attention), another on CPUs with AMX, and an emulation five
-times slower on CPUs with neither; float32 runs the same kernels on every x86-64 CPU (vLLM has
+AVX512_CORE_BF16 and the "vec" attention), another on CPUs with AMX, and an emulation slower
+than float32 on CPUs with neither; float32 runs the same kernels on every x86-64 CPU (vLLM has
 no AMX path for float32, and oneDNN keeps float32 exact by default). The embedded model (135M
 parameters dequantized from 4 bits) scored the same in bfloat16 and float32 on every kernel
 path reachable without AMX (`python -m benchmarks quality`), but bfloat16 on the AMX kernels
