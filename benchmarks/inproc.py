@@ -7,11 +7,15 @@ its own event loop in a thread, and the client runs on the main loop.
 
 from __future__ import annotations
 
+import argparse
+import statistics
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
+
+from benchmarks.metrics import percentile
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -49,3 +53,19 @@ def serving(app: FastAPI) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout=30)
+
+
+def add_load_options(parser: argparse.ArgumentParser, store_url: str) -> None:
+    """The store and the closed-loop load of a feature-cost benchmark on the fake engine."""
+    parser.add_argument("--store-url", default=store_url)
+    parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--requests", type=int, default=320, help="per round")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--max-tokens", type=int, default=64)
+    parser.add_argument("--token-delay", type=float, default=0.01, metavar="S")
+
+
+def latency_summary(seconds: Sequence[float]) -> str:
+    """p50 and p99 of `seconds`, in milliseconds."""
+    p99 = percentile(seconds, 99) or 0.0
+    return f"p50 {statistics.median(seconds) * 1000:.2f} ms  p99 {p99 * 1000:.2f} ms"

@@ -19,8 +19,7 @@ from typing import TYPE_CHECKING
 
 import httpx
 
-from benchmarks.inproc import MODEL, fake_app, serving
-from benchmarks.metrics import percentile
+from benchmarks.inproc import MODEL, add_load_options, fake_app, latency_summary, serving
 
 if TYPE_CHECKING:
     Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
@@ -151,8 +150,7 @@ def _rebuild(args: argparse.Namespace) -> int:
     count, times = asyncio.run(_time_rebuilds(args.store_url, last, args.queries))
     print(f"responses rebuild: {args.store_url.split(':')[0]}, {args.turns} turns "
           f"({count} items), {args.queries} rebuilds")  # fmt: skip
-    print(f"  p50 {statistics.median(times) * 1000:.2f} ms  "
-          f"p99 {(percentile(times, 99) or 0.0) * 1000:.2f} ms")  # fmt: skip
+    print(f"  {latency_summary(times)}")
     return 0
 
 
@@ -162,12 +160,7 @@ def register(subparsers: Subparsers) -> None:
     )
     which = parser.add_subparsers(dest="responses_command", required=True)
     stream = which.add_parser("stream", help="throughput and TTFT against chat completions")
-    stream.add_argument("--store-url", default="sqlite:///./bench-store/responses.db")
-    stream.add_argument("--concurrency", type=int, default=32)
-    stream.add_argument("--requests", type=int, default=320, help="per round")
-    stream.add_argument("--rounds", type=int, default=3)
-    stream.add_argument("--max-tokens", type=int, default=64)
-    stream.add_argument("--token-delay", type=float, default=0.01, metavar="S")
+    add_load_options(stream, store_url="sqlite:///./bench-store/responses.db")
     stream.add_argument(
         "--store", action="store_true", help="responses with store: true (its cost: run both)"
     )

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 import httpx
 
-from benchmarks.inproc import MODEL, fake_app, serving
+from benchmarks.inproc import MODEL, add_load_options, fake_app, latency_summary, serving
 from benchmarks.metrics import percentile
 
 if TYPE_CHECKING:
@@ -156,8 +156,7 @@ def _list(args: argparse.Namespace) -> int:
     print(f"store list: {args.store_url.split(':')[0]}, {args.rows} stored completions "
           f"(seeded in {seeded:.0f} s), metadata[user]= one of {args.users}, limit 20, "
           f"{args.queries} queries over HTTP")  # fmt: skip
-    p50, p99 = statistics.median(times) * 1000, (percentile(times, 99) or 0.0) * 1000
-    print(f"  p50 {p50:.2f} ms  p99 {p99:.2f} ms  max {max(times) * 1000:.2f} ms")
+    print(f"  {latency_summary(times)}  max {max(times) * 1000:.2f} ms")
     return 0
 
 
@@ -167,12 +166,7 @@ def register(subparsers: Subparsers) -> None:
     )
     which = parser.add_subparsers(dest="store_command", required=True)
     cost = which.add_parser("cost", help="latency and throughput with and without store:true")
-    cost.add_argument("--store-url", default="sqlite:///./bench-store/store.db")
-    cost.add_argument("--concurrency", type=int, default=32)
-    cost.add_argument("--requests", type=int, default=320, help="per round")
-    cost.add_argument("--rounds", type=int, default=3)
-    cost.add_argument("--max-tokens", type=int, default=64)
-    cost.add_argument("--token-delay", type=float, default=0.01, metavar="S")
+    add_load_options(cost, store_url="sqlite:///./bench-store/store.db")
     cost.set_defaults(handler=_cost)
     listing = which.add_parser("list", help="metadata-filtered lists over many stored rows")
     listing.add_argument("--store-url", default="sqlite:///./bench-store/list.db")

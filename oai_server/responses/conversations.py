@@ -22,9 +22,8 @@ from oai_server.responses.state import (
     wire_item,
 )
 from oai_server.state import server_state
-from oai_server.store.interface import CursorNotFoundError, Record, StoredObject
+from oai_server.store.interface import Record, StoredObject
 from oai_server.store.limits import check_metadata
-from oai_server.store.params import bad_cursor
 from schemas.conversations import (
     AddConversationItems,
     Conversation,
@@ -115,12 +114,7 @@ async def list_conversation_items(conversation_id: str, request: Request) -> Res
     state = stored_state(request)
     query = item_query(request)
     async with state.store.reading():
-        try:
-            page = await state.store.store.list_items(
-                CONVERSATION, conversation_id, state.owner, query
-            )
-        except CursorNotFoundError as exc:
-            raise bad_cursor(exc, "item") from None
+        page = await state.store.store.list_items(CONVERSATION, conversation_id, state.owner, query)
     if page is None:
         raise conversation_not_found(conversation_id)
     return json_response(_item_list([wire_item(i) for i in page.data], page.has_more))

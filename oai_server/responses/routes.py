@@ -19,8 +19,8 @@ from oai_server.responses.state import (
     wire_item,
 )
 from oai_server.state import server_state
-from oai_server.store.interface import CursorNotFoundError, ListQuery
-from oai_server.store.params import bad_cursor, list_query
+from oai_server.store.interface import ListQuery
+from oai_server.store.params import list_query
 from oai_server.store.routes import owner_of
 from oai_server.store.service import StoreService
 from schemas.responses import (
@@ -158,10 +158,7 @@ async def list_input_items(response_id: str, request: Request) -> Response:
     query = item_query(request)
     query = ListQuery(after=query.after, limit=query.limit, order=query.order, section="input")
     async with state.store.reading():
-        try:
-            page = await state.store.store.list_items(RESPONSE, response_id, state.owner, query)
-        except CursorNotFoundError as exc:
-            raise bad_cursor(exc, "item") from None
+        page = await state.store.store.list_items(RESPONSE, response_id, state.owner, query)
     if page is None:
         raise response_not_found(response_id)
     data = [wire_item(item) for item in page.data]

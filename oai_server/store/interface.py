@@ -23,7 +23,11 @@ Order = Literal["asc", "desc"]
 
 
 class CursorNotFoundError(LookupError):
-    """A list's `after` names nothing this owner can see."""
+    """A list's `after` names nothing this owner can see: no such `what` in the list."""
+
+    def __init__(self, cursor: str, what: str) -> None:
+        super().__init__(cursor)
+        self.what = what
 
 
 @dataclass(frozen=True)

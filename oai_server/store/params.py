@@ -61,10 +61,10 @@ def list_query(params: QueryParams, *, filters: bool) -> ListQuery:
     )
 
 
-def bad_cursor(exc: CursorNotFoundError, what: str = "object") -> InvalidRequestError:
-    """The 400 for an `after` cursor that names no `what` of the list."""
+def bad_cursor(exc: CursorNotFoundError) -> InvalidRequestError:
+    """The 400 for an `after` cursor that names nothing in the list."""
     return InvalidRequestError(
-        f"Invalid 'after': no {what} with id '{exc.args[0]}' in this list.",
+        f"Invalid 'after': no {exc.what} with id '{exc.args[0]}' in this list.",
         param="after",
         code="invalid_value",
     )

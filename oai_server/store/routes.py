@@ -10,9 +10,9 @@ from oai_server.http.answer import json_response
 from oai_server.http.parsing import parse_body
 from oai_server.state import server_state
 from oai_server.store.chat_records import KIND, store_message, stored_completion
-from oai_server.store.interface import CursorNotFoundError, ListQuery
+from oai_server.store.interface import ListQuery
 from oai_server.store.limits import check_metadata
-from oai_server.store.params import bad_cursor, list_query
+from oai_server.store.params import list_query
 from oai_server.store.service import StoreService
 from schemas.stored import (
     ChatCompletionDeleted,
@@ -46,10 +46,7 @@ async def list_chat_completions(request: Request) -> Response:
     query = list_query(request.query_params, filters=True)
     service = store_service(request)
     async with service.reading():
-        try:
-            page = await service.store.list(KIND, owner_of(request), query)
-        except CursorNotFoundError as exc:
-            raise bad_cursor(exc) from None
+        page = await service.store.list(KIND, owner_of(request), query)
     data = [stored_completion(obj) for obj in page.data]
     return json_response(
         ChatCompletionList(
@@ -101,10 +98,7 @@ async def list_chat_completion_messages(completion_id: str, request: Request) ->
     query: ListQuery = list_query(request.query_params, filters=False)
     service = store_service(request)
     async with service.reading():
-        try:
-            page = await service.store.list_items(KIND, completion_id, owner_of(request), query)
-        except CursorNotFoundError as exc:
-            raise bad_cursor(exc) from None
+        page = await service.store.list_items(KIND, completion_id, owner_of(request), query)
     if page is None:
         raise _not_found(completion_id)
     data = [store_message(item) for item in page.data]

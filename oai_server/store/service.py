@@ -11,8 +11,9 @@ from collections.abc import AsyncIterator
 from oai_server.errors import StoreUnavailableError
 from oai_server.store.chat_records import completion_record
 from oai_server.store.health import StoreHealth
-from oai_server.store.interface import Store
+from oai_server.store.interface import CursorNotFoundError, Store
 from oai_server.store.metrics import StoreMetrics
+from oai_server.store.params import bad_cursor
 from oai_server.store.writer import StoreWriter
 from schemas.chat import CreateChatCompletionRequest, CreateChatCompletionResponse
 
@@ -82,10 +83,13 @@ class StoreService:
 
     @contextlib.asynccontextmanager
     async def reading(self) -> AsyncIterator[None]:
-        """Read after this replica's pending writes; a database failure becomes a 503."""
+        """Read after this replica's pending writes; a bad list cursor becomes a 400, a
+        database failure a 503."""
         await self.writer.settled(SETTLE_TIMEOUT_S)
         try:
             yield
+        except CursorNotFoundError as exc:
+            raise bad_cursor(exc) from None
         except Exception as exc:
             if isinstance(exc, LookupError) or getattr(exc, "status_code", 500) < 500:
                 raise

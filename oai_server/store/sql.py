@@ -171,7 +171,7 @@ class SQLStore:
             if query.after is not None:
                 after = await self._get(conn, kind, query.after, owner)
                 if after is None:
-                    raise CursorNotFoundError(query.after)
+                    raise CursorNotFoundError(query.after, "object")
                 cursor = (after.created_at, after.id)
             ids = list(
                 (await conn.execute(queries.list_objects(kind, owner, query, cursor))).scalars()
@@ -247,7 +247,7 @@ class SQLStore:
                     )
                 ).scalar()
                 if at is None:
-                    raise CursorNotFoundError(query.after)
+                    raise CursorNotFoundError(query.after, "item")
                 stmt = stmt.where(items.c.position > at if asc else items.c.position < at)
             position = items.c.position.asc() if asc else items.c.position.desc()
             rows = (await conn.execute(stmt.order_by(position).limit(query.limit + 1))).all()
