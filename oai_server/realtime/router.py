@@ -11,6 +11,7 @@ from starlette.websockets import WebSocketDisconnect, WebSocketState
 
 from oai_server.errors import InvalidRequestError, ModelNotFoundError
 from oai_server.realtime.session import RealtimeSession
+from oai_server.services.common import check_model
 from oai_server.state import ServerState
 from schemas.realtime import ServerEvent
 
@@ -40,15 +41,11 @@ async def realtime(websocket: WebSocket) -> None:
 
     session = RealtimeSession(server.chat, send)
     model = websocket.query_params.get("model")
-    if model is not None and model != server.settings.model_name:
-        await session.error(
-            ModelNotFoundError(
-                f"The model '{model}' does not exist. This server serves "
-                f"'{server.settings.model_name}'.",
-                param="model",
-            ),
-            None,
-        )
+    try:
+        if model is not None:
+            check_model(model, server.settings.model_name)
+    except ModelNotFoundError as exc:
+        await session.error(exc, None)
         await websocket.close(POLICY_VIOLATION, "unknown model")
         return
     await session.start()

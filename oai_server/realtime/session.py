@@ -20,12 +20,12 @@ from oai_server.error_responses import to_openai_error
 from oai_server.errors import (
     ContextLengthExceededError,
     InvalidRequestError,
-    ModelNotFoundError,
     UnsupportedParameterError,
 )
 from oai_server.realtime.conversation import Conversation, check_text_only
 from oai_server.realtime.responder import Responder, event_id, new_id
 from oai_server.services.chat import ChatJob, ChatService
+from oai_server.services.common import check_model
 from schemas.chat import CreateChatCompletionRequest
 from schemas.realtime import (
     AudioBufferEvent,
@@ -156,12 +156,8 @@ class RealtimeSession:
             raise UnsupportedParameterError(_TEXT_ONLY, param="type")
 
     async def _update(self, config: SessionConfig) -> None:
-        if config.model is not None and config.model != self.chat.model_name:
-            raise ModelNotFoundError(
-                f"The model '{config.model}' does not exist. "
-                f"This server serves '{self.chat.model_name}'.",
-                param="session.model",
-            )
+        if config.model is not None:
+            check_model(config.model, self.chat.model_name, param="session.model")
         if config.instructions is not None:
             self.instructions = config.instructions
         if config.max_output_tokens is not None:

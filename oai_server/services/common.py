@@ -20,12 +20,12 @@ from schemas.common import CompletionUsage, PromptTokensDetails, ResponseFormat,
 from schemas.completions import CreateCompletionRequest
 
 
-def check_model(requested: str, served: str) -> None:
+def check_model(requested: str, served: str, param: str = "model") -> None:
     """Raise `ModelNotFoundError` unless `requested` is the model this server serves."""
     if requested != served:
         raise ModelNotFoundError(
             f"The model '{requested}' does not exist. This server serves '{served}'.",
-            param="model",
+            param=param,
         )
 
 
