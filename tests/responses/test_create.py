@@ -13,19 +13,8 @@ from oai_server.app import create_app
 from oai_server.engine.fake import FakeEngine
 from oai_server.settings import Settings
 from tests.live import serve
+from tests.responses.conftest import CALL, WEATHER
 from tests.store.conftest import MODEL, sdk
-
-WEATHER = {
-    "type": "function",
-    "name": "get_weather",
-    "description": "The weather in a city.",
-    "parameters": {
-        "type": "object",
-        "properties": {"city": {"type": "string"}},
-        "required": ["city"],
-    },
-}
-CALL = '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>'
 
 
 def app(engine: FakeEngine | None = None) -> object:
