@@ -12,11 +12,10 @@ every item stays open until the answer ends, and all text goes to one item.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from oai_server.services.chat import ChatRequest, ChatService
 from oai_server.services.events import TextDelta
 from schemas.chat import (
     ChatCompletionChunkChoice,
@@ -31,10 +30,13 @@ Status = Literal["in_progress", "completed", "incomplete"]
 
 @dataclass(slots=True)
 class TextItem:
-    """The assistant's text; `index` is its place in the answer's items."""
+    """The assistant's text; `index` is its place in the answer's items.
+
+    Its text is the sum of its `TextAdded` events: each encoder keeps it in its own part,
+    so a token's text is joined once, not once here and again there.
+    """
 
     index: int
-    text: str = ""
     status: Status = "in_progress"
 
 
@@ -52,12 +54,16 @@ class CallItem:
 OutputItem = TextItem | CallItem
 
 
-@dataclass(frozen=True, slots=True)
+# Events are plain slotted classes, not frozen ones: a frozen dataclass pays for
+# `object.__setattr__` per field, and one `TextAdded` is built per token.
+
+
+@dataclass(slots=True)
 class ItemAdded:
     item: OutputItem
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class TextAdded:
     """More text; `logprobs` are its tokens' (those held back before it included)."""
 
@@ -66,13 +72,13 @@ class TextAdded:
     logprobs: Sequence[ChatCompletionTokenLogprob]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ArgumentsAdded:
     item: CallItem
     text: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ItemDone:
     """The item is whole; `logprobs` are the last tokens' that no text followed."""
 
@@ -95,17 +101,22 @@ class ItemStream:
     # Logprobs of tokens whose text has not come out yet (held back by the tool-call parser).
     _logprobs: list[ChatCompletionTokenLogprob] = field(default_factory=list)
 
-    async def batches(
-        self, service: ChatService, chat: ChatRequest
-    ) -> AsyncIterator[list[ItemUpdate]]:
-        """The item events of each chat event, in order (often none, or one)."""
-        async for event in service.stream(chat):
-            out: list[ItemUpdate] = []
-            if isinstance(event, TextDelta):
-                self._add_text(event.text, out)
-            else:
-                self._chunk(event, out)
-            yield out
+    def feed(self, event: CreateChatCompletionStreamResponse | TextDelta) -> list[ItemUpdate]:
+        """The item events of one chat event, in order (often one, or none).
+
+        A plain call, not an async generator over the chat stream: the encoders iterate
+        the stream themselves, so a token costs no extra generator hop.
+        """
+        out: list[ItemUpdate] = []
+        if isinstance(event, TextDelta):
+            item = self._text
+            if item is not None and item.status == "in_progress" and not self._logprobs:
+                return [TextAdded(item, event.text, _NONE)]  # the commonest event, made short
+            self._add_text(event.text, out)
+            return out
+        for choice in event.choices:
+            self._choice(choice, out)
+        return out
 
     def close(self, status: Literal["completed", "incomplete"]) -> list[ItemUpdate]:
         """Finish every item still open, as `status`."""
@@ -114,10 +125,6 @@ class ItemStream:
             if item.status == "in_progress":
                 self._done(item, status, out)
         return out
-
-    def _chunk(self, chunk: CreateChatCompletionStreamResponse, out: list[ItemUpdate]) -> None:
-        for choice in chunk.choices:
-            self._choice(choice, out)
 
     def _choice(self, choice: ChatCompletionChunkChoice, out: list[ItemUpdate]) -> None:
         delta = choice.delta
@@ -142,8 +149,7 @@ class ItemStream:
             item = self._text = TextItem(len(self.items))
             self.items.append(item)
             out.append(ItemAdded(item))
-        item.text += text
-        out.append(TextAdded(item, text, self._take_logprobs()))
+        out.append(TextAdded(item, text, self._take_logprobs() if self._logprobs else _NONE))
 
     def _start_call(self, index: int, call_id: str, name: str, out: list[ItemUpdate]) -> None:
         if self.one_open:

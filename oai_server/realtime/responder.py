@@ -98,9 +98,9 @@ class Responder:
 
     async def run(self, service: ChatService, chat: ChatRequest) -> None:
         """Stream the answer; return when it is whole (cancellation propagates)."""
-        async for batch in self._items.batches(service, chat):
-            for event in batch:
-                await self._encode(event)
+        async for event in service.stream(chat):
+            for update in self._items.feed(event):
+                await self._encode(update)
         self.usage = realtime_usage(chat.generation.usage)
         await self.finish_items("completed")
 
@@ -164,7 +164,7 @@ class Responder:
     async def _text(self, event: TextAdded) -> None:
         item = self.output[event.item.index]
         assert isinstance(item, MessageItem)
-        item.content[0].text = event.item.text
+        item.content[0].text = (item.content[0].text or "") + event.text
         await self.send(
             TextDeltaEvent(
                 event_id=event_id(),

@@ -86,6 +86,8 @@ class ResponseRun:
     error: Exception | None = None
     _sequence: int = 0
     _items: ItemStream = field(default_factory=lambda: ItemStream(one_open=True))
+    # Each message's id and text part, by output index: found once per token.
+    _parts: dict[int, tuple[str, OutputTextContent]] = field(default_factory=dict)
 
     def _next(self) -> int:
         self._sequence += 1
@@ -106,8 +108,8 @@ class ResponseRun:
         self.response.status = "in_progress"
         yield self.lifecycle("response.in_progress")
         try:
-            async for batch in self._items.batches(service, chat):
-                for out in self._encode(batch):
+            async for event in service.stream(chat):
+                for out in self._encode(self._items.feed(event)):
                     yield out
         except Exception as exc:  # noqa: BLE001 - a failure becomes `response.failed`
             logger.warning("response %s failed: %r", self.response.id, exc)
@@ -179,19 +181,20 @@ class ResponseRun:
             )
         )
         if isinstance(item, MessageItem):
-            item.content.append(OutputTextContent(text=""))
+            part = OutputTextContent(text="")
+            item.content.append(part)
+            self._parts[added.index] = (item.id, part)
             out.append(self._part_event("response.content_part.added", item, added.index))
 
     def _text_delta(self, event: TextAdded) -> RunEvent:
-        item = self.response.output[event.item.index]
-        part = self._part(item)
+        item_id, part = self._parts[event.item.index]
         part.text += event.text
         if not event.logprobs:
-            return TextDeltaOut(item.id, event.item.index, event.text, self._next())
+            return TextDeltaOut(item_id, event.item.index, event.text, self._next())
         logprobs = part_logprobs(event.logprobs)
         part.logprobs += logprobs
         return OutputTextDeltaEvent(
-            item_id=item.id,
+            item_id=item_id,
             output_index=event.item.index,
             content_index=0,
             delta=event.text,
