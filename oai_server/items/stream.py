@@ -2,10 +2,9 @@
 
 The chat stream's text becomes an assistant text item, each tool call a call item; an
 item is added, grows (`TextAdded`, `ArgumentsAdded`) and is done. The events name no
-API's wire format: the Realtime session and the Responses stream each encode them, so
-both turn one answer into the same items, in the same order.
+API's wire format: the Realtime session and the Responses stream each encode them.
 
-Two orders exist, as the two APIs send them: `one_open` (Responses) closes an item
+Two orders exist, as the two APIs send them today: `one_open` (Responses) closes an item
 before the next starts, and text after a call starts a new item; otherwise (Realtime)
 every item stays open until the answer ends, and all text goes to one item.
 """
@@ -149,7 +148,7 @@ class ItemStream:
             item = self._text = TextItem(len(self.items))
             self.items.append(item)
             out.append(ItemAdded(item))
-        out.append(TextAdded(item, text, self._take_logprobs() if self._logprobs else _NONE))
+        out.append(TextAdded(item, text, self._take_logprobs()))
 
     def _start_call(self, index: int, call_id: str, name: str, out: list[ItemUpdate]) -> None:
         if self.one_open:

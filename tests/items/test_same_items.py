@@ -1,4 +1,5 @@
-"""The same conversation, too long for the context, is cut the same way by both APIs."""
+"""Realtime and Responses share one item layer: the same conversation is cut the same way,
+and an answer folds into the same item events, in either API's order."""
 
 from __future__ import annotations
 
@@ -10,7 +11,10 @@ from starlette.testclient import TestClient
 from oai_server.app import create_app
 from oai_server.engine.fake import FakeEngine
 from oai_server.items.context import Call, CallOutput, Said, oldest_to_drop
+from oai_server.items.stream import ItemStream
+from oai_server.services.events import TextDelta
 from oai_server.settings import Settings
+from schemas.chat import CreateChatCompletionStreamResponse
 from tests.conformance import validate
 
 MODEL = "smollm2-135m-instruct"
@@ -75,3 +79,62 @@ def test_a_call_s_output_goes_with_it_and_the_last_item_stays() -> None:
     assert oldest_to_drop([call, output]) == 1
     assert oldest_to_drop([question]) == 0
     assert oldest_to_drop([]) == 0
+
+
+def _call_chunk(call_id: str) -> CreateChatCompletionStreamResponse:
+    return CreateChatCompletionStreamResponse.model_validate(
+        {
+            "id": "chatcmpl-1",
+            "object": "chat.completion.chunk",
+            "created": 0,
+            "model": MODEL,
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {
+                        "tool_calls": [
+                            {
+                                "index": 0 if call_id == "call_a" else 1,
+                                "id": call_id,
+                                "type": "function",
+                                "function": {"name": "f", "arguments": "{}"},
+                            }
+                        ]
+                    },
+                    "finish_reason": None,
+                    "logprobs": None,
+                }
+            ],
+        }
+    )
+
+
+def _fold(one_open: bool) -> list[str]:
+    """Text, two calls, more text: the item events, as `kind index`."""
+    stream = ItemStream(one_open=one_open)
+    updates = [
+        *stream.feed(TextDelta(0, "Let me look. ")),
+        *stream.feed(_call_chunk("call_a")),
+        *stream.feed(_call_chunk("call_b")),
+        *stream.feed(TextDelta(0, "Done.")),
+        *stream.close("completed"),
+    ]
+    return [f"{type(u).__name__} {u.item.index}" for u in updates]
+
+
+def test_item_events_in_either_order() -> None:
+    # Responses: one item open at a time; text after a call is a new message.
+    assert _fold(one_open=True) == [
+        "ItemAdded 0", "TextAdded 0", "ItemDone 0",
+        "ItemAdded 1", "ArgumentsAdded 1", "ItemDone 1",
+        "ItemAdded 2", "ArgumentsAdded 2", "ItemDone 2",
+        "ItemAdded 3", "TextAdded 3", "ItemDone 3",
+    ]  # fmt: skip
+    # Realtime: every item open until the end; all text in the first message.
+    assert _fold(one_open=False) == [
+        "ItemAdded 0", "TextAdded 0",
+        "ItemAdded 1", "ArgumentsAdded 1",
+        "ItemAdded 2", "ArgumentsAdded 2",
+        "TextAdded 0",
+        "ItemDone 0", "ItemDone 1", "ItemDone 2",
+    ]  # fmt: skip
