@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Protocol, TypeVar
+from typing import Protocol, TypeVar, runtime_checkable
 
 from fastapi import Request, Response
 
@@ -15,6 +15,7 @@ from schemas.common import GenerationRequest, ResponseModel
 Req = TypeVar("Req", bound=GenerationRequest, contravariant=True)
 Job = TypeVar("Job")
 Handle = TypeVar("Handle")
+Started = TypeVar("Started", contravariant=True)
 
 
 class GenerationService(Protocol[Req, Job, Handle]):
@@ -27,6 +28,13 @@ class GenerationService(Protocol[Req, Job, Handle]):
     def stream(self, handle: Handle) -> EventStream[ResponseModel]: ...
 
     async def complete(self, handle: Handle) -> ResponseModel: ...
+
+
+@runtime_checkable
+class Labelled(Protocol[Started]):
+    """A service whose answers carry headers of their own (the response cache's `x-cache`)."""
+
+    def headers(self, handle: Started) -> dict[str, str]: ...
 
 
 def engine_request_id(request: Request, req: GenerationRequest) -> str | None:
@@ -48,24 +56,27 @@ async def answer(
 ) -> Response:
     """Start generating for `req`; stream it, or wait for the whole answer.
 
-    Everything that can be refused is refused before any status goes out. A client
-    that leaves at any point, queued, in prefill or generating, cancels the work, and
-    so aborts the engine request.
+    The one path of every generation request, whatever `service` wraps (the response
+    cache, the store's recording, or the engine's service itself). Everything that can
+    be refused is refused before any status goes out. A client that leaves at any point,
+    queued, in prefill or generating, cancels the work, and so aborts the engine request.
     """
-    return await answer_job(request, req, service, service.prepare(req))
-
-
-async def answer_job(
-    request: Request, req: Req, service: GenerationService[Req, Job, Handle], job: Job
-) -> Response:
-    """`answer`, for a job `service.prepare` has already made of `req`."""
+    job = service.prepare(req)
     request_id = engine_request_id(request, req)
+    response: Response
     if req.stream:
         handle = await until_disconnect(request, service.start(job, request_id))
         # From here Starlette watches the connection and cancels the stream on disconnect.
-        return event_stream(service.stream(handle))
+        response = event_stream(service.stream(handle))
+    else:
+        handles: list[Handle] = []
 
-    async def whole() -> ResponseModel:
-        return await service.complete(await service.start(job, request_id))
+        async def whole() -> ResponseModel:
+            handles.append(await service.start(job, request_id))
+            return await service.complete(handles[0])
 
-    return json_response(await until_disconnect(request, whole()))
+        response = json_response(await until_disconnect(request, whole()))
+        handle = handles[0]
+    if isinstance(service, Labelled):
+        response.headers.update(service.headers(handle))
+    return response
