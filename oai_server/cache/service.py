@@ -21,6 +21,7 @@ from oai_server.cache.entry import Entry
 from oai_server.cache.flights import Flight
 from oai_server.cache.key import cache_key, determined
 from oai_server.cache.replay import replay_stream, replay_whole
+from oai_server.http.answer import Labelled
 from oai_server.services.common import StreamSettings
 from oai_server.services.events import EventStream
 from schemas.common import GenerationRequest, ResponseModel
@@ -61,7 +62,7 @@ class CacheAnswer(Generic[Req, Job, Handle]):
 
 
 @dataclass
-class CachedService(Generic[Req, Job, Handle]):
+class CachedService(Labelled[CacheAnswer[Req, Job, Handle]], Generic[Req, Job, Handle]):
     """`endpoint.service`, its answers read from and written to `cache`."""
 
     cache: ResponseCache

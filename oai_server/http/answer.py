@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Protocol, TypeVar, runtime_checkable
+from typing import Generic, Protocol, TypeVar
 
 from fastapi import Request, Response
 
@@ -30,11 +30,16 @@ class GenerationService(Protocol[Req, Job, Handle]):
     async def complete(self, handle: Handle) -> ResponseModel: ...
 
 
-@runtime_checkable
-class Labelled(Protocol[Started]):
-    """A service whose answers carry headers of their own (the response cache's `x-cache`)."""
+class Labelled(Generic[Started]):
+    """A service whose answers carry headers of their own (the response cache's `x-cache`).
 
-    def headers(self, handle: Started) -> dict[str, str]: ...
+    A plain base class, not a protocol or an ABC: `isinstance` on a runtime protocol costs
+    tens of microseconds per request, on a plain class tens of nanoseconds.
+    """
+
+    def headers(self, handle: Started) -> dict[str, str]:
+        """The headers of the answer `handle` is."""
+        raise NotImplementedError
 
 
 def engine_request_id(request: Request, req: GenerationRequest) -> str | None:
