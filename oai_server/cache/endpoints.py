@@ -1,8 +1,9 @@
 """What differs between chat and text completions, as far as the cache is concerned.
 
 Each endpoint says what of a prepared job goes into the key, how usage and the id are
-read from a started request, how a replayed chunk is built, and how events fold into
-the whole response (with the service's own assembler, as the service itself does).
+read from a started request, and how events fold into the whole response (with the
+service's own assembler, as the service itself does). A replayed chunk is built by the
+service itself (`text_chunk`, `chunk`), so it is the chunk a live answer sends.
 """
 
 from __future__ import annotations
