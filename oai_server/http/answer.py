@@ -19,7 +19,8 @@ Started = TypeVar("Started", contravariant=True)
 
 
 class GenerationService(Protocol[Req, Job, Handle]):
-    """What the chat and completions services both offer."""
+    """What the chat and completions services offer, and so every wrapper of them
+    (the response cache's `CachedService`, the store's `RecordingChat`)."""
 
     def prepare(self, req: Req) -> Job: ...
 
