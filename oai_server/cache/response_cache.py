@@ -96,8 +96,8 @@ class ResponseCache:
         """Lead the flight for `key` in this process; None when another request already does."""
         return self._flights.lead(key)
 
-    async def lookup(self, key: str, endpoint: Endpoint[Any, Any, Any]) -> Entry | None:
-        """A stored entry, else the outcome of an identical request in flight, else None."""
+    async def stored(self, key: str, endpoint: Endpoint[Any, Any, Any]) -> Entry | None:
+        """The stored entry of `key`, if any."""
         data = await self.backend.get(key)
         if data is not None:
             entry = decode(data, endpoint.chunk_model)
@@ -105,6 +105,10 @@ class ResponseCache:
                 self.metrics.hits.inc()
                 return entry
             self.metrics.backend_errors.inc()
+        return None
+
+    async def in_flight(self, key: str, endpoint: Endpoint[Any, Any, Any]) -> Entry | None:
+        """The outcome of an identical request in flight in this process, if any."""
         flight = self._flights.pending(key)
         if flight is None:
             return None

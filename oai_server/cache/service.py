@@ -21,7 +21,7 @@ from oai_server.cache.entry import Entry
 from oai_server.cache.flights import Flight
 from oai_server.cache.key import cache_key, determined
 from oai_server.cache.replay import replay_stream, replay_whole
-from oai_server.http.answer import Labelled
+from oai_server.http.answer import Shortcut
 from oai_server.services.common import StreamSettings
 from oai_server.services.events import EventStream
 from schemas.common import GenerationRequest, ResponseModel
@@ -62,7 +62,9 @@ class CacheAnswer(Generic[Req, Job, Handle]):
 
 
 @dataclass
-class CachedService(Labelled[CacheAnswer[Req, Job, Handle]], Generic[Req, Job, Handle]):
+class CachedService(
+    Shortcut[CacheJob[Req, Job], CacheAnswer[Req, Job, Handle]], Generic[Req, Job, Handle]
+):
     """`endpoint.service`, its answers read from and written to `cache`."""
 
     cache: ResponseCache
@@ -79,15 +81,29 @@ class CachedService(Labelled[CacheAnswer[Req, Job, Handle]], Generic[Req, Job, H
         key = cache_key(self.endpoint.kind, self.owner, self.endpoint.prompts(job), key_material)
         return CacheJob(req, job, key)
 
+    async def ready(
+        self, job: CacheJob[Req, Job], request_id: str | None
+    ) -> CacheAnswer[Req, Job, Handle] | None:
+        """A hit on a stored entry; None leaves the rest to `start`."""
+        if job.key is None or not self._reads:
+            return None
+        entry = await self.cache.stored(job.key, self.endpoint)
+        return None if entry is None else self._hit(job, entry, request_id)
+
+    @property
+    def _reads(self) -> bool:
+        return not self.directives & {"no-store", "no-cache"}
+
     async def start(
         self, job: CacheJob[Req, Job], request_id: str | None = None
     ) -> CacheAnswer[Req, Job, Handle]:
+        """The answer of an identical request in flight, else the engine's (a miss)."""
         service, key = self.endpoint.service, job.key
         if key is None:
             return CacheAnswer(job, None, await service.start(job.job, request_id))
-        read = not self.directives & {"no-store", "no-cache"}
+        read = self._reads
         if read:
-            entry = await self.cache.lookup(key, self.endpoint)
+            entry = await self.cache.in_flight(key, self.endpoint)
             if entry is not None:
                 return self._hit(job, entry, request_id)
         store = "no-store" not in self.directives
