@@ -11,9 +11,6 @@ from oai_server.engine.protocol import Engine
 from oai_server.engine.types import GenerationStep, SamplingOptions, TokenLogprob
 from oai_server.errors import InternalServerError
 
-# Re-exported: the services import a request's id from where requests are started.
-from oai_server.ids import new_request_id as new_request_id
-
 
 @dataclass
 class Usage:
