@@ -90,7 +90,12 @@ def serve(app: FastAPI, settings: Settings, **uvicorn_options: Any) -> int:
     )
     if settings.log_level != "debug":
         quiet_uvicorn_start()  # after uvicorn.Config, which configures uvicorn's logging
-    Server(config, lifecycle).run()
+    try:
+        Server(config, lifecycle).run()
+    except KeyboardInterrupt:
+        # Ctrl-C: uvicorn has shut the app down, then re-raises SIGINT; the stop is done,
+        # and a traceback would only make a clean stop look like a crash.
+        logger.debug("stopped by Ctrl-C")
     return lifecycle.exit_code
 
 
