@@ -26,6 +26,7 @@ from typing import Any
 
 from fastapi import Request, Response
 
+from oai_server.auth.caller import caller
 from oai_server.cache.backend import CacheBackend
 from oai_server.cache.endpoints import ChatEndpoint, CompletionsEndpoint, Endpoint, Event
 from oai_server.cache.entry import Entry, decode, encode
@@ -94,10 +95,10 @@ class ResponseCache:
             or StreamSettings.of(req.stream_options).continuous_usage
         ):
             return await answer_job(request, req, service, job)
-        principal = None if self._shared else getattr(request.state, "principal", None)
+        principal = None if self._shared else caller(request.scope)
         key = cache_key(
             endpoint.kind,
-            None if principal is None else str(principal),
+            principal,
             endpoint.prompts(job),
             endpoint.key_material(req, job),
         )

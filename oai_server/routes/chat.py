@@ -17,7 +17,7 @@ router = APIRouter()
 async def create_chat_completion(request: Request) -> Response:
     server = server_state(request)
     req = await parse_body(request, CreateChatCompletionRequest, server.settings.max_request_bytes)
-    service = recording(request, req, server.chat)
+    service = recording(request, req, server.chat, server.store)
     if server.cache is not None and service is server.chat:
         # A completion to be stored is always the engine's (see oai_server/cache).
         return await server.cache.chat(request, req)

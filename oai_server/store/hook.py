@@ -1,6 +1,6 @@
 """Where chat completions reach the store: one wrapper around the chat service.
 
-`recording(request, req, service)` checks the request's `metadata` (OpenAI's limits hold
+`recording(request, req, service, store)` checks the request's `metadata` (OpenAI's limits hold
 whether or not it is stored) and, when the answer is to be stored (`store: true`, or the
 operator's `store_all`), returns the service wrapped so that each finished answer is
 queued for storing: a whole answer as returned, a streamed one folded from the chunks
@@ -14,15 +14,14 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-from fastapi import Request
+from starlette.requests import HTTPConnection
 
 from oai_server.services.chat import ChatEvent, ChatJob, ChatRequest, ChatService
 from oai_server.services.chat_assembler import ChatAssembler
 from oai_server.services.common import usage_of
 from oai_server.services.events import EventStream
-from oai_server.store.limits import check_metadata
-from oai_server.store.routes import owner_of
-from oai_server.store.service import StoreService
+from oai_server.services.metadata import check_metadata
+from oai_server.store.service import StoreService, owner_of
 from schemas.chat import (
     CreateChatCompletionRequest,
     CreateChatCompletionResponse,
@@ -79,11 +78,13 @@ class RecordingChat:
 
 
 def recording(
-    request: Request, req: CreateChatCompletionRequest, service: ChatService
+    request: HTTPConnection,
+    req: CreateChatCompletionRequest,
+    service: ChatService,
+    store: StoreService | None,
 ) -> ChatService | RecordingChat:
-    """`service`, wrapped to store its answers if `req` is to be stored."""
+    """`service`, wrapped to store its answers on `store` if `req` is to be stored."""
     check_metadata(req.metadata)
-    store: StoreService | None = getattr(request.app.state, "store", None)
     if store is None or not store.wants(req):
         return service
     return RecordingChat(service, store, owner_of(request))
