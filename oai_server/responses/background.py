@@ -33,7 +33,9 @@ logger = logging.getLogger(__name__)
 KEEP_FINISHED = 256  # finished runs whose events stay replayable
 # At shutdown: how long the aborted runs have to store how they ended.
 STOP_TIMEOUT_S = 5.0
-SHUTDOWN_MESSAGE = "The server stopped before this response finished; create it again."
+SHUTDOWN_MESSAGE = (
+    "The server is shutting down and could not finish this response; create it again."
+)
 
 
 @dataclass
