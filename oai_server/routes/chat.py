@@ -6,8 +6,8 @@ from fastapi import APIRouter, Request, Response
 
 from oai_server.http.answer import answer
 from oai_server.http.parsing import parse_body
+from oai_server.services.metadata import check_metadata
 from oai_server.state import server_state
-from oai_server.store.hook import recording
 from schemas.chat import CreateChatCompletionRequest
 
 router = APIRouter()
@@ -17,7 +17,9 @@ router = APIRouter()
 async def create_chat_completion(request: Request) -> Response:
     server = server_state(request)
     req = await parse_body(request, CreateChatCompletionRequest, server.settings.max_request_bytes)
-    service = recording(request, req, server.chat, server.store)
+    check_metadata(req.metadata)  # OpenAI's limits hold whether or not it is stored
+    store = server.store
+    service = server.chat if store is None else store.recording(request, req, server.chat)
     if server.cache is not None and service is server.chat:
         # A completion to be stored is always the engine's (see oai_server/cache).
         return await server.cache.chat(request, req)

@@ -13,8 +13,10 @@ from starlette.requests import HTTPConnection
 
 from oai_server.auth.caller import caller
 from oai_server.errors import NotFoundError, StoreUnavailableError
+from oai_server.services.chat import ChatService
 from oai_server.store.chat_records import completion_record
 from oai_server.store.health import StoreHealth
+from oai_server.store.hook import RecordingChat
 from oai_server.store.interface import CursorNotFoundError, Store
 from oai_server.store.metrics import StoreMetrics
 from oai_server.store.params import bad_cursor
@@ -81,6 +83,14 @@ class StoreService:
 
     def wants(self, req: CreateChatCompletionRequest) -> bool:
         return bool(req.store) or self.store_all
+
+    def recording(
+        self, connection: HTTPConnection, req: CreateChatCompletionRequest, service: ChatService
+    ) -> ChatService | RecordingChat:
+        """`service`, wrapped to store its answers if `req` is to be stored."""
+        if not self.wants(req):
+            return service
+        return RecordingChat(service, self, owner_of(connection))
 
     def record(
         self,

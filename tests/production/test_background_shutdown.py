@@ -33,7 +33,8 @@ def test_a_background_response_in_flight_at_sigterm_is_reported_after_a_restart(
         got = client.responses.retrieve(queued.id)
         items = list(client.responses.input_items.list(queued.id))
     assert got.status == "failed"
-    assert got.error is not None and "shutting down" in got.error.message
+    assert got.error is not None
+    assert "shutting down" in got.error.message
     assert got.output, "the words generated before the signal are kept"
     assert all(item.status != "in_progress" for item in got.output)  # type: ignore[union-attr]
     assert FakeEngine.reply.startswith(got.output_text)
