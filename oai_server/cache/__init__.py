@@ -15,12 +15,13 @@ from oai_server.cache.memory import MemoryBackend
 from oai_server.cache.metrics import CacheMetrics
 from oai_server.cache.redis_backend import RedisBackend
 from oai_server.cache.response_cache import ResponseCache
+from oai_server.cache.service import CachedService
 from oai_server.features import Feature
 
 if TYPE_CHECKING:
     from oai_server.state import ServerState
 
-__all__ = ["ResponseCache", "feature"]
+__all__ = ["CachedService", "ResponseCache", "feature"]
 
 
 def feature(state: ServerState) -> Feature[ResponseCache | None]:

@@ -3,9 +3,10 @@
 `StoreService.recording(request, req, service)`, when the answer is to be stored
 (`store: true`, or the operator's `store_all`), returns the service wrapped so that each
 finished answer is queued for storing: a whole answer as returned, a streamed one folded
-from the chunks the client got. An answer that does not finish (the client left
-mid-stream or before a whole answer was ready, or generation failed) is not stored, only
-counted (`oai_store_incomplete_total`): OpenAI stores completions, not fragments.
+from the chunks the client got (else None: the route answers with the plain or cached
+service). An answer that does not finish (the client left mid-stream or before a whole
+answer was ready, or generation failed) is not stored, only counted
+(`oai_store_incomplete_total`): OpenAI stores completions, not fragments.
 """
 
 from __future__ import annotations

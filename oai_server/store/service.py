@@ -86,10 +86,10 @@ class StoreService:
 
     def recording(
         self, connection: HTTPConnection, req: CreateChatCompletionRequest, service: ChatService
-    ) -> ChatService | RecordingChat:
-        """`service`, wrapped to store its answers if `req` is to be stored."""
+    ) -> RecordingChat | None:
+        """`service`, wrapped to store its answers, if `req` is to be stored; else None."""
         if not self.wants(req):
-            return service
+            return None
         return RecordingChat(service, self, owner_of(connection))
 
     def record(
