@@ -71,6 +71,7 @@ class InstrumentedEngine(EngineWrapper):
         submitted = last = time.perf_counter()
         prompt_tokens = generated = 0
         finished: list[str] = []
+        gaps = m.inter_token_latency.tally()
         self._live.add(request_id)
         self._waiting.add(request_id)
         try:
@@ -90,15 +91,16 @@ class InstrumentedEngine(EngineWrapper):
                     if step.queue_time is not None:
                         m.queue_time.observe(step.queue_time)
                 elif tokens:
-                    m.inter_token_latency.observe((now - last) / tokens)
+                    gaps.observe((now - last) / tokens)
                 last = now
                 generated += tokens
                 yield step
             if request_id in self._cut:
                 raise _shutting_down()
         finally:
-            # Counted once at the end: per step, only what must be (latencies).
+            # Counted once at the end: per step, only a tally of the gaps between tokens.
             m.e2e_latency.observe(time.perf_counter() - submitted)
+            m.inter_token_latency.add(gaps)
             m.prompt_tokens.inc(prompt_tokens)
             m.generation_tokens.inc(generated)
             for reason in finished:
