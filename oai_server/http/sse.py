@@ -50,11 +50,14 @@ class TextEvents:
         head, rest = encoded.split(str(_INDEX_MARK).encode(), 1)
         middle, tail = rest.split(pydantic_core.to_json(_TEXT_MARK), 1)
         self._head, self._middle, self._tail = head, middle, tail
+        # What comes before the text, per choice index: built once, not per chunk.
+        self._before: dict[int, bytes] = {}
 
     def __call__(self, index: int, text: str) -> bytes:
-        return b"".join(
-            (self._head, b"%d" % index, self._middle, pydantic_core.to_json(text), self._tail)
-        )
+        before = self._before.get(index)
+        if before is None:
+            before = self._before[index] = b"%s%d%s" % (self._head, index, self._middle)
+        return before + pydantic_core.to_json(text) + self._tail
 
 
 @dataclass
