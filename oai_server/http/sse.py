@@ -125,7 +125,7 @@ class EventStreamResponse(Response):
         self.body_iterator = body
         self.status_code = 200
         self.background = None
-        self.init_headers(HEADERS)
+        self.raw_headers = list(_RAW_HEADERS)  # a copy: a route may add its own
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         body_send: Send = scope.get(BODY_SEND, send)
@@ -140,6 +140,13 @@ class EventStreamResponse(Response):
                 await body_send({"type": "http.response.body", "body": b"", "more_body": False})
             finally:
                 watcher.cancel()
+
+
+# What `Response.init_headers` makes of `HEADERS`, made once.
+_RAW_HEADERS = [
+    (b"content-type", b"text/event-stream; charset=utf-8"),
+    *((name.lower().encode(), value.encode()) for name, value in HEADERS.items()),
+]
 
 
 def event_stream(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 from oai_server.engine.protocol import Engine
 from oai_server.engine.types import GenerationStep, SamplingOptions
@@ -43,6 +44,8 @@ class InstrumentedEngine(EngineWrapper):
         self._waiting: set[str] = set()
         self._live: set[str] = set()
         self._cut: set[str] = set()
+        # prometheus_client's labels() validates and locks on every call: children cached.
+        self._finished: dict[str, Any] = {}
 
     # --- what the wrapper adds -------------------------------------------------
     def waiting_requests(self) -> int:
@@ -104,7 +107,10 @@ class InstrumentedEngine(EngineWrapper):
             m.prompt_tokens.inc(prompt_tokens)
             m.generation_tokens.inc(generated)
             for reason in finished:
-                m.finished.labels(reason).inc()
+                counted = self._finished.get(reason)
+                if counted is None:
+                    counted = self._finished[reason] = m.finished.labels(reason)
+                counted.inc()
             if record is not None:
                 record.prompt_tokens += prompt_tokens
                 record.completion_tokens += generated
