@@ -242,7 +242,7 @@ def split_costs(short: Mapping[str, Any], long: Mapping[str, Any]) -> tuple[floa
 
 
 def pooled(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """One app's rounds at one length as if they were one run: their CPU time and requests summed."""
+    """One app's rounds at one length as one run: their CPU time and requests summed."""
     completed = sum(r["metrics"]["completed"] for r in records)
     cpu_s = sum(r["server_process"]["cpu_s"] for r in records)
     return {
@@ -295,9 +295,7 @@ def _command(args: argparse.Namespace) -> int:
                 runs[name][i].append(record)
     records = [long[-1] for _, long in runs.values()]
     publish(records, args.out, label=args.label, plots=args.plots, stamp=stamp)
-    costs = {
-        name: split_costs(pooled(short), pooled(long)) for name, (short, long) in runs.items()
-    }
+    costs = {name: split_costs(pooled(short), pooled(long)) for name, (short, long) in runs.items()}
     text = (
         f"## server CPU time, fixed per request and per streamed chunk "
         f"(fit through {lengths[0]} and {lengths[1]} chunks)\n\n"

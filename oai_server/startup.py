@@ -108,4 +108,3 @@ def freeze_startup_heap() -> None:
     """
     gc.collect()
     gc.freeze()
-

@@ -25,6 +25,12 @@ HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 # start only (its status, its headers); a layer that rewrote bodies would have to sit
 # outside it.
 BODY_SEND = "oai.body_send"
+BODY = "http.response.body"
+# What `Response.init_headers` makes of `HEADERS`, made once.
+_RAW_HEADERS = [
+    (b"content-type", b"text/event-stream; charset=utf-8"),
+    *((name.lower().encode(), value.encode()) for name, value in HEADERS.items()),
+]
 
 # Values no real chunk carries, marking where a sample chunk's index and text sit.
 _INDEX_MARK = 987654321
@@ -115,7 +121,8 @@ class EventStreamResponse(Response):
 
     What Starlette's `StreamingResponse` does, for less per chunk and per request: the
     body goes straight to the edge middleware's `send` (`BODY_SEND`), past the layers
-    that only wrap `send` to see the response start (four calls per chunk), and the
+    that only wrap `send` to see the response start (three calls per chunk, four with
+    rate limits), and the
     client's disconnect is watched by one plain task, not a task group.
     """
 
@@ -136,17 +143,10 @@ class EventStreamResponse(Response):
             watcher = watch_disconnect(receive, cancel)
             try:
                 async for chunk in self.body_iterator:
-                    await body_send({"type": "http.response.body", "body": chunk, "more_body": True})
-                await body_send({"type": "http.response.body", "body": b"", "more_body": False})
+                    await body_send({"type": BODY, "body": chunk, "more_body": True})
+                await body_send({"type": BODY, "body": b"", "more_body": False})
             finally:
                 watcher.cancel()
-
-
-# What `Response.init_headers` makes of `HEADERS`, made once.
-_RAW_HEADERS = [
-    (b"content-type", b"text/event-stream; charset=utf-8"),
-    *((name.lower().encode(), value.encode()) for name, value in HEADERS.items()),
-]
 
 
 def event_stream(
