@@ -181,20 +181,26 @@ class FakeEngine(Engine):
             if self.prefill_delay:
                 await asyncio.sleep(self.prefill_delay)
             queue_time: float | None = self.prefill_delay
-            prompt_tokens = len(prompt_token_ids)
+            # Read once: the benchmarks' floor counts this loop as the web layer's cost.
+            prompt_tokens, token_delay, fail_at = (
+                len(prompt_token_ids),
+                self.token_delay,
+                self.fail_at_step,
+            )
+            running, choices = self._running, range(options.n)
             for step in range(options.max_tokens):
-                if self.token_delay:
-                    await asyncio.sleep(self.token_delay)
-                if self.fail_at_step is not None and step >= self.fail_at_step:
+                if token_delay:
+                    await asyncio.sleep(token_delay)
+                if fail_at is not None and step >= fail_at:
                     if self.fault is not None:
                         raise self.fault
                     self._dead = True
                     raise EngineDeadError("The engine failed while generating.")
-                if request_id not in self._running:
+                if request_id not in running:
                     return
                 out = GenerationStep(prompt_tokens, [], False, cached, None, queue_time)
                 queue_time = None
-                for i in range(options.n):
+                for i in choices:
                     if not done[i]:
                         out.choices.append(self._advance(i, step, pieces, texts, done, options))
                 out.finished = all(done)
