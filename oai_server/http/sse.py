@@ -147,6 +147,8 @@ class EventStreamResponse(Response):
                 await body_send({"type": BODY, "body": b"", "more_body": False})
             finally:
                 watcher.cancel()
+        if self.background is not None:  # as Starlette runs it, client gone or not
+            await self.background()
 
 
 def event_stream(
