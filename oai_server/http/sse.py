@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Callable
 
 import anyio
 import pydantic_core
@@ -66,35 +65,15 @@ class TextEvents:
         return before + pydantic_core.to_json(text) + self._tail
 
 
-@dataclass
-class StreamTap:
-    """Sees a stream's events as they go out, for a consumer beside the client (the cache).
-
-    `events` collects every event; `ended(events)` is awaited once the last one has
-    gone out, before `[DONE]`; `abandoned()` is called instead if the stream fails or
-    is cancelled (its client gone). Collecting inside the encoder's own loop costs one
-    append per event, where a wrapping generator would cost a whole extra hop.
-    """
-
-    ended: Callable[[list[ResponseModel | TextDelta]], Awaitable[None]]
-    abandoned: Callable[[], None]
-    events: list[ResponseModel | TextDelta] = field(default_factory=list)
-
-
-async def encode(
-    stream: EventStream[ResponseModel], tap: StreamTap | None = None
-) -> AsyncIterator[bytes]:
+async def encode(stream: EventStream[ResponseModel]) -> AsyncIterator[bytes]:
     """The stream's events as SSE bytes; an error after the 200 becomes one error event.
 
     The status line has gone out by then, so the error travels in the stream, in the
     same envelope as any other error, and the stream still ends with `[DONE]`.
     """
     text_events: TextEvents | None = None
-    seen = None if tap is None else tap.events
     try:
         async for item in stream:
-            if seen is not None:
-                seen.append(item)
             if isinstance(item, TextDelta):
                 if text_events is None:
                     text_events = TextEvents(stream.chunk_of)
@@ -102,17 +81,8 @@ async def encode(
             else:
                 yield event(item)
     except Exception as exc:  # noqa: BLE001 - every failure must reach the client as an event
-        if tap is not None:
-            tap.abandoned()
         logger.warning("stream failed after it started: %r", exc)
         yield event(error_body(to_openai_error(exc)))
-    except BaseException:
-        if tap is not None:
-            tap.abandoned()
-        raise
-    else:
-        if tap is not None:
-            await tap.ended(tap.events)
     yield DONE
 
 
@@ -122,8 +92,8 @@ class EventStreamResponse(Response):
     What Starlette's `StreamingResponse` does, for less per chunk and per request: the
     body goes straight to the edge middleware's `send` (`BODY_SEND`), past the layers
     that only wrap `send` to see the response start (three calls per chunk, four with
-    rate limits), and the
-    client's disconnect is watched by one plain task, not a task group.
+    rate limits), and the client's disconnect is watched by one plain task, not a task
+    group.
     """
 
     media_type = "text/event-stream"
@@ -151,7 +121,5 @@ class EventStreamResponse(Response):
             await self.background()
 
 
-def event_stream(
-    stream: EventStream[ResponseModel], tap: StreamTap | None = None
-) -> EventStreamResponse:
-    return EventStreamResponse(encode(stream, tap))
+def event_stream(stream: EventStream[ResponseModel]) -> EventStreamResponse:
+    return EventStreamResponse(encode(stream))
