@@ -142,7 +142,7 @@ async def test_queue_limits_answer_503_with_retry_after() -> None:
 
 
 async def test_priority_reaches_the_engine() -> None:
-    engine = FakeEngine()
+    engine = FakeEngine(scheduling_policy="priority")
     async with (
         serve_async(make_app(engine)) as root,
         async_validating_client(base_url=root) as http,
@@ -153,6 +153,22 @@ async def test_priority_reaches_the_engine() -> None:
         assert bad.status_code == 400
         assert bad.json()["error"]["param"] == "priority"
     assert [c.options.priority for c in engine.calls] == [-5, 0]
+
+
+async def test_priority_without_priority_scheduling_is_refused_as_by_vllm() -> None:
+    # The fake asks the same rule as the vLLM adapter (engine.protocol.check_priority).
+    engine = FakeEngine()
+    async with (
+        serve_async(make_app(engine)) as root,
+        async_validating_client(base_url=root) as http,
+    ):
+        for stream in (False, True):
+            refused = await http.post(CHAT, json=chat_body(priority=1, stream=stream))
+            assert refused.status_code == 400
+            assert refused.json()["error"]["param"] == "priority"
+            assert "--scheduling-policy priority" in refused.json()["error"]["message"]
+        assert (await http.post(CHAT, json=chat_body(priority=0))).status_code == 200
+    assert [c.options.priority for c in engine.calls] == [0]
 
 
 async def test_probes_and_scrapes_stay_out_of_the_access_log_at_info(
