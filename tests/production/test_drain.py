@@ -43,7 +43,7 @@ async def _drain(tmp_path: Path, *, tokens: int, drain_timeout: float) -> dict[s
             signalled = time.monotonic()
             server.proc.send_signal(signal.SIGTERM)
             await asyncio.sleep(0.1)
-            async with httpx.AsyncClient(base_url=server.root) as fresh:
+            async with async_validating_client(base_url=server.root) as fresh:
                 health = await fresh.get("/health")
                 refused = await fresh.post(CHAT, json=chat_body())
             results = await asyncio.gather(*streams)
