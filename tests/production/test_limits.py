@@ -223,3 +223,76 @@ async def test_redis_killed_or_hanging_lets_requests_through(
     assert hanging_s < 10
     warned = [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert any("rate limit" in r.getMessage() for r in warned)
+
+
+async def test_without_keys_every_caller_shares_one_bucket() -> None:
+    app = make_app(rate_limit_rpm=2, rate_limit_window=LONG_WINDOW)
+    async with serve_async(app) as root, async_validating_client(base_url=root) as http:
+        statuses = [
+            (await http.post(CHAT, json=chat_body(), headers=headers)).status_code
+            for headers in ({}, _auth("sk-anything"), _auth("sk-something-else"))
+        ]
+    assert statuses == [200, 200, 429]
+
+
+async def test_retry_after_ms_says_the_same_wait_in_milliseconds() -> None:
+    key = new_key()
+    app = make_app(api_key=[key], rate_limit_rpm=1, rate_limit_window=30)
+    async with serve_async(app) as root, async_validating_client(base_url=root) as http:
+        assert (await http.post(CHAT, json=chat_body(), headers=_auth(key))).status_code == 200
+        refused = await http.post(CHAT, json=chat_body(), headers=_auth(key))
+    assert refused.status_code == 429
+    wait_ms = int(refused.headers["retry-after-ms"])
+    assert 0 < wait_ms <= 30_000
+    assert int(refused.headers["retry-after"]) == -(-wait_ms // 1000)
+
+
+async def test_cache_hits_count_as_requests_but_spend_no_tokens() -> None:
+    key = new_key()
+    limits: dict[str, Any] = {"rate_limit_rpm": 10, "rate_limit_tpm": 10_000}
+    app = make_app(api_key=[key], response_cache="memory", rate_limit_window=LONG_WINDOW, **limits)
+    async with serve_async(app) as root, async_validating_client(base_url=root) as http:
+
+        async def standing() -> tuple[int, int]:
+            """(tokens, requests) left, as a request that generates nothing sees them."""
+            seen = await http.post("/tokenize", json={"prompt": "x"}, headers=_auth(key))
+            left = seen.headers
+            return int(left["x-ratelimit-remaining-tokens"]), int(
+                left["x-ratelimit-remaining-requests"]
+            )
+
+        body = chat_body(temperature=0, max_tokens=100)  # determined: cacheable
+        miss = await http.post(CHAT, json=body, headers=_auth(key))
+        before = await standing()
+        hit = await http.post(CHAT, json=body, headers=_auth(key))
+        after = await standing()
+    assert [miss.headers["x-cache"], hit.headers["x-cache"]] == ["miss", "hit"]
+    assert before[0] == 10_000 - miss.json()["usage"]["total_tokens"]
+    assert after[0] == before[0]  # the hit spent no tokens
+    assert after[1] == before[1] - 2  # but counted as a request (and so did the probe)
+
+
+async def test_token_limits_on_redis_are_shared_by_replicas(redis_url: str) -> None:
+    key = new_key()
+    settings: dict[str, Any] = {
+        "api_key": [key],
+        "rate_limit_tpm": 1000,
+        "rate_limit_window": LONG_WINDOW,
+        "redis_url": redis_url,
+    }
+    body = chat_body(max_tokens=400)
+    async with (
+        serve_async(make_app(**settings)) as one,
+        serve_async(make_app(**settings)) as two,
+        async_validating_client() as http,
+    ):
+        first = await http.post(one + CHAT, json=body, headers=_auth(key))
+        spent = first.json()["usage"]["total_tokens"]
+        # The other replica sees what the first one settled, and refuses what no longer fits.
+        seen = await http.post(two + "/tokenize", json={"prompt": "x"}, headers=_auth(key))
+        assert int(seen.headers["x-ratelimit-remaining-tokens"]) == 1000 - spent
+        big = await http.post(
+            two + CHAT, json=chat_body(max_tokens=1000 - spent), headers=_auth(key)
+        )
+    assert big.status_code == 429
+    assert _error(big)["type"] == "tokens"
