@@ -41,11 +41,15 @@ class Server:
 
     def running_requests(self) -> float:
         """The engine's running-requests gauge, from /metrics."""
+        return self.gauge("oai_engine_running_requests")
+
+    def gauge(self, name: str) -> float:
+        """An unlabelled series' value, from /metrics."""
         text = httpx.get(f"{self.root}/metrics", timeout=10).text
         for line in text.splitlines():
-            if line.startswith("oai_engine_running_requests "):
+            if line.startswith(f"{name} "):
                 return float(line.split()[1])
-        raise AssertionError("oai_engine_running_requests missing from /metrics")
+        raise AssertionError(f"{name} missing from /metrics")
 
 
 def _free_port() -> int:
