@@ -19,7 +19,15 @@ from oai_server.limits.limiter import format_reset
 from tests.conformance import ValidatingTransport, async_validating_client
 from tests.live import serve, serve_async
 from tests.production.conftest import MODEL, chat_body, make_app, new_key
+from tests.realtime.conftest import client_for as realtime_client
+from tests.realtime.conftest import events_until
 from tests.redis_server import RedisServer
+
+REALTIME_HI: Any = {
+    "type": "message",
+    "role": "user",
+    "content": [{"type": "input_text", "text": "Hi"}],
+}
 
 CHAT = "/v1/chat/completions"
 # Windows are aligned to the clock: one of 10^9 s (the current one ends in 2033) keeps a
@@ -296,3 +304,35 @@ async def test_token_limits_on_redis_are_shared_by_replicas(redis_url: str) -> N
         )
     assert big.status_code == 429
     assert _error(big)["type"] == "tokens"
+
+
+async def test_realtime_responses_reserve_tokens_and_the_session_settles_them() -> None:
+    key = new_key()
+    engine = FakeEngine()  # "Hello! How can I help you today?": 7 tokens
+    app = make_app(engine, api_key=[key], rate_limit_tpm=300, rate_limit_window=LONG_WINDOW)
+    async with serve_async(app) as root, async_validating_client(base_url=root) as http:
+
+        async def tokens_left() -> int:
+            seen = await http.post("/tokenize", json={"prompt": "x"}, headers=_auth(key))
+            return int(seen.headers["x-ratelimit-remaining-tokens"])
+
+        client = realtime_client(root, key)
+        async with client.realtime.connect(model=MODEL) as conn:
+            await events_until(conn, "session.created")
+            await conn.session.update(session={"type": "realtime", "max_output_tokens": 100})
+            await events_until(conn, "session.updated")
+            await conn.conversation.item.create(item=REALTIME_HI)  # type: ignore[arg-type]
+            await conn.response.create()
+            usage = (await events_until(conn, "response.done"))[-1]["response"]["usage"]
+            # Held while the session lasts: the prompt plus max_output_tokens.
+            assert await tokens_left() == 300 - usage["input_tokens"] - 100
+            # What is left cannot hold a reply of up to 300 tokens: refused, in the session.
+            await conn.response.create(response={"max_output_tokens": 300})
+            refused = (await events_until(conn, "response.done"))[-1]["response"]
+            assert refused["status"] == "failed"
+            assert refused["status_details"]["error"]["code"] == "rate_limit_exceeded"
+        # The session is over: what it did not generate is given back.
+        deadline = time.monotonic() + 10
+        while (left := await tokens_left()) != 300 - usage["total_tokens"]:
+            assert time.monotonic() < deadline, left
+            await asyncio.sleep(0.05)
