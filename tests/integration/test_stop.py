@@ -110,6 +110,8 @@ async def test_sigterm_drains_real_requests_in_flight(tmp_path: Path) -> None:
     )
     for name in METRICS:
         assert name in metrics, name
+    # The port is open while the model loads, and says so (a load balancer waits).
+    assert set(server.loading) == {200, 503}, server.loading
     assert health.status_code == 503
     whole, streamed = finished
     assert whole.status_code == 200
