@@ -73,4 +73,4 @@ async def test_cancel_and_close_abort_the_real_engine_request(server: Server) ->
         f"{closed_s:.2f} s after close"
     )
     assert done["status"] == "cancelled"
-    assert done["usage"]["output_tokens"] < 1500
+    assert done["status_details"]["reason"] == "client_cancelled"
