@@ -16,6 +16,9 @@ from redis.exceptions import RedisError
 
 logger = logging.getLogger(__name__)
 
+# Seconds a Redis command may take before the request goes on without its limits.
+REDIS_TIMEOUT_S = 0.5
+
 
 class Backend(Protocol):
     async def take(self, key: str, amount: int, limit: int, ttl_s: float) -> tuple[bool, int]:
@@ -96,7 +99,10 @@ class RedisBackend:
     """
 
     def __init__(self, url: str) -> None:
-        self._redis = aioredis.Redis.from_url(url)
+        # A hanging Redis must not hang the requests: each command gets a short deadline.
+        self._redis = aioredis.Redis.from_url(
+            url, socket_timeout=REDIS_TIMEOUT_S, socket_connect_timeout=REDIS_TIMEOUT_S
+        )
         self._take = self._redis.register_script(_TAKE)
 
     async def take(self, key: str, amount: int, limit: int, ttl_s: float) -> tuple[bool, int]:

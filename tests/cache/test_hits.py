@@ -170,10 +170,11 @@ async def test_text_completions_replay_with_logprobs_and_echo(backend: str) -> N
 
 async def test_entries_expire_after_the_ttl(backend: str) -> None:
     engine = FakeEngine()
-    async with cached(engine, backend, response_cache_ttl=0.3) as c:
+    # Long enough for the hit on a loaded machine, short enough to wait out.
+    async with cached(engine, backend, response_cache_ttl=1.5) as c:
         await c.post(CHAT, chat_body())
         assert (await c.post(CHAT, chat_body())).headers["x-cache"] == "hit"
-        await asyncio.sleep(0.5)
+        await asyncio.sleep(1.8)
         assert (await c.post(CHAT, chat_body())).headers["x-cache"] == "miss"
         assert len(engine.calls) == 2
 
