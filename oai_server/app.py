@@ -24,6 +24,7 @@ from oai_server.observability.engine import InstrumentedEngine
 from oai_server.observability.metrics import Metrics
 from oai_server.observability.middleware import ObservabilityMiddleware
 from oai_server.realtime import router as realtime
+from oai_server.resilience import Dependencies
 from oai_server.routes import chat, completions, models, system, tokenize
 from oai_server.services.chat import ChatService
 from oai_server.services.completions import CompletionService
@@ -68,11 +69,15 @@ EXPOSED_HEADERS = [
 ]
 
 
-def _limiter(settings: Settings, metrics: Metrics) -> RateLimiter | None:
+def _limiter(
+    settings: Settings, metrics: Metrics, dependencies: Dependencies
+) -> RateLimiter | None:
     if settings.rate_limit_rpm is None and settings.rate_limit_tpm is None:
         return None
     backend: Backend = (
-        MemoryBackend() if settings.redis_url is None else RedisBackend(settings.redis_url)
+        MemoryBackend()
+        if settings.redis_url is None
+        else RedisBackend(settings.redis_url, dependencies)
     )
     return RateLimiter(
         backend,
@@ -90,7 +95,9 @@ def create_app(settings: Settings, engine: Engine) -> FastAPI:
     engine is ready, which is what a Kubernetes readiness probe wants.
     """
     metrics = Metrics(engine.running_requests, lambda: served.waiting_requests())
-    limiter = _limiter(settings, metrics)
+    # Redis and the database, each behind one breaker: /health and oai_dependency_up.
+    dependencies = Dependencies(metrics.registry)
+    limiter = _limiter(settings, metrics, dependencies)
     admit = limiter.reserve_tokens if limiter is not None and limiter.tpm is not None else None
     # What every service submits through: measured, token-limited, drainable.
     served = InstrumentedEngine(engine, metrics, admit, keep_prompt_text=settings.log_request_text)
@@ -114,6 +121,7 @@ def create_app(settings: Settings, engine: Engine) -> FastAPI:
             await store.stop()
             if limiter is not None:
                 await limiter.backend.close()
+            await dependencies.close()
 
     app = FastAPI(
         title="oai-server",
@@ -131,7 +139,7 @@ def create_app(settings: Settings, engine: Engine) -> FastAPI:
         served, settings.model_name, chat_template, settings.tool_call_parser, limits
     )
     completion_service = CompletionService(served, settings.model_name, limits)
-    cache = build_cache(settings, metrics.registry, chat_service, completion_service)
+    cache = build_cache(settings, metrics.registry, chat_service, completion_service, dependencies)
     app.state.server = ServerState(
         settings=settings,
         engine=served,
@@ -141,11 +149,12 @@ def create_app(settings: Settings, engine: Engine) -> FastAPI:
         metrics=metrics,
         created=int(time.time()),
         cache=cache,
+        dependencies=dependencies,
     )
     app.state.lifecycle = lifecycle
     for module in (chat, completions, models, system, tokenize, realtime, responses):
         app.include_router(module.router)
-    store = install_store(app, settings, metrics.registry)
+    store = install_store(app, settings, metrics.registry, dependencies)
     install_error_handlers(app)
     install_web_ui(app, settings)  # last: the API routes win over the page's paths
     # The last added runs first: CORS, then id/log/metrics, drain, keys, limits.

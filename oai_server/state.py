@@ -9,6 +9,7 @@ from fastapi import Request
 from oai_server.cache import ResponseCache
 from oai_server.engine.protocol import Engine
 from oai_server.observability.metrics import Metrics
+from oai_server.resilience import Dependencies
 from oai_server.services.chat import ChatService
 from oai_server.services.completions import CompletionService
 from oai_server.services.tokenize import TokenizeService
@@ -26,6 +27,8 @@ class ServerState:
     created: int
     # The response cache, when `--response-cache` turns it on.
     cache: ResponseCache | None = None
+    # Redis and the database as their breakers see them, for /health.
+    dependencies: Dependencies | None = None
 
 
 def server_state(request: Request) -> ServerState:

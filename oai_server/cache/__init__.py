@@ -15,6 +15,7 @@ from oai_server.cache.memory import MemoryBackend
 from oai_server.cache.metrics import CacheMetrics
 from oai_server.cache.redis_backend import RedisBackend
 from oai_server.cache.response_cache import ResponseCache
+from oai_server.resilience import Dependencies
 from oai_server.services.chat import ChatService
 from oai_server.services.completions import CompletionService
 from oai_server.settings import Settings
@@ -27,8 +28,11 @@ def build_cache(
     registry: CollectorRegistry,
     chat: ChatService,
     completions: CompletionService,
+    dependencies: Dependencies,
 ) -> ResponseCache | None:
-    """The cache `settings` ask for, its metrics on `registry`; None when it is off."""
+    """The cache `settings` ask for, its metrics on `registry`; None when it is off.
+
+    A Redis other than the rate limits' is a dependency of its own (`response_cache`)."""
     if settings.response_cache == "off":
         return None
     metrics = CacheMetrics(registry)
@@ -38,7 +42,10 @@ def build_cache(
             settings.response_cache_max_bytes, settings.response_cache_ttl, metrics
         )
     else:
-        backend = RedisBackend(settings.response_cache, settings.response_cache_ttl, metrics)
+        name = "redis" if settings.response_cache == settings.redis_url else "response_cache"
+        backend = RedisBackend(
+            settings.response_cache, settings.response_cache_ttl, metrics, dependencies, name=name
+        )
     return ResponseCache(
         backend,
         metrics,

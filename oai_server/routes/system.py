@@ -16,14 +16,20 @@ router = APIRouter()
 async def health(request: Request) -> Response:
     """200 when the engine can serve; 503 (OpenAI error body) while loading or once dead.
 
-    `store` says whether stored completions can be written and read ("ok") or not
-    ("degraded"): answers do not depend on it, so a degraded store never makes this a 503.
+    `store` says whether stored completions are written and read in time ("ok") or not
+    ("degraded": the database fails or hangs, or queued writes wait). `dependencies` names
+    each service the server uses (Redis, the database) as "ok" or "down" (marked down by
+    its breaker: not waited on until a probe answers). Answers do not depend on them, so
+    neither ever makes this a 503.
     """
-    await server_state(request).engine.check_health()
-    body = {"status": "ok"}
+    state = server_state(request)
+    await state.engine.check_health()
+    body: dict[str, object] = {"status": "ok"}
     store = getattr(request.app.state, "store", None)
     if store is not None:
         body["store"] = store.health.status
+    if state.dependencies is not None:
+        body["dependencies"] = state.dependencies.status()
     return JSONResponse(body)
 
 
