@@ -2,7 +2,8 @@
 
 A streamed replay goes through the same SSE encoder as a live stream, so its chunks,
 text templates and `[DONE]` are byte for byte what a miss sends, only faster; a whole
-replay is the fold of the same events by the service's assembler.
+replay is the fold of the same events by the service's assembler. Either way the request's
+record (its access-log line) gets the entry's token counts, as the answer's `usage` does.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from oai_server.cache.endpoints import Endpoint, Event
 from oai_server.cache.entry import Entry
 from oai_server.http.answer import json_response
 from oai_server.http.sse import event_stream
+from oai_server.observability.context import current_request
 from oai_server.services.common import StreamSettings
 from oai_server.services.events import EventStream, TextDelta
 from schemas.common import GenerationRequest, ResponseModel
@@ -35,10 +37,19 @@ def _events(entry: Entry, id_: str, created: int, with_usage: bool) -> list[Even
     return events
 
 
+def _count_tokens(entry: Entry) -> None:
+    record = current_request.get()
+    if record is not None:
+        usage = entry.usage
+        record.prompt_tokens += usage.prompt_tokens
+        record.completion_tokens += usage.completion_tokens
+
+
 def replay_stream(
     endpoint: Endpoint[Any, Any, Any], req: GenerationRequest, entry: Entry, request_id: str | None
 ) -> Response:
     """The entry as an SSE stream, exactly as a live answer streams it."""
+    _count_tokens(entry)
     id_, created = endpoint.fresh_identity(request_id)
     with_usage = StreamSettings.of(req.stream_options).include_usage
     events = _events(entry, id_, created, with_usage)
@@ -62,6 +73,7 @@ def replay_whole(
     endpoint: Endpoint[Any, Any, Any], req: GenerationRequest, entry: Entry, request_id: str | None
 ) -> Response:
     """The entry as the whole response, as a non-streamed answer."""
+    _count_tokens(entry)
     id_, created = endpoint.fresh_identity(request_id)
     events = _events(entry, id_, created, with_usage=False)
     return json_response(endpoint.assemble(req, events, entry.usage, id_, created))
