@@ -17,8 +17,8 @@ from oai_server.store.interface import ListQuery, Page, Record, Store, StoredIte
 
 T = TypeVar("T")
 
-READ_S = 2.0
-WRITE_S = 5.0
+READ_S = 1.5
+WRITE_S = 3.0
 MIGRATE_S = 15.0
 RETENTION_S = 60.0  # one pass deleting a day's worth of old objects
 PROBE_S = 1.0

@@ -13,7 +13,7 @@ from typing import Literal
 
 from oai_server.resilience import Breaker
 
-STALE_S = 3.0
+STALE_S = 2.0
 
 
 class StoreHealth:
