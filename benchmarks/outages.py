@@ -43,7 +43,7 @@ POLL_S = 0.05
 
 
 class Service(Protocol):
-    """A dependency the drill can pause and kill: `tests/redis_server.py`, `tests/store/postgres.py`."""
+    """A dependency to pause and kill (`tests/redis_server.py`, `tests/store/postgres.py`)."""
 
     def freeze(self) -> None: ...
     def thaw(self) -> None: ...
@@ -97,7 +97,8 @@ class Drill:
             f"{self.fault}: requests {dict(self.statuses(self.requests))}, added latency "
             f"first {self.first_added_s * 1000:.0f} ms, steady {self.steady_added_s * 1000:.1f} ms "
             f"(baseline {self.baseline_s * 1000:.1f} ms); /health said so after "
-            f"{_seconds(self.down_after_s)}, back in use {_seconds(self.back_after_s)} after recovery"
+            f"{_seconds(self.down_after_s)}, back in use {_seconds(self.back_after_s)} "
+            "after recovery"
         )
         if self.reads:
             during = self.during(self.reads)
