@@ -23,11 +23,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import statistics
 import tempfile
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -57,6 +58,7 @@ class Sample:
     latency: float
     status: int
     retry_after: str | None = None
+    code: str | None = None  # the error's code, if it failed
 
 
 @dataclass
@@ -124,6 +126,8 @@ class Traffic:
         self.origin = time.monotonic()
         self.stored: set[str] = set()
         self.health: list[tuple[float, dict[str, Any]]] = []
+        # `oai_dependency_up` per dependency, as /metrics said it at each look.
+        self.up: list[tuple[float, dict[str, float]]] = []
 
     def now(self) -> float:
         return time.monotonic() - self.origin
@@ -131,48 +135,74 @@ class Traffic:
     async def _timed(self, samples: list[Sample], call: Awaitable[httpx.Response]) -> Any:
         began = self.now()
         response = await call
+        latency = self.now() - began
+        body = response.json()
+        error = body.get("error") if isinstance(body, dict) else None
+        code = error.get("code") if isinstance(error, dict) else None
         retry = response.headers.get("retry-after")
-        samples.append(Sample(began, self.now() - began, response.status_code, retry))
-        return response.json()
+        samples.append(Sample(began, latency, response.status_code, retry, code))
+        return body
 
-    async def ask(self, index: int) -> None:
-        while True:
+    async def ask(self, index: int, stop: asyncio.Event) -> None:
+        while not stop.is_set():
             body = {**self.body, "messages": [{"role": "user", "content": f"Hi {index % 3}"}]}
             answer = await self._timed(self.drill.requests, self.client.post(CHAT, json=body))
             if self.body.get("store") and "id" in answer:
                 self.stored.add(answer["id"])
             await asyncio.sleep(0.01)
 
-    async def read(self, completion_id: str) -> None:
-        while True:
+    async def read(self, completion_id: str, stop: asyncio.Event) -> None:
+        while not stop.is_set():
             path = f"{CHAT}/{completion_id}"
             await self._timed(self.drill.reads, self.client.get(path))
             await asyncio.sleep(0.05)
 
-    async def watch(self) -> None:
-        while True:
+    async def watch(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
             self.health.append((self.now(), (await self.client.get("/health")).json()))
+            text = (await self.client.get("/metrics")).text
+            self.up.append((self.now(), dict(_dependency_up(text))))
             await asyncio.sleep(POLL_S)
 
     def first_health(self, after: float, test: Callable[[dict[str, Any]], bool]) -> float | None:
         """Seconds after `after` until `/health` first passed `test`."""
         return next((t - after for t, body in self.health if t >= after and test(body)), None)
 
+    def first_up(self, after: float, dependency: str, value: float) -> float | None:
+        """Seconds after `after` until `oai_dependency_up{dependency}` first read `value`."""
+        return next(
+            (t - after for t, up in self.up if t >= after and up.get(dependency) == value), None
+        )
+
+
+def _dependency_up(metrics: str) -> Iterator[tuple[str, float]]:
+    prefix = 'oai_dependency_up{dependency="'
+    for line in metrics.splitlines():
+        if line.startswith(prefix):
+            name, value = line.removeprefix(prefix).split('"} ')
+            yield name, float(value)
+
 
 @contextlib.asynccontextmanager
-async def running(tasks: list[Awaitable[None]]) -> AsyncIterator[None]:
-    started = [asyncio.ensure_future(t) for t in tasks]
+async def running(*loops: Callable[[asyncio.Event], Awaitable[None]]) -> AsyncIterator[None]:
+    """Run `loops` for the block; at its end each finishes what it has in flight (so every
+    answer the server stored is one the traffic saw), and a loop's failure is raised."""
+    stop = asyncio.Event()
+    tasks = [asyncio.ensure_future(loop(stop)) for loop in loops]
     try:
         yield
     finally:
-        for task in started:
-            task.cancel()
-        await asyncio.gather(*started, return_exceptions=True)
+        stop.set()
+        await asyncio.gather(*tasks)
 
 
 @contextlib.asynccontextmanager
-async def app_client(**settings: Any) -> AsyncIterator[httpx.AsyncClient]:
-    """Our app on the fake engine with `settings`, and an in-process client of it."""
+async def app_client(
+    wrap: Callable[[httpx.AsyncBaseTransport], httpx.AsyncBaseTransport] = lambda t: t,
+    **settings: Any,
+) -> AsyncIterator[httpx.AsyncClient]:
+    """Our app on the fake engine with `settings`, and an in-process client of it (through
+    `wrap`: the tests check every body against the spec)."""
     from oai_server.app import create_app
     from oai_server.engine.fake import FakeEngine
     from oai_server.settings import Settings
@@ -181,7 +211,7 @@ async def app_client(**settings: Any) -> AsyncIterator[httpx.AsyncClient]:
     app = create_app(Settings(log_level="warning", **settings), engine)
     async with app.router.lifespan_context(app):
         await engine.start()
-        transport = httpx.ASGITransport(app=app)
+        transport = wrap(httpx.ASGITransport(app=app))
         async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
             yield client
 
@@ -201,11 +231,12 @@ async def drill(
     result = Drill(fault)
     body = {"model": MODEL, "temperature": 0, "max_tokens": 8, "store": store}
     traffic = Traffic(client, result, body)
-    workers: list[Awaitable[None]] = [traffic.ask(i) for i in range(concurrency)]
-    async with running([traffic.watch(), *workers]):
+    workers = [functools.partial(traffic.ask, i) for i in range(concurrency)]
+    async with running(traffic.watch, *workers):
         await asyncio.sleep(1.0)
         result.baseline_s = statistics.median(s.latency for s in result.requests)
-        async with running([traffic.read(next(iter(traffic.stored)))] if store else []):
+        reader = functools.partial(traffic.read, next(iter(traffic.stored), ""))
+        async with running(*([reader] if store else [])):
             await asyncio.sleep(0.5)
             result.fault_at = traffic.now()
             service.freeze() if fault == "hung" else service.stop()

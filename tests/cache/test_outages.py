@@ -1,0 +1,52 @@
+"""Redis (rate limits and the response cache on one server) hung and killed mid-traffic.
+
+The drill is the `outages` benchmark's (`benchmarks/outages.py`): closed-loop traffic on
+the fake engine, the session's redis-server paused with SIGSTOP or killed, then back.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks.outages import app_client, drill, redis_back, redis_down, redis_settings
+from tests.cache.conftest import chat_body
+from tests.conformance import AsyncValidatingTransport
+from tests.redis_server import RedisServer
+
+CHAT = "/v1/chat/completions"
+
+
+@pytest.mark.parametrize("fault", ["hung", "killed"])
+async def test_redis_hung_or_killed_costs_no_request_and_little_time(
+    redis_server: RedisServer, fault: str
+) -> None:
+    redis_server.flush()
+    async with app_client(
+        lambda inner: AsyncValidatingTransport(transport=inner), **redis_settings(redis_server.url)
+    ) as client:
+        result, traffic = await drill(
+            client, redis_server, fault, is_down=redis_down, is_back=redis_back, hold_s=2.0
+        )
+        print(result.summary())  # the figures, with `pytest -s`
+        during = result.during(result.requests)
+        assert len(during) > 50
+        assert result.statuses(result.requests) == {200: len(result.requests)}
+        # Measured: about 0.25 s on the first requests of a hang (one command deadline),
+        # then nothing: the breaker is open and Redis is not asked.
+        assert max(s.latency for s in during) < 3.0
+        assert result.first_added_s < 1.5
+        assert result.steady_added_s < 0.1
+        assert result.down_after_s is not None
+        assert result.down_after_s < 2.0
+        assert traffic.first_up(result.fault_at, "redis", 0.0) is not None
+        assert result.back_after_s is not None
+        assert result.back_after_s < 3.0
+        assert traffic.first_up(result.recovered_at, "redis", 1.0) is not None
+
+        # Used again: the cache answers a repeat, the limits count again.
+        body = chat_body(messages=[{"role": "user", "content": "after the outage"}])
+        first = await client.post(CHAT, json=body)
+        again = await client.post(CHAT, json=body)
+        assert (first.headers["x-cache"], again.headers["x-cache"]) == ("miss", "hit")
+        remaining = int(first.headers["x-ratelimit-remaining-requests"])
+        assert int(again.headers["x-ratelimit-remaining-requests"]) == remaining - 1
