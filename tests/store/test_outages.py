@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import time
 
 import asyncpg
 import httpx
 import pytest
 
 from benchmarks.outages import app_client, drill, store_back, store_down
+from oai_server.resilience import Breaker
+from oai_server.store.health import STALE_S, StoreHealth
 from tests.conformance import AsyncValidatingTransport
 from tests.store.postgres import PostgresServer
 
@@ -70,3 +73,16 @@ async def test_a_stalled_or_dead_store_is_seen_refused_fast_and_loses_nothing(
     stored = [row["id"] for row in rows]
     assert len(stored) == len(set(stored))  # none written twice
     assert set(stored) == traffic.stored  # none lost
+
+
+async def test_the_store_is_degraded_while_a_queued_write_waits_too_long() -> None:
+    async def answers() -> None:
+        return None
+
+    queued_at: list[float | None] = [None]
+    health = StoreHealth(Breaker("store", answers), lambda: queued_at[0])
+    assert health.status == "ok"
+    queued_at[0] = time.monotonic() - STALE_S / 2
+    assert health.status == "ok"
+    queued_at[0] = time.monotonic() - STALE_S - 0.1
+    assert health.status == "degraded"
