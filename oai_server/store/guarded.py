@@ -18,7 +18,7 @@ from oai_server.store.interface import ListQuery, Page, Record, Store, StoredIte
 T = TypeVar("T")
 
 READ_S = 1.5
-WRITE_S = 3.0
+WRITE_S = 10.0  # off the request path; a stall shows sooner as a stale queue
 MIGRATE_S = 15.0
 RETENTION_S = 60.0  # one pass deleting a day's worth of old objects
 PROBE_S = 1.0
