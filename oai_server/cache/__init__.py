@@ -15,12 +15,13 @@ from oai_server.cache.memory import MemoryBackend
 from oai_server.cache.metrics import CacheMetrics
 from oai_server.cache.redis_backend import RedisBackend
 from oai_server.cache.response_cache import ResponseCache
+from oai_server.cache.service import CachedService
 from oai_server.resilience import Dependencies
 from oai_server.services.chat import ChatService
 from oai_server.services.completions import CompletionService
 from oai_server.settings import Settings
 
-__all__ = ["ResponseCache", "build_cache"]
+__all__ = ["CachedService", "ResponseCache", "build_cache"]
 
 
 def build_cache(

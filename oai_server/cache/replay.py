@@ -1,7 +1,7 @@
 """Answer from an entry: the same events again, with a fresh `id` and `created`.
 
-A streamed replay goes through the same SSE encoder as a live stream, so its chunks,
-text templates and `[DONE]` are byte for byte what a miss sends, only faster; a whole
+A streamed replay is an `EventStream` like a live one, its chunks built by the service
+itself, so the SSE encoder sends byte for byte what a miss sends, only faster; a whole
 replay is the fold of the same events by the service's assembler. Either way the request's
 record (its access-log line) gets the entry's token counts, as the answer's `usage` does.
 """
@@ -11,12 +11,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from fastapi import Response
-
 from oai_server.cache.endpoints import Endpoint, Event
 from oai_server.cache.entry import Entry
-from oai_server.http.answer import json_response
-from oai_server.http.sse import event_stream
 from oai_server.observability.context import current_request
 from oai_server.services.common import StreamSettings
 from oai_server.services.events import EventStream, TextDelta
@@ -46,34 +42,36 @@ def _count_tokens(entry: Entry) -> None:
 
 
 def replay_stream(
-    endpoint: Endpoint[Any, Any, Any], req: GenerationRequest, entry: Entry, request_id: str | None
-) -> Response:
-    """The entry as an SSE stream, exactly as a live answer streams it."""
+    endpoint: Endpoint[Any, Any, Any],
+    req: GenerationRequest,
+    entry: Entry,
+    identity: tuple[str, int],
+) -> EventStream[ResponseModel]:
+    """The entry's events, exactly as a live answer streams them."""
     _count_tokens(entry)
-    id_, created = endpoint.fresh_identity(request_id)
-    with_usage = StreamSettings.of(req.stream_options).include_usage
-    events = _events(entry, id_, created, with_usage)
-
-    def chunk_of(index: int, text: str) -> ResponseModel:
-        chunk = endpoint.text_chunk(id_, created, index, text)
-        if with_usage:
-            chunk.usage = None  # type: ignore[attr-defined]
-        return chunk
+    id_, created = identity
+    opts = StreamSettings.of(req.stream_options)
+    events = _events(entry, id_, created, opts.include_usage)
 
     async def stream() -> AsyncIterator[Event]:
         for event in events:
             yield event
-        if with_usage:
+        if opts.include_usage:
             yield endpoint.usage_chunk(id_, created, entry.usage)
 
-    return event_stream(EventStream(stream(), chunk_of))
+    return EventStream(
+        stream(), lambda index, text: endpoint.text_chunk(id_, created, opts, index, text)
+    )
 
 
 def replay_whole(
-    endpoint: Endpoint[Any, Any, Any], req: GenerationRequest, entry: Entry, request_id: str | None
-) -> Response:
+    endpoint: Endpoint[Any, Any, Any],
+    req: GenerationRequest,
+    entry: Entry,
+    identity: tuple[str, int],
+) -> ResponseModel:
     """The entry as the whole response, as a non-streamed answer."""
     _count_tokens(entry)
-    id_, created = endpoint.fresh_identity(request_id)
+    id_, created = identity
     events = _events(entry, id_, created, with_usage=False)
-    return json_response(endpoint.assemble(req, events, entry.usage, id_, created))
+    return endpoint.assemble(req, events, entry.usage, id_, created)

@@ -38,6 +38,7 @@ from schemas.chat import (
     CreateChatCompletionResponse,
     CreateChatCompletionStreamResponse,
 )
+from schemas.common import CompletionUsage
 
 ChatEvent = CreateChatCompletionStreamResponse | TextDelta
 
@@ -130,23 +131,53 @@ class ChatService:
             assembler.add(event)
         return assembler.result()
 
-    def _chunk(
-        self, chat: ChatRequest, opts: StreamSettings, choice: ChatCompletionChunkChoice | None
+    def chunk(
+        self,
+        id_: str,
+        created: int,
+        opts: StreamSettings,
+        choice: ChatCompletionChunkChoice | None,
+        usage: CompletionUsage | None = None,
     ) -> CreateChatCompletionStreamResponse:
+        """A chunk of the answer `id_`, as streamed live and as the response cache replays it.
+
+        With `include_usage`, `usage` is null unless given (the last chunk, or continuous stats).
+        """
         out = CreateChatCompletionStreamResponse(
-            id=chat.generation.request_id,
-            created=chat.created,
+            id=id_,
+            created=created,
             model=self.model_name,
             choices=[] if choice is None else [choice],
         )
         if opts.include_usage:
-            out.usage = usage_of(chat.generation.usage) if opts.continuous_usage else None
+            out.usage = usage
         return out
+
+    def text_chunk(
+        self,
+        id_: str,
+        created: int,
+        opts: StreamSettings,
+        index: int,
+        text: str,
+        usage: CompletionUsage | None = None,
+    ) -> CreateChatCompletionStreamResponse:
+        """The chunk a `TextDelta` of the answer `id_` stands for."""
+        return self.chunk(
+            id_, created, opts, _choice(index, ChatCompletionDelta(content=text)), usage
+        )
+
+    def _chunk(
+        self, chat: ChatRequest, opts: StreamSettings, choice: ChatCompletionChunkChoice | None
+    ) -> CreateChatCompletionStreamResponse:
+        usage = usage_of(chat.generation.usage) if opts.continuous_usage else None
+        return self.chunk(chat.generation.request_id, chat.created, opts, choice, usage)
 
     def _text_chunk(
         self, chat: ChatRequest, opts: StreamSettings, index: int, text: str
     ) -> CreateChatCompletionStreamResponse:
-        return self._chunk(chat, opts, _choice(index, ChatCompletionDelta(content=text)))
+        usage = usage_of(chat.generation.usage) if opts.continuous_usage else None
+        return self.text_chunk(chat.generation.request_id, chat.created, opts, index, text, usage)
 
     async def _events(self, chat: ChatRequest, opts: StreamSettings) -> AsyncIterator[ChatEvent]:
         generation = chat.generation
