@@ -23,7 +23,7 @@ from schemas.chat import CreateChatCompletionRequest, CreateChatCompletionRespon
 logger = logging.getLogger(__name__)
 
 # How long a read waits for this replica's own queued writes (read-your-writes).
-SETTLE_TIMEOUT_S = 1.0
+SETTLE_TIMEOUT_S = 2.0
 DRAIN_TIMEOUT_S = 5.0
 RETENTION_INTERVAL_S = 3600.0
 DAY_US = 86_400 * 1_000_000

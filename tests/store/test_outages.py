@@ -54,8 +54,8 @@ async def test_a_stalled_or_dead_store_is_seen_refused_fast_and_loses_nothing(
         assert refused
         assert all(s.code == "store_unavailable" and s.retry_after for s in refused)
         assert {s.status for s in reads} <= {200, 503}
-        # 1 s waiting for queued writes, 1.5 s for the query (measured: 2.5 s at most).
-        assert max(s.latency for s in reads) < 3.5
+        # Up to 2 s waiting for queued writes, 1.5 s for the query.
+        assert max(s.latency for s in reads) < 5.0
         # Back: healthy, reads answered, and the queue written out.
         assert result.back_after_s is not None
         assert result.back_after_s < 5.0
