@@ -21,6 +21,8 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+_GRACE_S = 0.02
+
 # Tasks given up on by `within`, held until they finish unwinding (asyncio keeps only
 # weak references to tasks).
 _abandoned: set[asyncio.Future[Any]] = set()
@@ -52,6 +54,10 @@ async def within(work: Awaitable[T], seconds: float) -> T:
     task = asyncio.ensure_future(work)
     try:
         done, _ = await asyncio.wait((task,), timeout=seconds)
+        if not done:
+            # The deadline and the answer may have come due together, while the loop was
+            # busy or the process not scheduled: let an answer already there be read.
+            done, _ = await asyncio.wait((task,), timeout=_GRACE_S)
     except asyncio.CancelledError:
         _abandon(task)
         raise
@@ -77,6 +83,7 @@ class Breaker:
         probe_every: float = 0.5,
         probe_timeout: float = 1.0,
         is_failure: Callable[[BaseException], bool] = _always,
+        timeout_errors: tuple[type[BaseException], ...] = (),
     ) -> None:
         self.name = name
         self.up = True
@@ -86,6 +93,8 @@ class Breaker:
         self._probe_every = probe_every
         self._probe_timeout = probe_timeout
         self._is_failure = is_failure
+        # The client's own timeouts (redis-py's socket timeout): timeouts like the deadline.
+        self._timeout_errors: tuple[type[BaseException], ...] = (TimeoutError, *timeout_errors)
         self._errors = 0
         self._probing: asyncio.Task[None] | None = None
         self._back = asyncio.Event()
@@ -104,7 +113,7 @@ class Breaker:
             raise DependencyDownError(self.name)
         try:
             result = await within(work, deadline_s)
-        except TimeoutError as exc:
+        except self._timeout_errors as exc:
             self.failed(exc, at_once=True)
             raise
         except Exception as exc:

@@ -7,6 +7,7 @@ turned a hung Redis into seconds per request. Whether to try again is the breake
 from __future__ import annotations
 
 import redis.asyncio as aioredis
+from redis import exceptions as redis_errors
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
@@ -33,4 +34,6 @@ def redis_client(
     async def ping() -> None:
         await client.ping()
 
-    return client, dependencies.add(Breaker(name, ping, probe_timeout=timeout))
+    timeouts = (redis_errors.TimeoutError,)
+    breaker = Breaker(name, ping, probe_timeout=timeout, timeout_errors=timeouts)
+    return client, dependencies.add(breaker)

@@ -101,3 +101,18 @@ async def test_errors_of_the_request_are_not_failures_of_the_dependency() -> Non
     with pytest.raises(LookupError):
         await breaker.call(bad_cursor(), 0.1)
     assert breaker.up
+
+
+async def test_a_clients_own_timeout_marks_it_down_at_once() -> None:
+    class ClientTimeout(Exception):
+        """As redis-py raises when its socket timeout passes (not the builtin TimeoutError)."""
+
+    async def times_out() -> None:
+        raise ClientTimeout
+
+    dep = Dependency()
+    breaker = Breaker("dep", dep.answer, timeout_errors=(ClientTimeout,))
+    with pytest.raises(ClientTimeout):
+        await breaker.call(times_out(), 0.1)
+    assert not breaker.up
+    await breaker.close()
