@@ -33,8 +33,10 @@ class Dependency:
         return "answer"
 
 
-def breaker_of(dep: Dependency, **options: float) -> Breaker:
-    return Breaker("dep", dep.answer, probe_every=0.05, probe_timeout=0.05, **options)  # type: ignore[arg-type]
+def breaker_of(dep: Dependency, errors_to_open: int = 3) -> Breaker:
+    return Breaker(
+        "dep", dep.answer, probe_every=0.05, probe_timeout=0.05, errors_to_open=errors_to_open
+    )
 
 
 async def test_within_gives_up_at_its_deadline_without_waiting_for_the_unwinding() -> None:
@@ -104,15 +106,15 @@ async def test_errors_of_the_request_are_not_failures_of_the_dependency() -> Non
 
 
 async def test_a_clients_own_timeout_marks_it_down_at_once() -> None:
-    class ClientTimeout(Exception):
+    class ClientTimeoutError(Exception):
         """As redis-py raises when its socket timeout passes (not the builtin TimeoutError)."""
 
     async def times_out() -> None:
-        raise ClientTimeout
+        raise ClientTimeoutError
 
     dep = Dependency()
-    breaker = Breaker("dep", dep.answer, timeout_errors=(ClientTimeout,))
-    with pytest.raises(ClientTimeout):
+    breaker = Breaker("dep", dep.answer, timeout_errors=(ClientTimeoutError,))
+    with pytest.raises(ClientTimeoutError):
         await breaker.call(times_out(), 0.1)
     assert not breaker.up
     await breaker.close()
