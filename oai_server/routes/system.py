@@ -22,14 +22,12 @@ async def health(request: Request) -> Response:
     its breaker: not waited on until a probe answers). Answers do not depend on them, so
     neither ever makes this a 503.
     """
-    state = server_state(request)
-    await state.engine.check_health()
+    server = server_state(request)
+    await server.engine.check_health()
     body: dict[str, object] = {"status": "ok"}
-    store = getattr(request.app.state, "store", None)
-    if store is not None:
-        body["store"] = store.health.status
-    if state.dependencies is not None:
-        body["dependencies"] = state.dependencies.status()
+    if server.store is not None:
+        body["store"] = server.store.health.status
+    body["dependencies"] = server.dependencies.status()
     return JSONResponse(body)
 
 

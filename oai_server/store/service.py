@@ -7,13 +7,19 @@ import contextlib
 import logging
 import math
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TypeVar
 
-from oai_server.errors import StoreUnavailableError
+from starlette.requests import HTTPConnection
+
+from oai_server.auth.caller import caller
+from oai_server.errors import NotFoundError, StoreUnavailableError
 from oai_server.resilience import Breaker, DependencyDownError
+from oai_server.services.chat import ChatService
 from oai_server.store.chat_records import completion_record
 from oai_server.store.guarded import PROBE_S, GuardedStore, is_failure
 from oai_server.store.health import StoreHealth
+from oai_server.store.hook import RecordingChat
 from oai_server.store.interface import CursorNotFoundError, Store
 from oai_server.store.metrics import StoreMetrics
 from oai_server.store.params import bad_cursor
@@ -21,6 +27,7 @@ from oai_server.store.writer import StoreWriter
 from schemas.chat import CreateChatCompletionRequest, CreateChatCompletionResponse
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 # How long a read waits for this replica's own queued writes (read-your-writes).
 SETTLE_TIMEOUT_S = 2.0
@@ -32,6 +39,11 @@ DAY_US = 86_400 * 1_000_000
 def store_breaker(store: Store) -> Breaker:
     """A breaker for `store` on its own (the app gets its breakers from `Dependencies`)."""
     return Breaker("store", store.ping, probe_timeout=PROBE_S, is_failure=is_failure)
+
+
+def owner_of(connection: HTTPConnection) -> str:
+    """Whose stored objects this request sees: its caller's, or "" (everyone's) without keys."""
+    return caller(connection.scope) or ""
 
 
 class StoreService:
@@ -83,6 +95,14 @@ class StoreService:
     def wants(self, req: CreateChatCompletionRequest) -> bool:
         return bool(req.store) or self.store_all
 
+    def recording(
+        self, connection: HTTPConnection, req: CreateChatCompletionRequest, service: ChatService
+    ) -> RecordingChat | None:
+        """`service`, wrapped to store its answers, if `req` is to be stored; else None."""
+        if not self.wants(req):
+            return None
+        return RecordingChat(service, self, owner_of(connection))
+
     def record(
         self,
         req: CreateChatCompletionRequest,
@@ -123,6 +143,15 @@ class StoreService:
             "Try again shortly.",
             headers={"Retry-After": wait},
         )
+
+    async def found(self, read: Callable[[], Awaitable[T | None]], missing: NotFoundError) -> T:
+        """What `read` finds (as `reading` reads it); `missing` (a 404) when it finds nothing:
+        None, or False from a delete."""
+        async with self.reading():
+            result = await read()
+        if result is None or result is False:
+            raise missing
+        return result
 
     async def purge_expired(self) -> int:
         """Delete what is older than the retention period; how many went."""
