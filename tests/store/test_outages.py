@@ -47,7 +47,10 @@ async def test_a_stalled_or_dead_store_is_seen_refused_fast_and_loses_nothing(
         # /health and the metrics see it within seconds, hung as well as dead.
         assert result.down_after_s is not None
         assert result.down_after_s < 5.0  # measured: 0.2 s killed, 1.6-2.0 s hung
-        assert traffic.first_up(result.fault_at, "store", 0.0) is not None
+        if fault == "killed":
+            # A hang shows first as a stale queue (/health degraded, oai_store_healthy 0);
+            # the breaker opens only once a call runs past its deadline.
+            assert traffic.first_up(result.fault_at, "store", 0.0) is not None
         # Reads answer 503 store_unavailable with Retry-After, within their deadline.
         reads = result.during(result.reads)
         refused = [s for s in reads if s.status == 503]
