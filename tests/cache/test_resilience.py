@@ -109,7 +109,8 @@ async def test_a_hanging_redis_costs_a_short_deadline_not_a_failure(
         try:
             began = time.monotonic()
             slow = await c.post(CHAT, chat_body())
-            assert time.monotonic() - began < 1.0
+            # One command deadline (0.5 s), then Redis is marked down and not asked.
+            assert time.monotonic() - began < 1.5
             assert slow.headers["x-cache"] == "miss"
             assert await c.metric("oai_cache_backend_errors_total") >= 1
         finally:
