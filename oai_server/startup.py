@@ -15,6 +15,8 @@ import os
 import time
 import warnings
 
+from pydantic import ValidationError
+
 # Third-party loggers that explain themselves at length while the engine loads.
 _CHATTY_LOGGERS = ("vllm", "transformers", "torch", "triton", "filelock", "urllib3")
 # uvicorn's own start-up lines, replaced by the "ready" line at info.
@@ -94,3 +96,13 @@ def ready_message(*, host: str, port: int, model: str, dtype: str | None) -> lis
         f"  try:  curl {base}/chat/completions -H 'Content-Type: application/json' -d '{body}'",
         "  Ctrl-C to stop",
     ]
+
+
+def invalid_settings(exc: ValidationError) -> str:
+    """One line naming each bad setting as its flag, and why, for a start that must stop."""
+    problems = []
+    for error in exc.errors():
+        name = str(error["loc"][0]) if error["loc"] else "settings"
+        reason = str(error["msg"]).removeprefix("Value error, ")
+        problems.append(f"--{name.replace('_', '-')}: {reason}")
+    return "invalid settings: " + "; ".join(problems)

@@ -145,8 +145,9 @@ class GenerationRequest(RequestModel):
     stop: Stop = None
     stream: bool | None = False
     stream_options: StreamOptions | None = None
-    temperature: Temperature = 1
-    top_p: TopP = 1
+    # None when left out: the server then applies the model's own default (else OpenAI's 1).
+    temperature: Temperature = None
+    top_p: TopP = None
     user: str | None = None
     metadata: Metadata = None
     service_tier: str | None = None

@@ -21,6 +21,7 @@ from oai_server.engine.types import (
     FinishReason,
     GenerationStep,
     ModelInfo,
+    SamplingDefaults,
     SamplingOptions,
     StructuredOutput,
     TokenLogprob,
@@ -141,7 +142,11 @@ class VLLMEngine(Engine):
             vocab_size=len(hf_tokenizer),
             dtype=str(llm.model_config.dtype).removeprefix("torch."),
             kernels=None if self.plan is None else self.plan.describe(),
+            sampling_defaults=SamplingDefaults.of(llm.model_config.get_diff_sampling_param()),
         )
+        defaults = self._model_info.sampling_defaults.described()
+        if defaults:
+            logger.info("sampling defaults from the model's generation config: %s", defaults)
         self._make_params = _params_factory()
         self._llm = llm
         self._processes = _engine_processes()

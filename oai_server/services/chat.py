@@ -99,11 +99,20 @@ class ChatService:
         param = "max_completion_tokens"
         if requested is None:
             requested, param = req.max_tokens, "max_tokens"
+        model = self.engine.model_info
         max_tokens = resolve_max_tokens(
-            requested, len(prompt), self.engine.model_info.max_model_len, max_tokens_param=param
+            requested,
+            len(prompt),
+            model.max_model_len,
+            max_tokens_param=param,
+            default=model.sampling_defaults.max_tokens,
         )
         options = build_options(
-            req, max_tokens=max_tokens, logprobs=_logprobs_count(req), structured=structured
+            req,
+            max_tokens=max_tokens,
+            defaults=model.sampling_defaults,
+            logprobs=_logprobs_count(req),
+            structured=structured,
         )
         self.limits.check_work([prompt], [options], prompt_param="messages")
         check_options_token_ids(options, self.engine.model_info.vocab_size)

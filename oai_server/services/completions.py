@@ -178,10 +178,16 @@ class CompletionService:
         samples = self._check(req)
         prompts = self._prompts(req)
         score_only = bool(req.echo and req.max_tokens == 0)
-        max_model_len = self.engine.model_info.max_model_len
+        model = self.engine.model_info
         requested = 1 if score_only else req.max_tokens
         budgets = [
-            resolve_max_tokens(requested, len(p), max_model_len, prompt_param="prompt")
+            resolve_max_tokens(
+                requested,
+                len(p),
+                model.max_model_len,
+                prompt_param="prompt",
+                default=model.sampling_defaults.max_tokens,
+            )
             for p in prompts
         ]
         # best_of ranks samples by logprob per token, so it needs the sampled tokens' logprobs.
@@ -190,6 +196,7 @@ class CompletionService:
             build_options(
                 req,
                 max_tokens=budget,
+                defaults=model.sampling_defaults,
                 n=samples,
                 logprobs=logprobs,
                 prompt_logprobs=req.logprobs if req.echo and req.logprobs is not None else None,
