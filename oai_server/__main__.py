@@ -20,8 +20,16 @@ from pydantic import ValidationError
 from pydantic_settings import CliApp, SettingsError
 
 from oai_server.app import create_app
+from oai_server.engine.embedded_embedding import (
+    EMBEDDED_EMBEDDING_DTYPE,
+    EMBEDDED_EMBEDDING_MODEL_NAME,
+    EmbeddedEmbeddingModelError,
+    locate_embedding_model,
+)
 from oai_server.engine.vllm import VLLMEngine
+from oai_server.engine.vllm_pooling import VLLMEmbeddingEngine
 from oai_server.lifecycle import Lifecycle, Phase
+from oai_server.models.registry import DuplicateModelError
 from oai_server.settings import EMBEDDED_MODEL_NAME, Settings
 from oai_server.startup import configure_logging, invalid_settings, quiet_uvicorn_start
 
@@ -46,6 +54,25 @@ def build_engine(settings: Settings) -> VLLMEngine:
         return str(ensure_embedded_model(settings.cache_dir, dtype))
 
     return VLLMEngine(options, resolve_model=prepare_embedded)
+
+
+def build_embedding_engine(settings: Settings) -> VLLMEmbeddingEngine | None:
+    """The embedding engine for `--embedding-model`; None for `none`."""
+    model = settings.embedding_model
+    if model == "none":
+        return None
+    options = settings.model_copy(update={"model": model})
+    if model == EMBEDDED_EMBEDDING_MODEL_NAME:
+        # Settings such as --max-model-len and --dtype are the chat model's: the embedded
+        # embedding model takes its own (its 256-token context, float32).
+        options = settings.model_copy(
+            update={
+                "model": str(locate_embedding_model()),
+                "dtype": EMBEDDED_EMBEDDING_DTYPE,
+                "max_model_len": None,
+            }
+        )
+    return VLLMEmbeddingEngine(options)
 
 
 class Server(uvicorn.Server):
@@ -102,7 +129,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     configure_logging(settings.log_level)
     if settings.model is None:
         logger.info("no --model given: serving the embedded %s", EMBEDDED_MODEL_NAME)
-    code = serve(create_app(settings, build_engine(settings)), settings)
+    try:
+        app = create_app(settings, build_engine(settings), build_embedding_engine(settings))
+    except (DuplicateModelError, EmbeddedEmbeddingModelError) as exc:
+        sys.exit(f"oai-server: {exc}")
+    code = serve(app, settings)
     logger.info("exiting with status %d", code)
     if code != 0:
         # The engine died: the app has shut down and its processes are reaped, and what is

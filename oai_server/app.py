@@ -14,17 +14,21 @@ from starlette.middleware.cors import CORSMiddleware
 from oai_server import __version__, responses
 from oai_server.auth import AuthMiddleware, load_keys
 from oai_server.cache import build_cache
+from oai_server.embeddings import install as install_embeddings
+from oai_server.engine.pooling import EmbeddingEngine
 from oai_server.engine.protocol import Engine
 from oai_server.error_responses import install_error_handlers
 from oai_server.generation.chat_template import load_template
 from oai_server.generation.work_limits import WorkLimits
 from oai_server.lifecycle import Lifecycle, LifecycleMiddleware
 from oai_server.limits import Backend, MemoryBackend, RateLimiter, RateLimitMiddleware, RedisBackend
+from oai_server.models import ModelRegistry, ServedModel
 from oai_server.observability.engine import InstrumentedEngine
 from oai_server.observability.metrics import Metrics
 from oai_server.observability.middleware import ObservabilityMiddleware
 from oai_server.realtime import router as realtime
 from oai_server.routes import chat, completions, models, system, tokenize
+from oai_server.routes.models import model_root
 from oai_server.services.chat import ChatService
 from oai_server.services.completions import CompletionService
 from oai_server.services.tokenize import TokenizeService
@@ -37,9 +41,15 @@ from oai_server.web import install as install_web_ui
 logger = logging.getLogger(__name__)
 
 
-async def _start_engine(engine: Engine, settings: Settings) -> None:
+async def _start_engine(
+    engine: Engine, embedder: EmbeddingEngine | None, settings: Settings
+) -> None:
+    # One after the other: two vLLM engines loading at once in one process share
+    # vLLM's process-wide configuration while they load.
     try:
         await engine.start()
+        if embedder is not None:
+            await embedder.start()
     except Exception:
         # The server stays up and /health says 503, so an orchestrator sees why.
         logger.exception("the engine failed to start")
@@ -49,6 +59,8 @@ async def _start_engine(engine: Engine, settings: Settings) -> None:
         port=settings.port,
         model=settings.model_name,
         dtype=engine.model_info.dtype,
+        embedding_model=None if embedder is None else settings.embedding_model_name,
+        embedding_dtype=None if embedder is None else embedder.model_info.dtype,
     )
     for line in lines:
         logger.info("%s", line)
@@ -83,8 +95,20 @@ def _limiter(settings: Settings, metrics: Metrics) -> RateLimiter | None:
     )
 
 
-def create_app(settings: Settings, engine: Engine) -> FastAPI:
-    """An app serving `engine` under `settings`; the engine starts when the app does.
+def _registry(settings: Settings, embedder: EmbeddingEngine | None) -> ModelRegistry:
+    """The chat model, and the embedding model when there is one: the names clients use."""
+    models = ModelRegistry([ServedModel(settings.model_name, "chat", model_root(settings))])
+    embedding_name = settings.embedding_model_name
+    if embedder is not None and embedding_name is not None:
+        models.add(ServedModel(embedding_name, "embedding", embedding_name))
+    return models
+
+
+def create_app(
+    settings: Settings, engine: Engine, embedder: EmbeddingEngine | None = None
+) -> FastAPI:
+    """An app serving `engine` (and `embedder`, for /v1/embeddings) under `settings`; the
+    engines start when the app does.
 
     The HTTP server listens while the model loads: `/health` answers 503 until the
     engine is ready, which is what a Kubernetes readiness probe wants.
@@ -99,15 +123,19 @@ def create_app(settings: Settings, engine: Engine) -> FastAPI:
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await store.start()
-        starting = asyncio.create_task(_start_engine(served, settings))
-        watching = asyncio.create_task(lifecycle.watch_engine())
+        starting = asyncio.create_task(_start_engine(served, embedder, settings))
+        tasks = [starting, asyncio.create_task(lifecycle.watch_engine())]
+        if embedder is not None:
+            tasks.append(asyncio.create_task(lifecycle.watch_engine(embedder.check_health)))
         try:
             yield
         finally:
-            for task in (starting, watching):
+            for task in tasks:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+            if embedder is not None:
+                await embedder.stop()
             await served.stop()
             if cache is not None:
                 await cache.close()
@@ -127,10 +155,11 @@ def create_app(settings: Settings, engine: Engine) -> FastAPI:
     )
     chat_template = load_template(settings.chat_template)
     limits = WorkLimits(settings.max_request_tokens, settings.max_request_prompts)
+    registry = _registry(settings, embedder)
     chat_service = ChatService(
-        served, settings.model_name, chat_template, settings.tool_call_parser, limits
+        served, settings.model_name, chat_template, settings.tool_call_parser, limits, registry
     )
-    completion_service = CompletionService(served, settings.model_name, limits)
+    completion_service = CompletionService(served, settings.model_name, limits, registry)
     cache = build_cache(settings, metrics.registry, chat_service, completion_service)
     app.state.server = ServerState(
         settings=settings,
@@ -141,11 +170,13 @@ def create_app(settings: Settings, engine: Engine) -> FastAPI:
         metrics=metrics,
         created=int(time.time()),
         cache=cache,
+        models=registry,
     )
     app.state.lifecycle = lifecycle
     for module in (chat, completions, models, system, tokenize, realtime, responses):
         app.include_router(module.router)
     store = install_store(app, settings, metrics.registry)
+    install_embeddings(app, embedder, settings.embedding_model_name or "", limits, admit)
     install_error_handlers(app)
     install_web_ui(app, settings)  # last: the API routes win over the page's paths
     # The last added runs first: CORS, then id/log/metrics, drain, keys, limits.

@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from oai_server.engine.embedded_embedding import EMBEDDED_EMBEDDING_MODEL_NAME
 from oai_server.engine.settings import EngineSettings
 
 EMBEDDED_MODEL_NAME = "smollm2-135m-instruct"
@@ -63,6 +64,12 @@ class Settings(BaseSettings, EngineSettings):
     served_model_name: str | None = Field(
         None,
         description="Model id clients use; default: the --model value, or smollm2-135m-instruct.",
+    )
+    embedding_model: str = Field(
+        "all-minilm-l6-v2",
+        description="The embedding model served beside the chat model at /v1/embeddings, "
+        "on its own engine: all-minilm-l6-v2 is the embedded all-MiniLM-L6-v2; else a "
+        "Hugging Face id or local directory; none serves no embeddings.",
     )
     chat_template: Path | None = Field(
         None, description="A Jinja chat template file that replaces the model's own."
@@ -220,3 +227,16 @@ class Settings(BaseSettings, EngineSettings):
         if self.served_model_name:
             return self.served_model_name
         return self.model or EMBEDDED_MODEL_NAME
+
+    @property
+    def embedding_model_name(self) -> str | None:
+        """The id clients address the embedding model by; None when none is served."""
+        model = self.embedding_model
+        if model == "none":
+            return None
+        if model == EMBEDDED_EMBEDDING_MODEL_NAME:
+            return model
+        path = Path(model).expanduser()
+        if path.is_absolute() or model.startswith((".", "~")) or path.exists():
+            return path.name  # a directory: its name, never where it lies
+        return model

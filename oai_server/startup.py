@@ -84,12 +84,24 @@ def quiet_uvicorn_start() -> None:
     logging.getLogger("uvicorn.error").addFilter(_DropStartLines())
 
 
-def ready_message(*, host: str, port: int, model: str, dtype: str | None) -> list[str]:
+def ready_message(
+    *,
+    host: str,
+    port: int,
+    model: str,
+    dtype: str | None,
+    embedding_model: str | None = None,
+    embedding_dtype: str | None = None,
+) -> list[str]:
     """The lines that say the server is ready: where, what, how long, how to try, how to stop."""
     shown_host = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
     base = f"http://{shown_host}:{port}/v1"
     took = f"{process_age_s():.1f} s"
     what = f"model {model}" + (f" ({dtype})" if dtype else "")
+    if embedding_model is not None:
+        what += f", embedding model {embedding_model}" + (
+            f" ({embedding_dtype})" if embedding_dtype else ""
+        )
     body = f'{{"model": "{model}", "messages": [{{"role": "user", "content": "Hello!"}}]}}'
     return [
         f"ready in {took}: {base}, {what}",

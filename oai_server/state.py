@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from fastapi import Request
 
 from oai_server.cache import ResponseCache
 from oai_server.engine.protocol import Engine
+from oai_server.models import ModelRegistry
 from oai_server.observability.metrics import Metrics
 from oai_server.services.chat import ChatService
 from oai_server.services.completions import CompletionService
@@ -24,6 +25,8 @@ class ServerState:
     tokenize: TokenizeService
     metrics: Metrics
     created: int
+    # Every model served, by the name clients use.
+    models: ModelRegistry = field(default_factory=ModelRegistry)
     # The response cache, when `--response-cache` turns it on.
     cache: ResponseCache | None = None
 

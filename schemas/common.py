@@ -120,6 +120,8 @@ class Model(ResponseModel):
     owned_by: str
     # vLLM extensions that tools built for vLLM read.
     root: str | None = None
+    # The model this one adapts (a LoRA adapter's base), as vLLM lists it.
+    parent: str | None = None
     max_model_len: int | None = None
 
 

@@ -17,7 +17,7 @@ import contextlib
 import enum
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from oai_server.errors import EngineDeadError
 from oai_server.observability.engine import InstrumentedEngine
@@ -65,13 +65,15 @@ class Lifecycle:
             self._idle.set()
 
     # --- the engine watchdog ----------------------------------------------------
-    async def watch_engine(self) -> None:
-        """Poll the engine's health (once it is up); on death, fail fast and exit."""
+    async def watch_engine(self, check: Callable[[], Awaitable[None]] | None = None) -> None:
+        """Poll the engine's health (or `check`, another engine's: the embedding engine)
+        once it is up; on death, fail fast and exit."""
         self._loop = asyncio.get_running_loop()
+        check = check or self.engine.check_health
         while True:
             await asyncio.sleep(HEALTH_POLL_S)
             try:
-                await self.engine.check_health()
+                await check()
             except EngineDeadError:
                 await self._die()
                 return

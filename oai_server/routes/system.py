@@ -14,12 +14,16 @@ router = APIRouter()
 
 @router.get("/health")
 async def health(request: Request) -> Response:
-    """200 when the engine can serve; 503 (OpenAI error body) while loading or once dead.
+    """200 when every engine (chat, embeddings) can serve; 503 (OpenAI error body) while
+    loading or once dead.
 
     `store` says whether stored completions can be written and read ("ok") or not
     ("degraded"): answers do not depend on it, so a degraded store never makes this a 503.
     """
     await server_state(request).engine.check_health()
+    embeddings = request.app.state.embeddings
+    if embeddings is not None:
+        await embeddings.engine.check_health()
     body = {"status": "ok"}
     store = getattr(request.app.state, "store", None)
     if store is not None:

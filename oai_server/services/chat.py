@@ -19,6 +19,7 @@ from oai_server.generation.engine_request import Generation, new_request_id
 from oai_server.generation.logprobs import chat_logprobs
 from oai_server.generation.sampling import build_options, resolve_max_tokens
 from oai_server.generation.work_limits import WorkLimits, check_options_token_ids
+from oai_server.models import ModelRegistry
 from oai_server.services.chat_assembler import ChatAssembler
 from oai_server.services.chat_choice import ChoiceState
 from oai_server.services.common import (
@@ -85,10 +86,12 @@ class ChatService:
     chat_template: str | None = None
     tool_parser: str = "hermes"
     limits: WorkLimits = field(default_factory=WorkLimits)
+    # The server's other models, so a request naming one gets the error that says which.
+    models: ModelRegistry | None = None
 
     def prepare(self, req: CreateChatCompletionRequest) -> ChatJob:
         """Validate `req` and convert it into the engine's prompt and options."""
-        check_model(req.model, self.model_name)
+        check_model(req.model, self.model_name, models=self.models)
         reject_unsupported(req)
         tools = plan_tools(req, self.tool_parser)
         structured = structured_output(req.response_format)

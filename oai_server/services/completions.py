@@ -18,6 +18,7 @@ from oai_server.generation.work_limits import (
     check_options_token_ids,
     check_token_ids,
 )
+from oai_server.models import ModelRegistry
 from oai_server.services.common import (
     StreamSettings,
     check_model,
@@ -139,6 +140,8 @@ class CompletionService:
     engine: Engine
     model_name: str
     limits: WorkLimits = field(default_factory=WorkLimits)
+    # The server's other models, so a request naming one gets the error that says which.
+    models: ModelRegistry | None = None
 
     def _prompts(self, req: CreateCompletionRequest) -> list[list[int]]:
         prompt = DEFAULT_PROMPT if req.prompt is None else req.prompt
@@ -173,7 +176,7 @@ class CompletionService:
 
     def prepare(self, req: CreateCompletionRequest) -> CompletionJob:
         """Validate `req` and convert it into one engine prompt and options per prompt."""
-        check_model(req.model, self.model_name)
+        check_model(req.model, self.model_name, models=self.models)
         reject_unsupported(req)
         samples = self._check(req)
         prompts = self._prompts(req)
