@@ -126,7 +126,8 @@ def create_app(
         starting = asyncio.create_task(_start_engine(served, embedder, settings))
         tasks = [starting, asyncio.create_task(lifecycle.watch_engine())]
         if embedder is not None:
-            tasks.append(asyncio.create_task(lifecycle.watch_engine(embedder.check_health)))
+            watching = lifecycle.watch_engine(embedder.check_health, "embedding engine")
+            tasks.append(asyncio.create_task(watching))
         try:
             yield
         finally:

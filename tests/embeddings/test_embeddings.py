@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import math
 import struct
@@ -177,3 +178,36 @@ async def test_without_an_embedding_model_the_name_is_unknown() -> None:
         listed = await client.get("/v1/models")
     assert r.status_code == 404
     assert [m["id"] for m in listed.json()["data"]] == [CHAT]
+
+
+async def test_a_dead_embedding_engine_ends_the_process_after_chat_in_flight() -> None:
+    """As a dead chat engine does, but the chat requests in flight first finish."""
+    from oai_server.app import create_app
+    from oai_server.engine.fake import FakeEngine
+    from oai_server.lifecycle.state import EXIT_ENGINE_DEAD
+    from oai_server.settings import Settings
+
+    engine = FakeEngine(reply=" ".join(["word"] * 40), token_delay=0.05)
+    embedder = FakeEmbeddingEngine()
+    app = create_app(Settings(drain_timeout=10), engine, embedder)
+    exited = asyncio.Event()
+    app.state.lifecycle.request_exit = exited.set
+    transport = httpx.ASGITransport(app=app)
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=transport, base_url="http://test", timeout=30) as client,
+    ):
+        for _ in range(100):
+            if (await client.get("/health")).status_code == 200:
+                break
+            await asyncio.sleep(0.01)
+        body = {"model": CHAT, "messages": [{"role": "user", "content": "hi"}]}
+        chatting = asyncio.create_task(client.post("/v1/chat/completions", json=body))
+        await asyncio.sleep(0.3)
+        embedder.kill()
+        answered = await chatting
+        assert not exited.is_set(), "the process ended before the chat answer did"
+        await asyncio.wait_for(exited.wait(), 5)
+    assert answered.status_code == 200
+    assert answered.json()["choices"][0]["message"]["content"] == engine.reply
+    assert app.state.lifecycle.exit_code == EXIT_ENGINE_DEAD
