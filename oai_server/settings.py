@@ -16,7 +16,7 @@ from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from oai_server.engine.embedded_embedding import EMBEDDED_EMBEDDING_MODEL_NAME
-from oai_server.engine.settings import EngineSettings
+from oai_server.engine.settings import EngineSettings, check_model_source
 
 EMBEDDED_MODEL_NAME = "smollm2-135m-instruct"
 
@@ -213,6 +213,11 @@ class Settings(BaseSettings, EngineSettings):
         False,
         description="Share cached answers across API keys (by default each key sees only its own).",
     )
+
+    @field_validator("embedding_model")
+    @classmethod
+    def _embedding_source(cls, value: str) -> str:
+        return check_model_source(value)
 
     @field_validator("response_cache")
     @classmethod

@@ -14,6 +14,14 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, field_validator
 
 
+def check_model_source(value: str) -> str:
+    """`value`, unless it is written as a path (absolute, or starting with . or ~) and no
+    directory is there: that model could never load, and the start should say so at once."""
+    if value.startswith(("/", ".", "~")) and not Path(value).expanduser().is_dir():
+        raise ValueError(f"no model directory at {value}")
+    return value
+
+
 class EngineSettings(BaseModel):
     """What the engine is started with; None means "vLLM's default" unless said otherwise."""
 
@@ -92,6 +100,11 @@ class EngineSettings(BaseModel):
         description="JSON object of sampling defaults laid over --generation-config, e.g. "
         "'{\"temperature\": 0.5}'.",
     )
+
+    @field_validator("model")
+    @classmethod
+    def _model_source(cls, value: str | None) -> str | None:
+        return None if value is None else check_model_source(value)
 
     @field_validator("generation_config")
     @classmethod

@@ -12,7 +12,6 @@ import pytest
 from pydantic import ValidationError
 from pydantic_settings import CliApp
 
-from oai_server.__main__ import main
 from oai_server.engine.fake import FakeEngine
 from oai_server.engine.types import SamplingDefaults
 from oai_server.engine.vllm_args import engine_args
@@ -141,12 +140,3 @@ def test_defaults_are_read_from_vllms_mapping() -> None:
     read = SamplingDefaults.of({"temperature": 0.2, "top_p": 0.9, "presence_penalty": 0.1})
     assert read == SamplingDefaults(temperature=0.2, top_p=0.9)
     assert read.described() == "temperature=0.2, top_p=0.9"
-
-
-def test_a_bad_flag_stops_start_up_with_one_clear_line() -> None:
-    with pytest.raises(SystemExit) as exited:
-        main(["--generation-config", "/nonexistent/generation", "--port", "80"])
-    message = str(exited.value.code)
-    assert message.startswith("oai-server: invalid settings: --generation-config: ")
-    assert "/nonexistent/generation" in message
-    assert "\n" not in message
