@@ -177,7 +177,8 @@ def create_app(
     for module in (chat, completions, models, system, tokenize, realtime, responses):
         app.include_router(module.router)
     store = install_store(app, settings, metrics.registry)
-    install_embeddings(app, embedder, settings.embedding_model_name or "", limits, admit)
+    embedding_name = settings.embedding_model_name or ""
+    install_embeddings(app, embedder, embedding_name, limits, admit, metrics)
     install_error_handlers(app)
     install_web_ui(app, settings)  # last: the API routes win over the page's paths
     # The last added runs first: CORS, then id/log/metrics, drain, keys, limits.

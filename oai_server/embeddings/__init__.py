@@ -8,6 +8,7 @@ from oai_server.embeddings.routes import router
 from oai_server.embeddings.service import Admit, EmbeddingService
 from oai_server.engine.pooling import EmbeddingEngine
 from oai_server.generation.work_limits import WorkLimits
+from oai_server.observability.metrics import Metrics
 
 __all__ = ["EmbeddingService", "install"]
 
@@ -18,10 +19,13 @@ def install(
     model_name: str,
     limits: WorkLimits,
     admit: Admit | None,
+    metrics: Metrics,
 ) -> EmbeddingService | None:
     """Route `/v1/embeddings` to a service on `engine` (none when no embedding model is
     served: the route then answers which models there are)."""
-    service = None if engine is None else EmbeddingService(engine, model_name, limits, admit)
+    service = (
+        None if engine is None else EmbeddingService(engine, model_name, limits, admit, metrics)
+    )
     app.state.embeddings = service
     app.include_router(router)
     return service

@@ -18,6 +18,7 @@ from oai_server.engine.pooling import EmbeddingEngine
 from oai_server.errors import InvalidRequestError
 from oai_server.generation.work_limits import WorkLimits
 from oai_server.observability.context import RequestRecord, current_request
+from oai_server.observability.metrics import Metrics
 from schemas.embeddings import (
     CreateEmbeddingRequest,
     CreateEmbeddingResponse,
@@ -75,6 +76,7 @@ class EmbeddingService:
     model_name: str
     limits: WorkLimits = field(default_factory=WorkLimits)
     admit: Admit | None = None
+    metrics: Metrics | None = None
 
     def prepare(self, req: CreateEmbeddingRequest) -> EmbeddingJob:
         """Tokenize and check every input; a 400 naming the first bad one."""
@@ -144,6 +146,9 @@ class EmbeddingService:
                 for i, prompt in enumerate(job.prompts)
             )
         )
+        if self.metrics is not None:
+            self.metrics.embedding_inputs.labels(self.model_name).inc(len(job.prompts))
+            self.metrics.embedding_tokens.labels(self.model_name).inc(job.prompt_tokens)
         as_base64 = job.req.encoding_format == "base64"
         return CreateEmbeddingResponse(
             data=[

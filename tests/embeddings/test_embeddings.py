@@ -139,16 +139,20 @@ async def test_each_model_refuses_the_others_work_and_says_which_does_what() -> 
     assert "text-embedding-3-small" in unknown.value.message
 
 
-async def test_models_lists_both_and_health_needs_both() -> None:
+async def test_models_lists_both_health_needs_both_and_metrics_name_the_model() -> None:
     embedder = FakeEmbeddingEngine()
     async with embedding_app(embedder) as client:
         listed = await sdk(client).models.list()
         one = await client.get(f"/v1/models/{EMBEDDING}")
         healthy = await client.get("/health")
+        await client.post("/v1/embeddings", json={"model": EMBEDDING, "input": ["ab", "c"]})
+        metrics = (await client.get("/metrics")).text
         embedder.kill()
         sick = await client.get("/health")
         dead = await client.post("/v1/embeddings", json={"model": EMBEDDING, "input": "a"})
     assert [m.id for m in listed.data] == [CHAT, EMBEDDING]
+    assert f'oai_embedding_inputs_total{{model="{EMBEDDING}"}} 2.0' in metrics
+    assert f'oai_embedding_tokens_total{{model="{EMBEDDING}"}} 3.0' in metrics
     assert one.json()["max_model_len"] == 64
     assert healthy.status_code == 200
     assert sick.status_code == 503
