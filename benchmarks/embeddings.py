@@ -5,7 +5,8 @@ embedding model (as shipped), `vllm serve` on the same embedding directory with 
 dtype and thread binding, and ours with the chat model alone (`--embedding-model none`).
 For each request batch size (inputs per request) the same texts go to both embedding
 servers at the same concurrency: inputs/s, tokens/s and the ratio ours / vLLM. For each
-server: seconds to healthy and the PSS of its process tree once idle.
+server: seconds to healthy and the PSS of its process tree once idle. On both of ours, the
+same chat load (output tokens/s): what an idle embedding engine costs the chat model.
 """
 
 from __future__ import annotations
@@ -103,6 +104,32 @@ async def _load(base: str, batch: int, requests: int, concurrency: int) -> dict[
     return {"inputs_per_s": batch * requests / took, "tokens_per_s": tokens / took}
 
 
+async def _chat(base: str, requests: int, concurrency: int) -> float:
+    """Output tokens/s of `requests` chat requests of 64 tokens each, `concurrency` at once."""
+    gate = asyncio.Semaphore(concurrency)
+    generated = 0
+
+    async def one(client: httpx.AsyncClient, i: int) -> None:
+        nonlocal generated
+        async with gate:
+            body = {
+                "model": "smollm2-135m-instruct",
+                "messages": [{"role": "user", "content": texts(1, i)[0]}],
+                "max_tokens": 64,
+                "ignore_eos": True,
+            }
+            response = await client.post(f"{base}/v1/chat/completions", json=body)
+            response.raise_for_status()
+            generated += response.json()["usage"]["completion_tokens"]
+
+    async with httpx.AsyncClient(timeout=600, trust_env=False) as client:
+        await one(client, requests)  # warm-up, not counted
+        generated = 0
+        began = time.perf_counter()
+        await asyncio.gather(*(one(client, i) for i in range(requests)))
+        return generated / (time.perf_counter() - began)
+
+
 def _measure(args: argparse.Namespace) -> dict[str, Any]:
     from oai_server.engine.embedded_embedding import locate_embedding_model
 
@@ -122,6 +149,10 @@ def _measure(args: argparse.Namespace) -> dict[str, Any]:
             time.sleep(2)  # idle: what it holds, not what a request holds
             memory = tree_memory(server.pid)
             entry: dict[str, Any] = {"start_s": server.started_s, "pss_mib": memory.pss_mib}
+            if label != "vllm":
+                entry["chat_tokens_per_s"] = asyncio.run(
+                    _chat(server.root_url, args.chat_requests, 16)
+                )
             if "chat only" not in label:
                 for batch, requests in zip(args.batches, args.requests, strict=True):
                     entry[f"batch {batch}"] = asyncio.run(
@@ -144,9 +175,17 @@ def _report(results: dict[str, Any], batches: list[int]) -> list[str]:
             f"{a['tokens_per_s']:.0f} | {b['tokens_per_s']:.0f} | "
             f"{a['inputs_per_s'] / b['inputs_per_s']:.2f}x |"
         )
-    lines += ["", "| server | start (s) | PSS idle (MiB) |", "|---|---|---|"]
+    lines += [
+        "",
+        "| server | start (s) | PSS idle (MiB) | chat output tok/s |",
+        "|---|---|---|---|",
+    ]
     for label, entry in results.items():
-        lines.append(f"| {label} | {entry['start_s']:.1f} | {entry['pss_mib']:.0f} |")
+        chat = entry.get("chat_tokens_per_s")
+        lines.append(
+            f"| {label} | {entry['start_s']:.1f} | {entry['pss_mib']:.0f} | "
+            f"{'-' if chat is None else f'{chat:.0f}'} |"
+        )
     return lines
 
 
@@ -170,6 +209,9 @@ def register(subparsers: Subparsers) -> None:
         "--requests", type=_ints, default=[256, 16, 4], help="requests per batch size"
     )
     parser.add_argument("--concurrency", type=int, default=4, help="requests in flight")
+    parser.add_argument(
+        "--chat-requests", type=int, default=64, help="chat requests (16 in flight) per server"
+    )
     parser.add_argument("--start-timeout", type=float, default=600.0)
     parser.add_argument("--out", type=Path, default=Path("bench-results"))
     parser.set_defaults(handler=_command)
