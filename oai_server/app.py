@@ -61,6 +61,7 @@ async def _start_engine(
         dtype=engine.model_info.dtype,
         embedding_model=None if embedder is None else settings.embedding_model_name,
         embedding_dtype=None if embedder is None else embedder.model_info.dtype,
+        web_ui=settings.web_ui,
     )
     for line in lines:
         logger.info("%s", line)

@@ -4,9 +4,10 @@
 whether or not it is stored) and, when the answer is to be stored (`store: true`, or the
 operator's `store_all`), returns the service wrapped so that each finished answer is
 queued for storing: a whole answer as returned, a streamed one folded from the chunks
-the client got. An answer that does not finish (the client left mid-stream or before a
-whole answer was ready, or generation failed) is not stored, only counted
-(`oai_store_incomplete_total`): OpenAI stores completions, not fragments.
+the client got (else None: the route answers with the plain or cached service). An
+answer that does not finish (the client left mid-stream or before a whole answer was
+ready, or generation failed) is not stored, only counted (`oai_store_incomplete_total`):
+OpenAI stores completions, not fragments.
 """
 
 from __future__ import annotations
@@ -80,10 +81,10 @@ class RecordingChat:
 
 def recording(
     request: Request, req: CreateChatCompletionRequest, service: ChatService
-) -> ChatService | RecordingChat:
-    """`service`, wrapped to store its answers if `req` is to be stored."""
+) -> RecordingChat | None:
+    """`service`, wrapped to store its answers, if `req` is to be stored; else None."""
     check_metadata(req.metadata)
     store: StoreService | None = getattr(request.app.state, "store", None)
     if store is None or not store.wants(req):
-        return service
+        return None
     return RecordingChat(service, store, owner_of(request))
