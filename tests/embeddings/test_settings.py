@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from oai_server.__main__ import build_embedding_engine
 from oai_server.engine import embedded_embedding
+from oai_server.engine.build import build_embedding_engine
 from oai_server.engine.embedded_embedding import EmbeddedEmbeddingModelError
 from oai_server.settings import Settings
 
