@@ -54,4 +54,4 @@ def build_embedding_engine(settings: Settings) -> VLLMEmbeddingEngine | None:
                 "max_model_len": None,
             }
         )
-    return VLLMEmbeddingEngine(options)
+    return VLLMEmbeddingEngine(options, served_model_name=settings.embedding_model_name)
