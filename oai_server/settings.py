@@ -15,7 +15,8 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from oai_server.engine.settings import EngineSettings
+from oai_server.engine.embedded_embedding import EMBEDDED_EMBEDDING_MODEL_NAME
+from oai_server.engine.settings import EngineSettings, check_model_source
 
 EMBEDDED_MODEL_NAME = "smollm2-135m-instruct"
 
@@ -63,6 +64,12 @@ class Settings(BaseSettings, EngineSettings):
     served_model_name: str | None = Field(
         None,
         description="Model id clients use; default: the --model value, or smollm2-135m-instruct.",
+    )
+    embedding_model: str = Field(
+        "all-minilm-l6-v2",
+        description="The embedding model served beside the chat model at /v1/embeddings, "
+        "on its own engine: all-minilm-l6-v2 is the embedded all-MiniLM-L6-v2; else a "
+        "Hugging Face id or local directory; none serves no embeddings.",
     )
     chat_template: Path | None = Field(
         None, description="A Jinja chat template file that replaces the model's own."
@@ -212,6 +219,12 @@ class Settings(BaseSettings, EngineSettings):
         description="Share cached answers across API keys (by default each key sees only its own).",
     )
 
+    @field_validator("model", "embedding_model")
+    @classmethod
+    def _model_source(cls, value: str | None) -> str | None:
+        """Checked where a user names it: a path with no directory there stops the start."""
+        return None if value is None else check_model_source(value)
+
     @field_validator("response_cache")
     @classmethod
     def _cache_backend(cls, value: str) -> str:
@@ -242,3 +255,16 @@ class Settings(BaseSettings, EngineSettings):
         if self.served_model_name:
             return self.served_model_name
         return self.model or EMBEDDED_MODEL_NAME
+
+    @property
+    def embedding_model_name(self) -> str | None:
+        """The id clients address the embedding model by; None when none is served."""
+        model = self.embedding_model
+        if model == "none":
+            return None
+        if model == EMBEDDED_EMBEDDING_MODEL_NAME:
+            return model
+        path = Path(model).expanduser()
+        if path.is_absolute() or model.startswith((".", "~")) or path.exists():
+            return path.name  # a directory: its name, never where it lies
+        return model

@@ -17,6 +17,8 @@ import os
 import time
 import warnings
 
+from pydantic import ValidationError
+
 # Third-party loggers that explain themselves at length while the engine loads.
 _CHATTY_LOGGERS = ("vllm", "transformers", "torch", "triton", "filelock", "urllib3")
 # uvicorn's own start-up lines, replaced by the "ready" line at info.
@@ -85,7 +87,14 @@ def quiet_uvicorn_start() -> None:
 
 
 def ready_message(
-    *, host: str, port: int, model: str, dtype: str | None, web_ui: bool = True
+    *,
+    host: str,
+    port: int,
+    model: str,
+    dtype: str | None,
+    web_ui: bool = True,
+    embedding_model: str | None = None,
+    embedding_dtype: str | None = None,
 ) -> list[str]:
     """The lines that say the server is ready: where, what, how long, how to try, how to stop."""
     shown_host = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
@@ -93,6 +102,10 @@ def ready_message(
     base = f"{root}/v1"
     took = f"{process_age_s():.1f} s"
     what = f"model {model}" + (f" ({dtype})" if dtype else "")
+    if embedding_model is not None:
+        what += f", embedding model {embedding_model}" + (
+            f" ({embedding_dtype})" if embedding_dtype else ""
+        )
     body = f'{{"model": "{model}", "messages": [{{"role": "user", "content": "Hello!"}}]}}'
     # The chat page is the one address a newcomer would not guess.
     chat = [f"  chat: {root}/"] if web_ui else []
@@ -115,3 +128,13 @@ def freeze_startup_heap() -> None:
     """
     gc.collect()
     gc.freeze()
+
+
+def invalid_settings(exc: ValidationError) -> str:
+    """One line naming each bad setting as its flag, and why, for a start that must stop."""
+    problems = []
+    for error in exc.errors():
+        name = str(error["loc"][0]) if error["loc"] else "settings"
+        reason = str(error["msg"]).removeprefix("Value error, ")
+        problems.append(f"--{name.replace('_', '-')}: {reason}")
+    return "invalid settings: " + "; ".join(problems)

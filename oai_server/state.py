@@ -6,12 +6,14 @@ Built once per app by `create_app`, reached by routes through `server_state(requ
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from starlette.requests import HTTPConnection
 
+from oai_server.engine.pooling import EmbeddingEngine
 from oai_server.lifecycle import Lifecycle
+from oai_server.models import ModelRegistry
 from oai_server.observability.engine import InstrumentedEngine
 from oai_server.observability.metrics import Metrics
 from oai_server.resilience import Dependencies
@@ -24,6 +26,7 @@ if TYPE_CHECKING:
     # The features' services: named here for their types only, so a feature package
     # may import this module without a cycle.
     from oai_server.cache import ResponseCache
+    from oai_server.embeddings import EmbeddingService
     from oai_server.limits import RateLimiter
     from oai_server.responses.background import BackgroundRuns
     from oai_server.store.service import StoreService
@@ -42,6 +45,10 @@ class ServerState:
     created: int
     # Redis and the database, each behind one breaker: /health and oai_dependency_up.
     dependencies: Dependencies
+    # Every model served, by the name clients use.
+    models: ModelRegistry = field(default_factory=ModelRegistry)
+    # The embedding model's engine, when one is served (`--embedding-model`).
+    embedder: EmbeddingEngine | None = None
     # Set by `create_app` from each feature's `service`, in feature order.
     store: StoreService | None = None
     # The response cache, when `--response-cache` turns it on.
@@ -50,6 +57,8 @@ class ServerState:
     background: BackgroundRuns | None = None
     # Per-key limits, when `--rate-limit-rpm` or `--rate-limit-tpm` sets one.
     limiter: RateLimiter | None = None
+    # `/v1/embeddings`, on `embedder`.
+    embeddings: EmbeddingService | None = None
 
 
 def server_state(connection: HTTPConnection) -> ServerState:

@@ -120,6 +120,8 @@ class Model(ResponseModel):
     owned_by: str
     # vLLM extensions that tools built for vLLM read.
     root: str | None = None
+    # The model this one adapts (a LoRA adapter's base), as vLLM lists it.
+    parent: str | None = None
     max_model_len: int | None = None
 
 
@@ -145,8 +147,9 @@ class GenerationRequest(RequestModel):
     stop: Stop = None
     stream: bool | None = False
     stream_options: StreamOptions | None = None
-    temperature: Temperature = 1
-    top_p: TopP = 1
+    # None when left out: the server then applies the model's own default (else OpenAI's 1).
+    temperature: Temperature = None
+    top_p: TopP = None
     user: str | None = None
     metadata: Metadata = None
     service_tier: str | None = None

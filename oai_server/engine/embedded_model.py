@@ -46,8 +46,11 @@ MANIFEST_NAME = "oai-server-manifest.json"
 SAVED_DTYPES = ("bfloat16", "float32", "float16")
 DEFAULT_DTYPE = "bfloat16"
 
+# Written into the converted generation_config.json: see `convert_gguf`.
+CARD_SAMPLING: dict[str, Any] = {"do_sample": True, "temperature": 0.2, "top_p": 0.9}
+
 # Bump when the conversion changes in a way that makes older cached directories wrong.
-_FORMAT_VERSION = 1
+_FORMAT_VERSION = 2  # 2: generation_config.json carries the model card's sampling
 _LOCK_NAME = ".embedded-model.lock"
 _TMP_PREFIX = f".{EMBEDDED_MODEL_DIRNAME}.tmp-"
 _STALE_PREFIX = f".{EMBEDDED_MODEL_DIRNAME}.stale-"
@@ -223,6 +226,10 @@ def convert_gguf(gguf: Path, out_dir: Path, dtype: str = DEFAULT_DTYPE) -> None:
     model = type(quantized)(config).to(torch_dtype)
     model.load_state_dict(quantized.state_dict(), strict=True)
     model.generation_config = quantized.generation_config
+    # The sampling the model card's own example uses (HuggingFaceTB/SmolLM2-135M-Instruct:
+    # `generate(..., temperature=0.2, top_p=0.9, do_sample=True)`); the published
+    # generation_config.json has none, so requests without them would sample at 1.0.
+    model.generation_config.update(**CARD_SAMPLING)
     del quantized
     model.save_pretrained(out_dir)
 

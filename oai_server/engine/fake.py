@@ -22,6 +22,7 @@ from oai_server.engine.types import (
     FinishReason,
     GenerationStep,
     ModelInfo,
+    SamplingDefaults,
     SamplingOptions,
 )
 from oai_server.errors import EngineDeadError, EngineNotReadyError
@@ -101,6 +102,8 @@ class FakeEngine(Engine):
     finish_reason: FinishReason | None = None
     reply_for: Callable[[str], str] | None = None
     max_model_len: int = 2048
+    # The model's own sampling defaults, as if read from its generation_config.json.
+    sampling_defaults: SamplingDefaults = field(default_factory=SamplingDefaults)
     start_delay: float = 0.0
     scheduling_policy: SchedulingPolicy = "fcfs"
     # Report prompt tokens an earlier call shared as cached (off: the benchmarks' floor
@@ -121,7 +124,12 @@ class FakeEngine(Engine):
 
     @property
     def model_info(self) -> ModelInfo:
-        return ModelInfo(max_model_len=self.max_model_len, source="fake", vocab_size=256)
+        return ModelInfo(
+            max_model_len=self.max_model_len,
+            source="fake",
+            vocab_size=256,
+            sampling_defaults=self.sampling_defaults,
+        )
 
     @property
     def tokenizer(self) -> Tokenizer:

@@ -7,9 +7,20 @@ from the same object: nothing copies them from one definition into another.
 
 from __future__ import annotations
 
-from typing import Literal
+import json
+from pathlib import Path
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
+
+
+def check_model_source(value: str) -> str:
+    """`value`, unless it is written as a path (absolute, or starting with . or ~) and no
+    directory is there: that model could never load, and the start should say so at once."""
+    if value.startswith(("/", ".", "~")) and not Path(value).expanduser().is_dir():
+        raise ValueError(f"no model directory at {value}")
+    return value
+
 
 SchedulingPolicy = Literal["fcfs", "priority"]
 
@@ -80,3 +91,30 @@ class EngineSettings(BaseModel):
         "(vLLM's stream_interval; the first token always goes out at once). Larger values "
         "spend less of the front end's CPU per token; the text is the same, only coarser.",
     )
+    generation_config: str = Field(
+        "auto",
+        description="The model's own sampling defaults for fields a request leaves out "
+        "(temperature, top_p, top_k, min_p, repetition_penalty, max_new_tokens as the "
+        "default max_tokens): auto reads the model's generation_config.json, vllm uses "
+        "none (OpenAI's defaults), a directory reads the generation_config.json there.",
+    )
+    override_generation_config: dict[str, int | float] = Field(
+        default_factory=dict,
+        description="JSON object of sampling defaults laid over --generation-config, e.g. "
+        "'{\"temperature\": 0.5}'.",
+    )
+
+    @field_validator("generation_config")
+    @classmethod
+    def _config_source(cls, value: str) -> str:
+        if value in ("auto", "vllm") or Path(value).is_dir():
+            return value
+        raise ValueError(f"must be 'auto', 'vllm' or a directory; {value!r} is none of them")
+
+    @field_validator("override_generation_config", mode="before")
+    @classmethod
+    def _json_object(cls, value: Any) -> Any:
+        """A JSON string, as `vllm serve --override-generation-config` takes it."""
+        if isinstance(value, str):
+            return json.loads(value) if value.strip() else {}
+        return value

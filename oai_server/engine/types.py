@@ -24,6 +24,35 @@ class StructuredOutput:
 
 
 @dataclass(frozen=True, slots=True)
+class SamplingDefaults:
+    """The model's own sampling defaults (its `generation_config.json`, as `vllm serve` reads it).
+
+    A field a request leaves out takes the value here; None means OpenAI's default.
+    """
+
+    temperature: float | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+    min_p: float | None = None
+    repetition_penalty: float | None = None
+    # The config's `max_new_tokens`: the output budget of a request that sets none.
+    max_tokens: int | None = None
+
+    @classmethod
+    def of(cls, params: dict[str, Any]) -> SamplingDefaults:
+        """From vLLM's `get_diff_sampling_param()` mapping; fields it does not name are ignored."""
+        return cls(**{f: params[f] for f in cls.__dataclass_fields__ if f in params})
+
+    def described(self) -> str:
+        """The fields set, as `temperature=0.2, top_p=0.9` (empty when none is)."""
+        return ", ".join(
+            f"{f}={getattr(self, f)}"
+            for f in self.__dataclass_fields__
+            if getattr(self, f) is not None
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class SamplingOptions:
     """What to generate: OpenAI's sampling fields plus vLLM's common extensions."""
 
@@ -106,3 +135,5 @@ class ModelInfo:
     # What the engine computes in ("bfloat16", "float32", ...), and on what kernels.
     dtype: str | None = None
     kernels: str | None = None
+    # What a request that leaves sampling fields out gets (--generation-config).
+    sampling_defaults: SamplingDefaults = field(default_factory=SamplingDefaults)

@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from typing import TYPE_CHECKING, Any, get_args
 
 from oai_server.engine import cpu, vllm_args
@@ -21,6 +21,7 @@ from oai_server.engine.types import (
     FinishReason,
     GenerationStep,
     ModelInfo,
+    SamplingDefaults,
     SamplingOptions,
     StructuredOutput,
     TokenLogprob,
@@ -136,6 +137,7 @@ class VLLMEngine(Engine):
         args["structured_outputs_config"] = StructuredOutputsConfig(
             **args["structured_outputs_config"]
         )
+        known = {p.pid for p in engine_processes()}
         with vllm_args.environment("LD_PRELOAD", preload):
             # The engine core is spawned here and reads LD_PRELOAD when it starts.
             llm = AsyncLLM.from_engine_args(AsyncEngineArgs(**args))
@@ -147,7 +149,11 @@ class VLLMEngine(Engine):
             vocab_size=len(hf_tokenizer),
             dtype=str(llm.model_config.dtype).removeprefix("torch."),
             kernels=None if self.plan is None else self.plan.describe(),
+            sampling_defaults=SamplingDefaults.of(llm.model_config.get_diff_sampling_param()),
         )
+        defaults = self._model_info.sampling_defaults.described()
+        if defaults:
+            logger.info("sampling defaults from the model's generation config: %s", defaults)
         self._make_params = _params_factory()
         self._llm = llm
         # vLLM keeps an import error for good (vllm.multimodal.media.audio's
@@ -156,14 +162,14 @@ class VLLMEngine(Engine):
         # process. Holding `llm` here would keep the engine alive past `stop` until
         # interpreter exit, where its __del__ calls vLLM globals already set to None.
         del llm
-        self._processes = _engine_processes()
+        self._processes = engine_processes(known)
         logger.debug("vLLM engine ready in %.1f s", time.monotonic() - began)
 
     async def stop(self) -> None:
         llm, self._llm = self._llm, None
         if llm is not None:
             await asyncio.to_thread(llm.shutdown)
-        _reap(self._processes)
+        reap(self._processes)
         self._processes = []
 
     @property
@@ -265,14 +271,17 @@ def _finish_reason(reason: str | None) -> FinishReason | None:
     return known
 
 
-def _engine_processes() -> list[Any]:
-    """This process's descendants now: the engine's core and workers, not Python's own
-    helpers (multiprocessing's resource tracker). psutil comes with vLLM."""
+def engine_processes(known: Collection[int] = ()) -> list[Any]:
+    """This process's descendants now but those in `known` (another engine's): the
+    engine's core and workers, not Python's own helpers (multiprocessing's resource
+    tracker). psutil comes with vLLM."""
     import psutil
 
     found = []
     for process in psutil.Process().children(recursive=True):
         with contextlib.suppress(psutil.Error):
+            if process.pid in known:
+                continue
             if "resource_tracker" not in " ".join(process.cmdline()):
                 found.append(process)
     return found
@@ -287,7 +296,7 @@ def _alive(process: Any) -> bool:
         return False
 
 
-def _reap(processes: list[Any]) -> None:
+def reap(processes: list[Any]) -> None:
     """Kill whatever of `processes` outlived the engine's shutdown (the workers of a
     core that was killed keep running otherwise, and hold the interpreter's exit)."""
     import psutil

@@ -103,6 +103,8 @@ def engine_args(
         "max_num_queued_reqs": options.max_num_queued_reqs,
         "max_num_queued_tokens": options.max_num_queued_tokens,
         "stream_interval": options.stream_interval,
+        "generation_config": options.generation_config,
+        "override_generation_config": options.override_generation_config or None,
         # vLLM's progress bar while it loads the weights (under a second on CPU): debug only.
         "use_tqdm_on_load": logger.isEnabledFor(logging.DEBUG),
     }

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from oai_server.engine.types import SamplingOptions, StructuredOutput
+from oai_server.engine.types import SamplingDefaults, SamplingOptions, StructuredOutput
 from oai_server.errors import ContextLengthExceededError, InvalidRequestError
 from schemas.common import GenerationRequest
 
@@ -14,13 +14,17 @@ def resolve_max_tokens(
     *,
     prompt_param: str = "messages",
     max_tokens_param: str = "max_tokens",
+    default: int | None = None,
 ) -> int:
-    """The output budget: what was asked for, or all the room the context has left.
+    """The output budget: what was asked for, else the model's `default` (its generation
+    config's `max_new_tokens`) where the context has room for it, else all the room left.
 
     Raises `ContextLengthExceededError` when prompt plus requested tokens cannot fit.
     """
     room = max_model_len - prompt_tokens
     if requested is None:
+        if room > 0 and default is not None:
+            return min(room, default)
         if room <= 0:
             raise ContextLengthExceededError(
                 f"This model's maximum context length is {max_model_len} tokens. However, your "
@@ -70,29 +74,38 @@ def _min_tokens(min_tokens: int | None, max_tokens: int) -> int:
     return min_tokens or 0
 
 
+def _or(value: float | None, model_default: float | None, openai_default: float) -> float:
+    """The request's value, else the model's, else OpenAI's."""
+    if value is not None:
+        return value
+    return model_default if model_default is not None else openai_default
+
+
 def build_options(
     req: GenerationRequest,
     *,
     max_tokens: int,
+    defaults: SamplingDefaults,
     logprobs: int | None = None,
     prompt_logprobs: int | None = None,
     structured: StructuredOutput | None = None,
     n: int | None = None,
 ) -> SamplingOptions:
-    """Sampling options for `req`; OpenAI's defaults stand in for fields sent as null."""
+    """Sampling options for `req`. A field it leaves out (or sends as null) takes the model's
+    own default from `defaults`, as `vllm serve` does, and OpenAI's where the model has none."""
     return SamplingOptions(
         max_tokens=max_tokens,
         n=n or req.n or 1,
-        temperature=req.temperature if req.temperature is not None else 1.0,
-        top_p=req.top_p if req.top_p is not None else 1.0,
-        top_k=req.top_k if req.top_k is not None else 0,
-        min_p=req.min_p or 0.0,
+        temperature=_or(req.temperature, defaults.temperature, 1.0),
+        top_p=_or(req.top_p, defaults.top_p, 1.0),
+        top_k=int(_or(req.top_k, defaults.top_k, 0)),
+        min_p=_or(req.min_p, defaults.min_p, 0.0),
         seed=req.seed,
         stop=_stop_strings(req.stop),
         stop_token_ids=tuple(req.stop_token_ids or ()),
         presence_penalty=req.presence_penalty or 0.0,
         frequency_penalty=req.frequency_penalty or 0.0,
-        repetition_penalty=req.repetition_penalty or 1.0,
+        repetition_penalty=_or(req.repetition_penalty, defaults.repetition_penalty, 1.0),
         min_tokens=_min_tokens(req.min_tokens, max_tokens),
         ignore_eos=bool(req.ignore_eos),
         skip_special_tokens=req.skip_special_tokens is not False,

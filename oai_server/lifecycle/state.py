@@ -17,7 +17,7 @@ import contextlib
 import enum
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from oai_server.errors import EngineDeadError
 from oai_server.observability.engine import InstrumentedEngine
@@ -65,25 +65,33 @@ class Lifecycle:
             self._idle.set()
 
     # --- the engine watchdog ----------------------------------------------------
-    async def watch_engine(self) -> None:
-        """Poll the engine's health (once it is up); on death, fail fast and exit."""
+    async def watch_engine(
+        self, check: Callable[[], Awaitable[None]] | None = None, name: str = "engine"
+    ) -> None:
+        """Poll the engine's health once it is up; on death, fail fast and exit.
+
+        `check` watches another engine (the embedding engine, `name`): when that one dies,
+        the chat engine's requests in flight still have the drain timeout to finish.
+        """
         self._loop = asyncio.get_running_loop()
+        grace_s = DEATH_GRACE_S if check is None else self.drain_timeout
+        check = check or self.engine.check_health
         while True:
             await asyncio.sleep(HEALTH_POLL_S)
             try:
-                await self.engine.check_health()
+                await check()
             except EngineDeadError:
-                await self._die()
+                await self._die(name, grace_s)
                 return
             except Exception:  # noqa: BLE001 - not ready yet: keep watching
                 continue
 
-    async def _die(self) -> None:
-        logger.error("the engine has died: exiting with status %d", EXIT_ENGINE_DEAD)
+    async def _die(self, name: str, grace_s: float) -> None:
+        logger.error("the %s has died: exiting with status %d", name, EXIT_ENGINE_DEAD)
         self.phase = Phase.DEAD
         self.exit_code = EXIT_ENGINE_DEAD
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._idle.wait(), DEATH_GRACE_S)
+            await asyncio.wait_for(self._idle.wait(), grace_s)
         self._exit()
 
     # --- SIGTERM --------------------------------------------------------------

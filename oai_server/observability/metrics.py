@@ -89,6 +89,13 @@ class Metrics:
             ["limit"],
             registry=r,
         )
+        # Embeddings, by the embedding model that computed them.
+        self.embedding_inputs = Counter(
+            "oai_embedding_inputs", "Inputs embedded.", ["model"], registry=r
+        )
+        self.embedding_tokens = Counter(
+            "oai_embedding_tokens", "Tokens of the inputs embedded.", ["model"], registry=r
+        )
         running = Gauge(
             "oai_engine_running_requests",
             "Requests the engine holds now (waiting or running).",

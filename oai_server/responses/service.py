@@ -130,8 +130,9 @@ class ResponsesService:
             reasoning=None,
             store=req.store is not False,
             background=False,
-            temperature=req.temperature if req.temperature is not None else 1.0,
-            top_p=req.top_p if req.top_p is not None else 1.0,
+            # What was sampled with: the request's values, else the model's own defaults.
+            temperature=job.options.temperature,
+            top_p=job.options.top_p,
             text=req.text.model_dump(exclude_none=True, by_alias=True)
             if req.text and req.text.format
             else {"format": {"type": "text"}},

@@ -6,8 +6,8 @@ from pathlib import Path
 
 from fastapi import APIRouter, Request, Response
 
-from oai_server.errors import ModelNotFoundError
 from oai_server.http.answer import json_response
+from oai_server.models import ServedModel
 from oai_server.settings import EMBEDDED_MODEL_NAME, Settings
 from oai_server.state import ServerState, server_state
 from schemas.common import ListModelsResponse, Model
@@ -30,25 +30,31 @@ def model_root(settings: Settings) -> str:
     return model  # a hub id, say "HuggingFaceTB/SmolLM2-135M-Instruct"
 
 
-def _model(server: ServerState) -> Model:
-    info = server.engine.model_info
+def _model(server: ServerState, served: ServedModel) -> Model:
+    if served.kind == "embedding":
+        embedder = server.embedder
+        max_model_len = None if embedder is None else embedder.model_info.max_model_len
+    else:
+        max_model_len = server.engine.model_info.max_model_len
     return Model(
-        id=server.settings.model_name,
+        id=served.name,
         created=server.created,
         owned_by="oai-server",
-        root=model_root(server.settings),
-        max_model_len=info.max_model_len,
+        root=served.root,
+        parent=served.parent,
+        max_model_len=max_model_len,
     )
 
 
 @router.get("/v1/models")
 async def list_models(request: Request) -> Response:
-    return json_response(ListModelsResponse(data=[_model(server_state(request))]))
+    server = server_state(request)
+    return json_response(
+        ListModelsResponse(data=[_model(server, served) for served in server.models])
+    )
 
 
 @router.get("/v1/models/{model:path}")
 async def retrieve_model(model: str, request: Request) -> Response:
     server = server_state(request)
-    if model != server.settings.model_name:
-        raise ModelNotFoundError(f"The model '{model}' does not exist.", param="model")
-    return json_response(_model(server))
+    return json_response(_model(server, server.models.get(model)))

@@ -14,7 +14,8 @@ router = APIRouter()
 
 @router.get("/health")
 async def health(request: Request) -> Response:
-    """200 when the engine can serve; 503 (OpenAI error body) while loading or once dead.
+    """200 when every engine (chat, embeddings) can serve; 503 (OpenAI error body) while
+    loading or once dead.
 
     `store` says whether stored completions are written and read in time ("ok") or not
     ("degraded": the database fails or hangs, or queued writes wait). `dependencies` names
@@ -24,6 +25,8 @@ async def health(request: Request) -> Response:
     """
     server = server_state(request)
     await server.engine.check_health()
+    if server.embedder is not None:
+        await server.embedder.check_health()
     body: dict[str, object] = {"status": "ok"}
     if server.store is not None:
         body["store"] = server.store.health.status

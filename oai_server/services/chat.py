@@ -20,6 +20,7 @@ from oai_server.generation.logprobs import chat_logprobs
 from oai_server.generation.sampling import build_options, resolve_max_tokens
 from oai_server.generation.work_limits import WorkLimits, check_options_token_ids
 from oai_server.ids import new_request_id
+from oai_server.models import ModelRegistry
 from oai_server.services.chat_assembler import ChatAssembler
 from oai_server.services.chat_choice import ChoiceState
 from oai_server.services.common import (
@@ -87,10 +88,12 @@ class ChatService:
     chat_template: str | None = None
     tool_parser: str = "hermes"
     limits: WorkLimits = field(default_factory=WorkLimits)
+    # The server's other models, so a request naming one gets the error that says which.
+    models: ModelRegistry | None = None
 
     def prepare(self, req: CreateChatCompletionRequest) -> ChatJob:
         """Validate `req` and convert it into the engine's prompt and options."""
-        check_model(req.model, self.model_name)
+        check_model(req.model, self.model_name, models=self.models)
         reject_unsupported(req)
         tools = plan_tools(req, self.tool_parser)
         structured = structured_output(req.response_format)
@@ -101,11 +104,20 @@ class ChatService:
         param = "max_completion_tokens"
         if requested is None:
             requested, param = req.max_tokens, "max_tokens"
+        model = self.engine.model_info
         max_tokens = resolve_max_tokens(
-            requested, len(prompt), self.engine.model_info.max_model_len, max_tokens_param=param
+            requested,
+            len(prompt),
+            model.max_model_len,
+            max_tokens_param=param,
+            default=model.sampling_defaults.max_tokens,
         )
         options = build_options(
-            req, max_tokens=max_tokens, logprobs=_logprobs_count(req), structured=structured
+            req,
+            max_tokens=max_tokens,
+            defaults=model.sampling_defaults,
+            logprobs=_logprobs_count(req),
+            structured=structured,
         )
         self.limits.check_work([prompt], [options], prompt_param="messages")
         check_options_token_ids(options, self.engine.model_info.vocab_size)

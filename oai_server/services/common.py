@@ -14,6 +14,7 @@ from oai_server.errors import (
     UnsupportedParameterError,
 )
 from oai_server.generation.engine_request import Usage
+from oai_server.models import ModelRegistry
 from oai_server.structured.limits import check_schema
 from schemas.chat import CreateChatCompletionRequest
 from schemas.common import CompletionUsage, PromptTokensDetails, ResponseFormat, StreamOptions
@@ -23,9 +24,16 @@ from schemas.realtime import Usage as RealtimeUsage
 from schemas.responses import InputTokensDetails, ResponseUsage
 
 
-def check_model(requested: str, served: str, param: str = "model") -> None:
-    """Raise `ModelNotFoundError` unless `requested` is the model this server serves."""
-    if requested != served:
+def check_model(
+    requested: str, served: str, param: str = "model", models: ModelRegistry | None = None
+) -> None:
+    """Raise `ModelNotFoundError` unless `requested` is the model this server serves (a 400
+    when `models` serves it as another kind: an embedding model asked for chat)."""
+    if requested == served:
+        return
+    if models is not None and requested in models:
+        models.find(requested, "chat", param=param)
+    else:
         raise ModelNotFoundError(
             f"The model '{requested}' does not exist. This server serves '{served}'.",
             param=param,

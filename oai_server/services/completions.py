@@ -19,6 +19,7 @@ from oai_server.generation.work_limits import (
     check_token_ids,
 )
 from oai_server.ids import new_request_id
+from oai_server.models import ModelRegistry
 from oai_server.services.common import (
     StreamSettings,
     check_model,
@@ -141,6 +142,8 @@ class CompletionService:
     engine: Engine
     model_name: str
     limits: WorkLimits = field(default_factory=WorkLimits)
+    # The server's other models, so a request naming one gets the error that says which.
+    models: ModelRegistry | None = None
 
     def _prompts(self, req: CreateCompletionRequest) -> list[list[int]]:
         prompt = DEFAULT_PROMPT if req.prompt is None else req.prompt
@@ -175,15 +178,21 @@ class CompletionService:
 
     def prepare(self, req: CreateCompletionRequest) -> CompletionJob:
         """Validate `req` and convert it into one engine prompt and options per prompt."""
-        check_model(req.model, self.model_name)
+        check_model(req.model, self.model_name, models=self.models)
         reject_unsupported(req)
         samples = self._check(req)
         prompts = self._prompts(req)
         score_only = bool(req.echo and req.max_tokens == 0)
-        max_model_len = self.engine.model_info.max_model_len
+        model = self.engine.model_info
         requested = 1 if score_only else req.max_tokens
         budgets = [
-            resolve_max_tokens(requested, len(p), max_model_len, prompt_param="prompt")
+            resolve_max_tokens(
+                requested,
+                len(p),
+                model.max_model_len,
+                prompt_param="prompt",
+                default=model.sampling_defaults.max_tokens,
+            )
             for p in prompts
         ]
         # best_of ranks samples by logprob per token, so it needs the sampled tokens' logprobs.
@@ -192,6 +201,7 @@ class CompletionService:
             build_options(
                 req,
                 max_tokens=budget,
+                defaults=model.sampling_defaults,
                 n=samples,
                 logprobs=logprobs,
                 prompt_logprobs=req.logprobs if req.echo and req.logprobs is not None else None,

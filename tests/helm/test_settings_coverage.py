@@ -45,7 +45,8 @@ def sample(schema: dict[str, Any]) -> Any:
         return [sample(schema.get("items", {"type": "string"}))]
     if kind == "object":
         return {"k": sample(schema.get("additionalProperties") or {"type": "string"})}
-    return "/srv/value-from-helm"  # strings, paths
+    # Strings and paths: a directory that exists, which a setting naming one may require.
+    return "/"
 
 
 def settings_from_env(monkeypatch: pytest.MonkeyPatch, variables: dict[str, str]) -> Settings:

@@ -24,6 +24,7 @@ import pytest
 from tests.conformance import AsyncValidatingTransport, ValidatingTransport
 
 MODEL = "smollm2-135m-instruct"
+EMBEDDING_MODEL = "all-minilm-l6-v2"
 # A bounded answer of the embedded model takes seconds; a minute means something is wrong.
 SDK_TIMEOUT_S = 60
 # For framework clients whose answers must end by themselves (finish_reason "stop").
@@ -87,6 +88,9 @@ def run_server(log_dir: Path, *flags: str, exit_code: int | None = 0) -> Iterato
     outlive it, and a clean stop (exit 0) logs no traceback.
     """
     port = _free_port()
+    if "--embedding-model" not in flags:
+        # The embedding engine costs a start and memory: only servers that test it get it.
+        flags = (*flags, "--embedding-model", "none")
     log = log_dir / "server.log"
     env = {**os.environ, "OAI_LOG_LEVEL": "info", "OAI_DRAIN_TIMEOUT": "5"}
     command = [sys.executable, "-m", "oai_server", "--host", "127.0.0.1", "--port", str(port)]
@@ -136,7 +140,10 @@ def _stop(
 
 @pytest.fixture(scope="session")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    with run_server(tmp_path_factory.mktemp("server")) as running:
+    """The session's server: the embedded chat model and, beside it, the embedded
+    embedding model (the one real-engine session that serves embeddings)."""
+    log_dir = tmp_path_factory.mktemp("server")
+    with run_server(log_dir, "--embedding-model", EMBEDDING_MODEL) as running:
         yield running
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import oai_server
 
 PACKAGE = Path(oai_server.__file__).parent
-FEATURES = ("store", "cache", "responses", "realtime", "auth", "limits", "web")
+FEATURES = ("store", "cache", "responses", "realtime", "auth", "limits", "web", "embeddings")
 
 
 def _imports(path: Path) -> set[str]:

@@ -1,0 +1,165 @@
+"""`/v1/embeddings`: validate the inputs, embed them on the embedding engine, answer as OpenAI.
+
+Every input is checked before any reaches the engine, so a request is refused whole (an
+empty string, an input over the model's context, too many tokens in all) or embedded whole.
+The inputs go to the engine at once and are batched there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import struct
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from oai_server.engine.pooling import EmbeddingEngine
+from oai_server.errors import InvalidRequestError
+from oai_server.generation.work_limits import WorkLimits
+from oai_server.observability.context import RequestRecord, current_request
+from oai_server.observability.metrics import Metrics
+from schemas.embeddings import (
+    CreateEmbeddingRequest,
+    CreateEmbeddingResponse,
+    Embedding,
+    EmbeddingUsage,
+)
+
+# Reserve tokens against the rate limit (the limiter's `reserve_tokens`), or refuse.
+Admit = Callable[[RequestRecord | None, int], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class EmbeddingJob:
+    """A validated request: the token ids of each input, in order."""
+
+    req: CreateEmbeddingRequest
+    prompts: list[list[int]]
+
+    @property
+    def prompt_tokens(self) -> int:
+        return sum(len(p) for p in self.prompts)
+
+
+def _inputs(req: CreateEmbeddingRequest) -> list[str | list[int]]:
+    """The request's inputs as a list, each a string or a list of token ids."""
+    value = req.input
+    if isinstance(value, str):
+        return [value]
+    items: list[str | list[int]] = []
+    for item in value:
+        if isinstance(item, int):  # one list of token ids: a single input
+            return [[int(token) for token in value if isinstance(token, int)]]
+        items.append(item)
+    return items
+
+
+def _check_token_ids(token_ids: list[int], vocab_size: int, param: str) -> None:
+    """Refuse ids the model does not have, saying the likely cause: OpenAI's token ids."""
+    high = max(token_ids)
+    if high >= vocab_size:
+        raise InvalidRequestError(
+            f"Token id {high} in '{param}' is out of vocabulary (size {vocab_size}). Token "
+            "ids must be this model's own; a client that tokenizes with tiktoken sends "
+            "OpenAI's. Send text instead (LangChain's OpenAIEmbeddings: "
+            "check_embedding_ctx_length=False).",
+            param=param,
+        )
+
+
+@dataclass
+class EmbeddingService:
+    """Serves `/v1/embeddings` for one embedding model."""
+
+    engine: EmbeddingEngine
+    model_name: str
+    limits: WorkLimits = field(default_factory=WorkLimits)
+    admit: Admit | None = None
+    metrics: Metrics | None = None
+
+    def prepare(self, req: CreateEmbeddingRequest) -> EmbeddingJob:
+        """Tokenize and check every input; a 400 naming the first bad one."""
+        info = self.engine.model_info
+        self._check_dimensions(req.dimensions)
+        prompts: list[list[int]] = []
+        for i, item in enumerate(_inputs(req)):
+            param = "input" if isinstance(req.input, str) else f"input[{i}]"
+            if isinstance(item, str):
+                if not item:
+                    raise InvalidRequestError(
+                        f"'{param}' is an empty string; every input must have text.", param=param
+                    )
+                tokens = self.engine.tokenizer.encode(item)
+            else:
+                _check_token_ids(item, info.vocab_size, param)
+                tokens = item
+            if len(tokens) > info.max_model_len:
+                raise InvalidRequestError(
+                    f"This model's maximum context length is {info.max_model_len} tokens, "
+                    f"however '{param}' has {len(tokens)} tokens. Shorten it; inputs are "
+                    "never truncated.",
+                    param=param,
+                    code="context_length_exceeded",
+                )
+            prompts.append(tokens)
+        job = EmbeddingJob(req, prompts)
+        bound = self.limits.max_request_tokens
+        if bound is not None and job.prompt_tokens > bound:
+            raise InvalidRequestError(
+                f"This request's inputs have {job.prompt_tokens} tokens in all; this server "
+                f"takes at most {bound} per request. Send fewer inputs per request.",
+                param="input",
+                code="request_too_large",
+            )
+        return job
+
+    def _check_dimensions(self, dimensions: int | None) -> None:
+        if dimensions is None:
+            return
+        info = self.engine.model_info
+        if not info.matryoshka:
+            raise InvalidRequestError(
+                f"The model '{self.model_name}' does not support 'dimensions': its vectors "
+                f"cannot be shortened (they have {info.dimensions}).",
+                param="dimensions",
+            )
+        if dimensions > info.dimensions:
+            raise InvalidRequestError(
+                f"'dimensions' must be at most {info.dimensions} for '{self.model_name}', "
+                f"got {dimensions}.",
+                param="dimensions",
+            )
+
+    async def create(self, job: EmbeddingJob) -> CreateEmbeddingResponse:
+        """Embed every input of `job` at once; the answer in the request's encoding."""
+        record = current_request.get()
+        if self.admit is not None:
+            await self.admit(record, job.prompt_tokens)
+        if record is not None:
+            record.prompt_tokens += job.prompt_tokens
+        request_id = f"embd-{uuid.uuid4().hex}"
+        # gather cancels the others when one fails, and vLLM aborts a cancelled request.
+        vectors = await asyncio.gather(
+            *(
+                self.engine.embed(f"{request_id}-{i}", prompt, job.req.dimensions)
+                for i, prompt in enumerate(job.prompts)
+            )
+        )
+        if self.metrics is not None:
+            self.metrics.embedding_inputs.labels(self.model_name).inc(len(job.prompts))
+            self.metrics.embedding_tokens.labels(self.model_name).inc(job.prompt_tokens)
+        as_base64 = job.req.encoding_format == "base64"
+        return CreateEmbeddingResponse(
+            data=[
+                Embedding(index=i, embedding=encode_base64(v) if as_base64 else v)
+                for i, v in enumerate(vectors)
+            ],
+            model=self.model_name,
+            usage=EmbeddingUsage(prompt_tokens=job.prompt_tokens, total_tokens=job.prompt_tokens),
+        )
+
+
+def encode_base64(vector: list[float]) -> str:
+    """OpenAI's base64 form: the vector's little-endian float32 bytes."""
+    return base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode("ascii")

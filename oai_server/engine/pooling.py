@@ -1,0 +1,69 @@
+"""The embedding engine interface: what `/v1/embeddings` needs from a pooling model.
+
+The twin of `engine/protocol.py` for models that turn a prompt into one vector instead
+of generating text. `engine/vllm_pooling.py` implements it over vLLM's `AsyncLLM` with
+`runner="pooling"`; `engine/fake_pooling.py` with deterministic vectors for tests.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+
+from oai_server.engine.protocol import Tokenizer
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddingModelInfo:
+    """What the server needs to know about a loaded embedding model."""
+
+    max_model_len: int
+    # Where the weights came from: a local directory or a hub id.
+    source: str
+    vocab_size: int
+    # Length of the vectors it returns.
+    dimensions: int
+    # Whether a vector may be shortened to its first d values (Matryoshka training);
+    # only then does a request's `dimensions` mean anything.
+    matryoshka: bool = False
+    dtype: str | None = None
+
+
+class EmbeddingEngine(abc.ABC):
+    """An engine that embeds token sequences; started and stopped like the chat engine."""
+
+    @abc.abstractmethod
+    async def start(self) -> None:
+        """Load the model; return when the engine can serve."""
+
+    @abc.abstractmethod
+    async def stop(self) -> None:
+        """Release the engine and everything it started."""
+
+    @property
+    @abc.abstractmethod
+    def model_info(self) -> EmbeddingModelInfo:
+        """Facts about the loaded model; valid after `start`."""
+
+    @property
+    @abc.abstractmethod
+    def tokenizer(self) -> Tokenizer:
+        """The loaded model's tokenizer; valid after `start`."""
+
+    @abc.abstractmethod
+    async def embed(
+        self, request_id: str, prompt_token_ids: list[int], dimensions: int | None = None
+    ) -> list[float]:
+        """The normalized embedding of one prompt, shortened to `dimensions` if given.
+
+        Raises `EngineDeadError` if the engine fails, `EngineNotReadyError` before `start`
+        completed. Cancelling the call aborts the engine request.
+        """
+
+    @abc.abstractmethod
+    async def check_health(self) -> None:
+        """Raise `EngineNotReadyError` or `EngineDeadError` unless the engine can serve."""
+
+    @abc.abstractmethod
+    def running_requests(self) -> int:
+        """How many requests the engine is working on now."""

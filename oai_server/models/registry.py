@@ -1,0 +1,85 @@
+"""Every model this server serves, under the name a request's `model` field uses.
+
+A served model is a chat model (chat, completions, responses, realtime) or an embedding
+model (`/v1/embeddings`). An entry may also name a `parent`: a model served on another's
+engine (a LoRA adapter on its base), listed as vLLM lists it. The registry answers "which
+model is this name, and may it do this?", with the OpenAI error a client should see.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Literal
+
+from oai_server.errors import InvalidRequestError, ModelNotFoundError
+
+ModelKind = Literal["chat", "embedding"]
+
+# What each kind of model answers, for the error that sends a client to the right one.
+_SERVES: dict[ModelKind, str] = {
+    "chat": "chat and completions",
+    "embedding": "embeddings (/v1/embeddings)",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ServedModel:
+    """One model as clients see it."""
+
+    name: str
+    kind: ModelKind
+    # What it is, for `/v1/models`' `root`: a hub id or a name, never a path on disk.
+    root: str
+    # The model whose engine serves this one (an adapter's base), else None.
+    parent: str | None = None
+
+
+class DuplicateModelError(ValueError):
+    """Two models would answer to one name."""
+
+
+class ModelRegistry:
+    """The served models, in the order `/v1/models` lists them."""
+
+    def __init__(self, models: Iterable[ServedModel] = ()) -> None:
+        self._models: dict[str, ServedModel] = {}
+        for model in models:
+            self.add(model)
+
+    def add(self, model: ServedModel) -> None:
+        """Serve `model`; its name must be new."""
+        if model.name in self._models:
+            raise DuplicateModelError(f"two models are served as '{model.name}'")
+        self._models[model.name] = model
+
+    def __iter__(self) -> Iterator[ServedModel]:
+        return iter(self._models.values())
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._models
+
+    def get(self, name: str, *, param: str = "model") -> ServedModel:
+        """The model served as `name`; else a 404 `model_not_found` naming it."""
+        model = self._models.get(name)
+        if model is None:
+            served = ", ".join(f"'{m}'" for m in self._models) or "no model"
+            raise ModelNotFoundError(
+                f"The model '{name}' does not exist. This server serves {served}.", param=param
+            )
+        return model
+
+    def find(self, name: str, kind: ModelKind, *, param: str = "model") -> ServedModel:
+        """The model served as `name`, which must be of `kind`; a 400 says which model
+        does what when it is not."""
+        model = self.get(name, param=param)
+        if model.kind != kind:
+            others = [m.name for m in self._models.values() if m.kind == kind]
+            hint = f"; use '{others[0]}'" if others else ""
+            article = "an" if model.kind[0] in "aeiou" else "a"
+            raise InvalidRequestError(
+                f"The model '{name}' is {article} {model.kind} model: it serves "
+                f"{_SERVES[model.kind]}, not {_SERVES[kind]}{hint}.",
+                param=param,
+            )
+        return model
