@@ -233,7 +233,8 @@ async def test_redis_killed_or_hanging_lets_requests_through(
     print(f"a hanging Redis: two requests let through in {hanging_s:.2f} s")
     assert hanging_s < 10
     warned = [r for r in caplog.records if r.levelno >= logging.WARNING]
-    assert any("rate limit" in r.getMessage() for r in warned)
+    # One warning per outage, from the dependency's breaker: the limits' Redis is down.
+    assert any("redis marked down" in r.getMessage() for r in warned)
 
 
 async def test_without_keys_every_caller_shares_one_bucket() -> None:
