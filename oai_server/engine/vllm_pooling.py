@@ -55,6 +55,10 @@ class VLLMEmbeddingEngine(EmbeddingEngine):
         for name in _GENERATION_ONLY:
             args.pop(name, None)
         args["runner"] = "pooling"
+        # vLLM's Prometheus logger unregisters every `vllm:*` series already registered
+        # in the process when it is created: with its own logger this engine would take the
+        # chat engine's series off /metrics. Its own figures are the oai_embedding_* series.
+        args["disable_log_stats"] = True
         logger.debug("starting the vLLM embedding engine: %s", args)
         known = {p.pid for p in engine_processes()}
         llm = AsyncLLM.from_engine_args(AsyncEngineArgs(**args))
@@ -70,6 +74,7 @@ class VLLMEmbeddingEngine(EmbeddingEngine):
             dtype=str(config.dtype).removeprefix("torch."),
         )
         self._llm = llm
+        del llm  # nothing but `self` may keep the engine alive past `stop` (see VLLMEngine)
         self._processes = engine_processes(known)
         logger.debug("vLLM embedding engine ready in %.1f s", time.monotonic() - began)
 

@@ -62,6 +62,9 @@ async def test_lower_priority_value_runs_first(scheduled: Server) -> None:
             await _until_waiting(scheduled, 1)
             early = asyncio.create_task(complete(http, -5))
             await _until_waiting(scheduled, 2)
+            # Counted here, a request is still on its way to the engine core's queue (a
+            # hop of milliseconds); the blocker runs for minutes, so waiting is free.
+            await asyncio.sleep(2)
         await asyncio.wait_for(asyncio.gather(late, early), 120)
     # Arrived second, ran first: under first-come-first-served it would be [5, -5].
     assert finished == [-5, 5]
