@@ -175,6 +175,12 @@ class Settings(BaseSettings, EngineSettings):
         description="Origins allowed by CORS (repeat, or comma-separated; '*' for any); "
         "default: none, CORS off.",
     )
+    prefix_cache_shared: bool = Field(
+        False,
+        description="Let requests of different API keys share the engine's prefix cache (by "
+        "default each key's prompts are salted apart: a shared cache lets one key time "
+        "another's prompts). Say so when every key is one tenant.",
+    )
     log_request_text: bool = Field(
         False, description="Put prompts in the access log (default: counts only, never text)."
     )

@@ -6,6 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response
 
+from oai_server.auth.salt import salted
 from oai_server.http.answer import GenerationService, answer
 from oai_server.http.parsing import parse_body
 from oai_server.state import server_state
@@ -19,6 +20,7 @@ router = APIRouter()
 async def create_chat_completion(request: Request) -> Response:
     server = server_state(request)
     req = await parse_body(request, CreateChatCompletionRequest, server.settings.max_request_bytes)
+    req = salted(request, req, shared=server.settings.prefix_cache_shared)
     # A completion to be stored is the engine's answer, never the cache's (see oai_server/cache).
     recorded = recording(request, req, server.chat)
     service: GenerationService[CreateChatCompletionRequest, Any, Any] = server.chat
