@@ -123,6 +123,13 @@ class Settings(BaseSettings, EngineSettings):
     ray_downscale_delay_s: float = Field(
         600.0, ge=0, description="Ray Serve: load must stay low this long before one is removed."
     )
+    ray_router: Literal["default", "affinity"] = Field(
+        "default",
+        description="Ray Serve: how requests find a replica: default (Serve's: the less "
+        "loaded of two random replicas) or affinity (a gateway reads each request and keeps "
+        "a conversation, a prompt_cache_key or a long shared prefix on one replica while it "
+        "is below --ray-target-ongoing-requests).",
+    )
     ray_num_cpus: float = Field(1.0, ge=0, description="Ray Serve: CPUs each replica reserves.")
     ray_num_gpus: float = Field(
         0.0,

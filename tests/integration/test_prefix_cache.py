@@ -36,7 +36,9 @@ def test_each_salt_has_its_own_prefix_cache(server: Server) -> None:
         "max_tokens": 1,
         "prompt_cache_key": "weather",
     }
-    with httpx.Client(base_url=server.base_url, transport=ValidatingTransport(), timeout=60) as http:
+    with httpx.Client(
+        base_url=server.base_url, transport=ValidatingTransport(), timeout=60
+    ) as http:
         assert _cached(http, "/chat/completions", {**chat, "cache_salt": "tenant-a"}) == 0
         assert _cached(http, "/chat/completions", {**chat, "cache_salt": "tenant-b"}) == 0
         assert _cached(http, "/chat/completions", {**chat, "cache_salt": "tenant-a"}) > 200
