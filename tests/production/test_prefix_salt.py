@@ -6,9 +6,11 @@ the real engine's side (salts keep blocks apart) is tests/integration/test_prefi
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import httpx
+import websockets
 
 from oai_server.auth import key_id
 from oai_server.auth.salt import salt_for
@@ -55,6 +57,20 @@ async def test_two_keys_never_share_a_prefix_and_each_hits_its_own() -> None:
         key_id(b),
         f"{key_id(a)}:{key_id(b)}",
     }
+
+
+async def test_a_realtime_session_is_salted_with_its_key() -> None:
+    key = new_key()
+    engine = FakeEngine()
+    async with serve_async(make_app(engine, api_key=[key])) as root:
+        url = root.replace("http://", "ws://") + "/v1/realtime?model=" + MODEL
+        headers = {"authorization": f"Bearer {key}"}
+        async with websockets.connect(url, additional_headers=headers) as ws:
+            assert json.loads(await ws.recv())["type"] == "session.created"
+            await ws.send(json.dumps({"type": "response.create"}))
+            while json.loads(await ws.recv())["type"] != "response.done":
+                pass
+    assert [call.options.cache_salt for call in engine.calls] == [key_id(key)]
 
 
 async def test_shared_prefix_cache_lets_keys_share_blocks() -> None:

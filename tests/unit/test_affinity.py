@@ -21,7 +21,8 @@ def test_keys_in_order_cache_key_then_conversation_then_prefix() -> None:
     assert route_key(_chat("hi", conversation={"id": "conv_1"})) == ("conversation:conv_1", None)
     first, _ = route_key(_chat("hi"))
     later, _ = route_key(_chat("hi", "and bread?", "and cakes?"))
-    assert first is not None and first.startswith("prefix:")
+    assert first is not None
+    assert first.startswith("prefix:")
     assert later == first  # later turns repeat the first blocks
     other = {"model": "m", "messages": [{"role": "system", "content": "A fish shop. " * 99}]}
     assert route_key(other)[0] not in (None, first)
