@@ -23,7 +23,7 @@ APP = "affinity"
 TARGET = 2  # ongoing requests per replica before affinity gives way
 TURNS = 3
 # A system prompt longer than the gateway's prefix window, different per conversation.
-SYSTEM = "You are the assistant of shop {}. Answer briefly and politely. " * 30
+SYSTEM = "You are the assistant of shop {}. " + "Answer briefly and politely. " * 40
 
 
 @pytest.fixture(scope="module")
