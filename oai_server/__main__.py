@@ -37,14 +37,16 @@ def build_engine(settings: Settings) -> VLLMEngine:
     if embedded and settings.max_model_len is None:
         options = settings.model_copy(update={"max_model_len": EMBEDDED_MAX_MODEL_LEN})
     if not embedded:
-        return VLLMEngine(options)
+        return VLLMEngine(options, served_model_name=settings.model_name)
 
     def prepare_embedded(dtype: str) -> str:
         from oai_server.embedded_model import ensure_embedded_model
 
         return str(ensure_embedded_model(settings.cache_dir, dtype))
 
-    return VLLMEngine(options, resolve_model=prepare_embedded)
+    return VLLMEngine(
+        options, resolve_model=prepare_embedded, served_model_name=settings.model_name
+    )
 
 
 class Server(uvicorn.Server):
@@ -78,6 +80,8 @@ def serve(app: FastAPI, settings: Settings, **uvicorn_options: Any) -> int:
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level,
+        # uvicorn's loggers propagate to ours (configure_logging): one format on stderr.
+        log_config=None,
         # Our own access log (oai_server.access) has the request id and token counts.
         access_log=False,
         # Requests in flight were drained already, or the engine is dead.
@@ -86,7 +90,12 @@ def serve(app: FastAPI, settings: Settings, **uvicorn_options: Any) -> int:
     )
     if settings.log_level != "debug":
         quiet_uvicorn_start()  # after uvicorn.Config, which configures uvicorn's logging
-    Server(config, lifecycle).run()
+    try:
+        Server(config, lifecycle).run()
+    except KeyboardInterrupt:
+        # Ctrl-C: uvicorn has shut the app down, then re-raises SIGINT; the stop is done,
+        # and a traceback would only make a clean stop look like a crash.
+        logger.debug("stopped by Ctrl-C")
     return lifecycle.exit_code
 
 

@@ -49,6 +49,7 @@ async def _start_engine(engine: Engine, settings: Settings) -> None:
         port=settings.port,
         model=settings.model_name,
         dtype=engine.model_info.dtype,
+        web_ui=settings.web_ui,
     )
     for line in lines:
         logger.info("%s", line)

@@ -1,8 +1,8 @@
 """The response cache: repeated deterministic requests answered without the engine.
 
 Off unless `--response-cache` names a backend: `memory` (this process, LRU bounded in
-bytes) or a `redis://` URL (shared by every replica). See `response_cache` for what is
-cached and how a hit is replayed.
+bytes), `redis` (the `--redis-url` every replica shares) or a `redis://` URL of its own.
+See `response_cache` for what is cached and how a hit is replayed.
 """
 
 from __future__ import annotations
@@ -34,12 +34,13 @@ def build_cache(
         return None
     metrics = CacheMetrics(registry)
     backend: CacheBackend
-    if settings.response_cache == "memory":
+    redis_url = settings.response_cache_redis
+    if redis_url is None:
         backend = MemoryBackend(
             settings.response_cache_max_bytes, settings.response_cache_ttl, metrics
         )
     else:
-        backend = RedisBackend(settings.response_cache, settings.response_cache_ttl, metrics)
+        backend = RedisBackend(redis_url, settings.response_cache_ttl, metrics)
     return ResponseCache(
         backend,
         metrics,

@@ -15,8 +15,8 @@ from typing import Any, Generic, TypeVar
 
 from oai_server.cache.key import options_material
 from oai_server.engine.types import SamplingOptions
-from oai_server.generation.engine_request import new_request_id
 from oai_server.http.answer import GenerationService
+from oai_server.ids import new_request_id
 from oai_server.services.chat import ChatJob, ChatRequest, ChatService
 from oai_server.services.chat_assembler import ChatAssembler
 from oai_server.services.common import StreamSettings, usage_of

@@ -12,7 +12,8 @@ from fastapi import APIRouter, Request, Response
 
 from oai_server.http.answer import json_response
 from oai_server.http.parsing import parse_body
-from oai_server.responses.items import new_id, to_items
+from oai_server.ids import new_id
+from oai_server.responses.items import to_items
 from oai_server.responses.routes import item_query, stored_state
 from oai_server.responses.state import (
     CONVERSATION,

@@ -15,10 +15,11 @@ from oai_server.engine.protocol import Engine
 from oai_server.engine.types import SamplingOptions
 from oai_server.errors import InvalidRequestError
 from oai_server.generation.chat_template import render_prompt
-from oai_server.generation.engine_request import Generation, new_request_id
+from oai_server.generation.engine_request import Generation
 from oai_server.generation.logprobs import chat_logprobs
 from oai_server.generation.sampling import build_options, resolve_max_tokens
 from oai_server.generation.work_limits import WorkLimits, check_options_token_ids
+from oai_server.ids import new_request_id
 from oai_server.services.chat_assembler import ChatAssembler
 from oai_server.services.chat_choice import ChoiceState
 from oai_server.services.common import (

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from oai_server.engine.protocol import Engine
 from oai_server.engine.types import ChoiceDelta, FinishReason, SamplingOptions
 from oai_server.errors import InvalidRequestError
-from oai_server.generation.engine_request import Generation, Usage, new_request_id
+from oai_server.generation.engine_request import Generation, Usage
 from oai_server.generation.logprobs import completion_logprobs, merge_completion_logprobs
 from oai_server.generation.sampling import build_options, resolve_max_tokens
 from oai_server.generation.work_limits import (
@@ -18,6 +18,7 @@ from oai_server.generation.work_limits import (
     check_options_token_ids,
     check_token_ids,
 )
+from oai_server.ids import new_request_id
 from oai_server.services.common import (
     StreamSettings,
     check_model,
