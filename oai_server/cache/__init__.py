@@ -7,7 +7,7 @@ See `response_cache` for what is cached and how a hit is replayed.
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry
+from typing import TYPE_CHECKING
 
 from oai_server.cache.backend import CacheBackend
 from oai_server.cache.endpoints import ChatEndpoint, CompletionsEndpoint
@@ -16,23 +16,25 @@ from oai_server.cache.metrics import CacheMetrics
 from oai_server.cache.redis_backend import RedisBackend
 from oai_server.cache.response_cache import ResponseCache
 from oai_server.cache.service import CachedService
-from oai_server.services.chat import ChatService
-from oai_server.services.completions import CompletionService
-from oai_server.settings import Settings
+from oai_server.features import Feature
 
-__all__ = ["CachedService", "ResponseCache", "build_cache"]
+if TYPE_CHECKING:
+    from oai_server.state import ServerState
+
+__all__ = ["CachedService", "ResponseCache", "feature"]
 
 
-def build_cache(
-    settings: Settings,
-    registry: CollectorRegistry,
-    chat: ChatService,
-    completions: CompletionService,
-) -> ResponseCache | None:
-    """The cache `settings` ask for, its metrics on `registry`; None when it is off."""
+def feature(state: ServerState) -> Feature[ResponseCache | None]:
+    """The cache the settings ask for (None when it is off); its connections closed at the end."""
+    cache = _build(state)
+    return Feature(cache, stop=None if cache is None else cache.close)
+
+
+def _build(state: ServerState) -> ResponseCache | None:
+    settings = state.settings
     if settings.response_cache == "off":
         return None
-    metrics = CacheMetrics(registry)
+    metrics = CacheMetrics(state.metrics.registry)
     backend: CacheBackend
     redis_url = settings.response_cache_redis
     if redis_url is None:
@@ -44,7 +46,7 @@ def build_cache(
     return ResponseCache(
         backend,
         metrics,
-        ChatEndpoint(chat),
-        CompletionsEndpoint(completions),
+        ChatEndpoint(state.chat),
+        CompletionsEndpoint(state.completions),
         shared=settings.response_cache_shared,
     )

@@ -28,6 +28,7 @@ from typing import Any
 
 from fastapi import Request
 
+from oai_server.auth.caller import caller
 from oai_server.cache.backend import CacheBackend
 from oai_server.cache.endpoints import ChatEndpoint, CompletionsEndpoint, Endpoint, Event
 from oai_server.cache.entry import Entry, decode, encode
@@ -85,8 +86,7 @@ class ResponseCache:
     def _serving(
         self, request: Request, endpoint: Endpoint[Any, Any, Any]
     ) -> CachedService[Any, Any, Any]:
-        principal = None if self._shared else getattr(request.state, "principal", None)
-        owner = None if principal is None else str(principal)
+        owner = None if self._shared else caller(request.scope)
         return CachedService(self, endpoint, owner, _directives(request))
 
     async def close(self) -> None:

@@ -9,11 +9,12 @@ import logging
 from fastapi import APIRouter, WebSocket
 from starlette.websockets import WebSocketDisconnect, WebSocketState
 
+from oai_server.auth.caller import caller
 from oai_server.auth.salt import salt_for
 from oai_server.errors import InvalidRequestError, ModelNotFoundError
 from oai_server.realtime.session import RealtimeSession
 from oai_server.services.common import check_model
-from oai_server.state import ServerState
+from oai_server.state import ServerState, server_state
 from schemas.realtime import ServerEvent
 
 logger = logging.getLogger(__name__)
@@ -29,7 +30,7 @@ SUBPROTOCOL = "realtime"
 
 @router.websocket("/v1/realtime")
 async def realtime(websocket: WebSocket) -> None:
-    server: ServerState = websocket.app.state.server
+    server = server_state(websocket)
     offered = websocket.scope.get("subprotocols") or []
     await websocket.accept(subprotocol=SUBPROTOCOL if SUBPROTOCOL in offered else None)
     lock = asyncio.Lock()
@@ -40,8 +41,7 @@ async def realtime(websocket: WebSocket) -> None:
         async with lock:
             await websocket.send_text(event.to_json().decode())
 
-    principal = getattr(websocket.state, "principal", None)
-    salt = salt_for(principal, None, shared=server.settings.prefix_cache_shared)
+    salt = salt_for(caller(websocket.scope), None, shared=server.settings.prefix_cache_shared)
     session = RealtimeSession(server.chat, send, salt)
     model = websocket.query_params.get("model")
     try:

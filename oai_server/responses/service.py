@@ -21,7 +21,7 @@ from oai_server.responses.state import ResponseState, now_us
 from oai_server.responses.stream import ResponseRun, RunEvent
 from oai_server.responses.translate import chat_request, reject_unsupported
 from oai_server.services.chat import ChatJob, ChatRequest, ChatService
-from oai_server.store.limits import check_metadata
+from oai_server.services.metadata import check_metadata
 from schemas.response_events import ResponseLifecycleEvent
 from schemas.responses import (
     ConversationId,

@@ -9,8 +9,8 @@ from fastapi import APIRouter, Request, Response
 from oai_server.auth.salt import salted
 from oai_server.http.answer import GenerationService, answer
 from oai_server.http.parsing import parse_body
+from oai_server.services.metadata import check_metadata
 from oai_server.state import server_state
-from oai_server.store.hook import recording
 from schemas.chat import CreateChatCompletionRequest
 
 router = APIRouter()
@@ -20,9 +20,11 @@ router = APIRouter()
 async def create_chat_completion(request: Request) -> Response:
     server = server_state(request)
     req = await parse_body(request, CreateChatCompletionRequest, server.settings.max_request_bytes)
+    check_metadata(req.metadata)  # OpenAI's limits hold whether or not it is stored
     req = salted(request, req, shared=server.settings.prefix_cache_shared)
     # A completion to be stored is the engine's answer, never the cache's (see oai_server/cache).
-    recorded = recording(request, req, server.chat)
+    store = server.store
+    recorded = None if store is None else store.recording(request, req, server.chat)
     service: GenerationService[CreateChatCompletionRequest, Any, Any] = server.chat
     if recorded is not None:
         service = recorded

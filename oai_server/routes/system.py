@@ -19,11 +19,11 @@ async def health(request: Request) -> Response:
     `store` says whether stored completions can be written and read ("ok") or not
     ("degraded"): answers do not depend on it, so a degraded store never makes this a 503.
     """
-    await server_state(request).engine.check_health()
+    server = server_state(request)
+    await server.engine.check_health()
     body = {"status": "ok"}
-    store = getattr(request.app.state, "store", None)
-    if store is not None:
-        body["store"] = store.health.status
+    if server.store is not None:
+        body["store"] = server.store.health.status
     return JSONResponse(body)
 
 
