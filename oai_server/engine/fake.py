@@ -15,7 +15,8 @@ from typing import Any
 
 import jinja2.sandbox
 
-from oai_server.engine.protocol import Engine, Tokenizer
+from oai_server.engine.protocol import Engine, Tokenizer, check_priority
+from oai_server.engine.settings import SchedulingPolicy
 from oai_server.engine.types import (
     ChoiceDelta,
     FinishReason,
@@ -87,7 +88,8 @@ class FakeEngine(Engine):
     replaces the reason the last step reports (say, vLLM's "error"); with `ignore_eos`
     the reply repeats until `max_tokens`; `reply_for`, if given, makes the reply from
     the rendered prompt (so concurrent requests can be told apart); with `prefix_cache`,
-    steps report the prompt tokens an earlier prompt shared, as vLLM's cache does.
+    steps report the prompt tokens an earlier prompt shared, as vLLM's cache does;
+    `scheduling_policy` decides, as on the real engine, whether a `priority` is allowed.
     """
 
     reply: str = "Hello! How can I help you today?"
@@ -100,6 +102,7 @@ class FakeEngine(Engine):
     reply_for: Callable[[str], str] | None = None
     max_model_len: int = 2048
     start_delay: float = 0.0
+    scheduling_policy: SchedulingPolicy = "fcfs"
     # Report prompt tokens an earlier call shared as cached (off: the benchmarks' floor
     # must not pay for comparing every prompt with every earlier one).
     prefix_cache: bool = False
@@ -174,6 +177,7 @@ class FakeEngine(Engine):
         self, request_id: str, prompt_token_ids: list[int], options: SamplingOptions
     ) -> AsyncIterator[GenerationStep]:
         await self.check_health()
+        check_priority(options, self.scheduling_policy)
         cached = self._prefix_cached(prompt_token_ids, options.cache_salt)
         self.calls.append(Call(request_id, list(prompt_token_ids), options))
         self._running.add(request_id)
