@@ -132,6 +132,13 @@ class Settings(BaseSettings, EngineSettings):
     ray_downscale_delay_s: float = Field(
         600.0, ge=0, description="Ray Serve: load must stay low this long before one is removed."
     )
+    ray_router: Literal["default", "affinity"] = Field(
+        "default",
+        description="Ray Serve: how requests find a replica: default (Serve's: the less "
+        "loaded of two random replicas) or affinity (a gateway reads each request and keeps "
+        "a conversation, a prompt_cache_key or a long shared prefix on one replica while it "
+        "is below --ray-target-ongoing-requests).",
+    )
     ray_num_cpus: float = Field(1.0, ge=0, description="Ray Serve: CPUs each replica reserves.")
     ray_num_gpus: float = Field(
         0.0,
@@ -185,6 +192,12 @@ class Settings(BaseSettings, EngineSettings):
         default_factory=list,
         description="Origins allowed by CORS (repeat, or comma-separated; '*' for any); "
         "default: none, CORS off.",
+    )
+    prefix_cache_shared: bool = Field(
+        False,
+        description="Let requests of different API keys share the engine's prefix cache (by "
+        "default each key's prompts are salted apart: a shared cache lets one key time "
+        "another's prompts). Say so when every key is one tenant.",
     )
     log_request_text: bool = Field(
         False, description="Put prompts in the access log (default: counts only, never text)."

@@ -135,6 +135,10 @@ class ResponseFormat(RequestModel):
     json_schema: dict[str, Any] | None = None
 
 
+# vLLM refuses these characters in a salt.
+CacheSalt = Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[^@/\\\x00]*$")]
+
+
 class GenerationRequest(RequestModel):
     """The fields the chat and completions requests share: model, sampling, streaming."""
 
@@ -165,3 +169,6 @@ class GenerationRequest(RequestModel):
     skip_special_tokens: bool | None = None
     # vLLM's scheduling extension: lower runs first under `--scheduling-policy priority`.
     priority: Annotated[int, Field(ge=-(2**31), le=2**31 - 1)] | None = None
+    # vLLM's prefix-cache extension: requests share cached blocks only with the same salt
+    # (the server prefixes the caller's key id, hence at most 100 of vLLM's 128 characters).
+    cache_salt: CacheSalt | None = None

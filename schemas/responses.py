@@ -14,7 +14,15 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Discriminator, Field, Tag
 
-from schemas.common import Metadata, RequestModel, ResponseModel, Temperature, TokenCount, TopP
+from schemas.common import (
+    CacheSalt,
+    Metadata,
+    RequestModel,
+    ResponseModel,
+    Temperature,
+    TokenCount,
+    TopP,
+)
 
 ItemStatus = Literal["in_progress", "completed", "incomplete"]
 
@@ -180,8 +188,9 @@ class CreateResponse(RequestModel):
     service_tier: str | None = None
     user: str | None = None
     safety_identifier: str | None = None
-    prompt_cache_key: str | None = None
+    prompt_cache_key: Annotated[str, Field(max_length=64)] | None = None
     stream_options: dict[str, Any] | None = None
+    cache_salt: CacheSalt | None = None  # vLLM's extension, as on chat completions
 
 
 class InputTokensRequest(RequestModel):

@@ -30,7 +30,10 @@ def determined(options: Sequence[SamplingOptions]) -> bool:
     return all(o.temperature == 0 or o.seed is not None for o in options)
 
 
-_FIELDS = tuple(f.name for f in dataclasses.fields(SamplingOptions))
+# The prefix-cache salt changes where the engine keeps blocks, never the answer; whose
+# entries a request may see is the key's `principal` (or every key's, when shared).
+_NOT_IN_KEY = frozenset({"cache_salt"})
+_FIELDS = tuple(f.name for f in dataclasses.fields(SamplingOptions) if f.name not in _NOT_IN_KEY)
 _FLOATS = frozenset(
     f.name for f in dataclasses.fields(SamplingOptions) if f.type in ("float", float)
 )

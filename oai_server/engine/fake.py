@@ -153,13 +153,16 @@ class FakeEngine(Engine):
             self._running.discard(request_id)
             self.aborted.append(request_id)
 
-    def _prefix_cached(self, prompt: list[int]) -> int:
+    def _prefix_cached(self, prompt: list[int], salt: str | None) -> int:
         """Like vLLM's prefix cache: whole blocks of the longest prefix an earlier prompt
-        shared, never the last token (the engine recomputes it for the first output)."""
+        shared under the same salt, never the last token (the engine recomputes it for the
+        first output)."""
         if not self.prefix_cache:
             return 0
         best = 0
         for call in self.calls:
+            if call.options.cache_salt != salt:
+                continue
             earlier = call.prompt_token_ids
             same = next(
                 (i for i, (a, b) in enumerate(zip(earlier, prompt, strict=False)) if a != b),
@@ -183,7 +186,7 @@ class FakeEngine(Engine):
     ) -> AsyncIterator[GenerationStep]:
         await self.check_health()
         check_priority(options, self.scheduling_policy)
-        cached = self._prefix_cached(prompt_token_ids)
+        cached = self._prefix_cached(prompt_token_ids, options.cache_salt)
         self.calls.append(Call(request_id, list(prompt_token_ids), options))
         self._running.add(request_id)
         pieces = self._pieces(prompt_token_ids)

@@ -79,6 +79,8 @@ class SamplingOptions:
     structured: StructuredOutput | None = None
     # Lower is scheduled first, when the engine schedules by priority.
     priority: int = 0
+    # Prefix-cache blocks are shared only between requests of the same salt (None: unsalted).
+    cache_salt: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -215,7 +215,7 @@ class VLLMEngine(Engine):
         try:
             async for out in llm.generate(
                 # Already tokenized: handed over as engine input, past vLLM's renderer.
-                tokens_input(prompt_token_ids),
+                tokens_input(prompt_token_ids, cache_salt=options.cache_salt),
                 self._make_params(options),
                 request_id,
                 priority=options.priority,

@@ -114,4 +114,5 @@ def build_options(
         prompt_logprobs=prompt_logprobs,
         structured=structured,
         priority=req.priority or 0,
+        cache_salt=req.cache_salt,
     )

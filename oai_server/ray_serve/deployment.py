@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from typing import Any
 
 from ray import serve
@@ -10,11 +13,14 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from oai_server.app import create_app
 from oai_server.ray_serve import ray_metrics
+from oai_server.ray_serve.affinity import RouteHint
 from oai_server.ray_serve.engine import StartOnce, load_factory
-from oai_server.ray_serve.options import deployment_options
+from oai_server.ray_serve.gateway import Gateway
+from oai_server.ray_serve.options import deployment_options, gateway_options
 from oai_server.settings import Settings
 
 DEPLOYMENT_NAME = "OAIServer"
+GATEWAY_NAME = "Gateway"
 REPLICA_HEADER = "x-replica"
 # The builder's one argument that is not a setting: the engine factory (tests: the fake).
 ENGINE_FACTORY_ARG = "engine_factory"
@@ -62,6 +68,41 @@ class Replica:
     def __serve_build_asgi_app__(self) -> ASGIApp:
         return ReplicaHeader(self._app, self.replica)
 
+    async def handle_http(
+        self, scope: Scope, body: bytes, hint: RouteHint | None
+    ) -> AsyncIterator[Message]:
+        """One HTTP request from the gateway (`hint` is for the router): its ASGI messages.
+
+        The body is whole; the request then waits for a disconnect that only comes as
+        cancellation (the gateway cancels this call when its client leaves).
+        """
+        received = False
+        sent: asyncio.Queue[Message | None] = asyncio.Queue()
+
+        async def receive() -> Message:
+            nonlocal received
+            if not received:
+                received = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            await asyncio.Future()  # never set: only cancellation ends the wait
+            raise AssertionError("unreachable")
+
+        async def run() -> None:
+            try:
+                await ReplicaHeader(self._app, self.replica)(scope, receive, sent.put)
+            finally:
+                sent.put_nowait(None)
+
+        task = asyncio.create_task(run())
+        try:
+            while (message := await sent.get()) is not None:
+                yield message
+            await task  # its error, if any, reaches the gateway
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
     async def check_health(self) -> None:
         """Serve's health probe: raises (and Serve replaces the replica) once the engine dies."""
         await self.engine.check_health()
@@ -69,6 +110,7 @@ class Replica:
 
 # The app is built per replica (`__serve_build_asgi_app__`), not pickled from the driver.
 OAIServer: Deployment = serve.deployment(name=DEPLOYMENT_NAME)(serve.ingress()(Replica))
+GatewayDeployment: Deployment = serve.deployment(name=GATEWAY_NAME)(Gateway)
 
 
 def build_app(args: dict[str, Any]) -> Application:
@@ -89,4 +131,8 @@ def build_app(args: dict[str, Any]) -> Application:
     # such as the cache directory are resolved on each replica's own node.
     given = settings.model_dump(exclude_unset=True)
     app: Application = deployment.bind(given, engine_factory)
+    if settings.ray_router == "affinity":
+        app = GatewayDeployment.options(**gateway_options(settings)).bind(
+            app, REPLICA_HEADER, settings.max_request_bytes
+        )
     return app

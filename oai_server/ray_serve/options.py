@@ -6,6 +6,11 @@ from typing import Any
 
 from oai_server.settings import Settings
 
+ROUTER_CLASS = "oai_server.ray_serve.router.CacheAffinityRouter"
+# The gateway only reads bodies and forwards bytes: a tenth of a CPU each.
+GATEWAY_CPUS = 0.1
+GATEWAY_MAX_ONGOING = 10_000
+
 # Serve's own health probe: three failures in a row (~6 s) and the replica is replaced.
 HEALTH_CHECK_PERIOD_S = 2.0
 HEALTH_CHECK_TIMEOUT_S = 30.0
@@ -50,7 +55,14 @@ def autoscaling(settings: Settings) -> dict[str, Any]:
 
 def deployment_options(settings: Settings) -> dict[str, Any]:
     """Every option of the Serve deployment, for `Deployment.options(**...)`."""
+    router: dict[str, Any] = {}
+    if settings.ray_router == "affinity":
+        router["request_router_config"] = {
+            "request_router_class": ROUTER_CLASS,
+            "request_router_kwargs": {"target": settings.ray_target_ongoing_requests},
+        }
     return {
+        **router,
         **resources(settings),
         "autoscaling_config": autoscaling(settings),
         "max_ongoing_requests": settings.ray_max_ongoing_requests,
@@ -58,4 +70,21 @@ def deployment_options(settings: Settings) -> dict[str, Any]:
         "graceful_shutdown_wait_loop_s": 1.0,
         "health_check_period_s": HEALTH_CHECK_PERIOD_S,
         "health_check_timeout_s": HEALTH_CHECK_TIMEOUT_S,
+    }
+
+
+def gateway_options(settings: Settings) -> dict[str, Any]:
+    """The affinity gateway's deployment: small; one per replica at most.
+
+    Each gateway replica learns its own response ids, so a conversation continued through
+    another gateway replica falls back to its key or prefix.
+    """
+    return {
+        "ray_actor_options": {"num_cpus": GATEWAY_CPUS},
+        "autoscaling_config": {
+            "min_replicas": 1,
+            "max_replicas": max(settings.ray_max_replicas, 1),
+            "target_ongoing_requests": settings.ray_target_ongoing_requests * 4,
+        },
+        "max_ongoing_requests": GATEWAY_MAX_ONGOING,
     }

@@ -9,6 +9,8 @@ import logging
 from fastapi import APIRouter, WebSocket
 from starlette.websockets import WebSocketDisconnect, WebSocketState
 
+from oai_server.auth.caller import caller
+from oai_server.auth.salt import salt_for
 from oai_server.errors import InvalidRequestError, ModelNotFoundError
 from oai_server.realtime.session import RealtimeSession
 from oai_server.services.common import check_model
@@ -39,7 +41,8 @@ async def realtime(websocket: WebSocket) -> None:
         async with lock:
             await websocket.send_text(event.to_json().decode())
 
-    session = RealtimeSession(server.chat, send)
+    salt = salt_for(caller(websocket.scope), None, shared=server.settings.prefix_cache_shared)
+    session = RealtimeSession(server.chat, send, salt)
     model = websocket.query_params.get("model")
     try:
         if model is not None:

@@ -69,9 +69,11 @@ _TEXT_ONLY = "This server does text only: audio input and output are not support
 class RealtimeSession:
     """The state of one connection, and a handler for each client event."""
 
-    def __init__(self, chat: ChatService, send: Send) -> None:
+    def __init__(self, chat: ChatService, send: Send, cache_salt: str | None = None) -> None:
         self.chat = chat
         self.send = send
+        # The API key's prefix-cache salt (oai_server/auth/salt.py), for every response.
+        self.cache_salt = cache_salt
         self.id = new_id("sess")
         self.conversation = Conversation()
         self.instructions = ""
@@ -322,6 +324,7 @@ class RealtimeSession:
             "stream": True,
             "stream_options": {"include_usage": True},
             "max_completion_tokens": None if limit == "inf" else limit,
+            "cache_salt": self.cache_salt,
         }
         if tools:
             body["tools"] = [

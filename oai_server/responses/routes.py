@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
 
+from oai_server.auth.salt import salted
 from oai_server.errors import InvalidRequestError
 from oai_server.http.answer import json_response
 from oai_server.http.disconnect import until_disconnect
@@ -61,6 +62,7 @@ def item_query(request: Request) -> ListQuery:
 async def create_response(request: Request) -> Response:
     settings = server_state(request).settings
     req = await parse_body(request, CreateResponse, settings.max_request_bytes)
+    req = salted(request, req, shared=settings.prefix_cache_shared)
     service = responses_service(request)
     if req.background and (req.store is False or service.state is None):
         raise InvalidRequestError(

@@ -146,6 +146,8 @@ def chat_request(
         if LOGPROBS_INCLUDE in (req.include or ()) or req.top_logprobs is not None:
             chat.logprobs = True
             chat.top_logprobs = req.top_logprobs or 0
+        chat.prompt_cache_key = req.prompt_cache_key
+        chat.cache_salt = req.cache_salt
         chat.stream = True
         chat.stream_options = StreamOptions(include_usage=False)
     return chat

@@ -6,6 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response
 
+from oai_server.auth.salt import salted
 from oai_server.http.answer import GenerationService, answer
 from oai_server.http.parsing import parse_body
 from oai_server.state import server_state
@@ -18,6 +19,7 @@ router = APIRouter()
 async def create_completion(request: Request) -> Response:
     server = server_state(request)
     req = await parse_body(request, CreateCompletionRequest, server.settings.max_request_bytes)
+    req = salted(request, req, shared=server.settings.prefix_cache_shared)
     service: GenerationService[CreateCompletionRequest, Any, Any] = server.completions
     if server.cache is not None:
         service = server.cache.completions(request)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,9 @@ from ray.serve import Application
 from ray.serve.schema import ServeDeploySchema
 
 from oai_server.ray_serve import build_app
+from oai_server.ray_serve.deployment import DEPLOYMENT_NAME, GATEWAY_NAME
 from oai_server.ray_serve.options import deployment_options
+from oai_server.ray_serve.router import CacheAffinityRouter
 from oai_server.settings import Settings
 
 CONFIG = Path(__file__).resolve().parents[2] / "oai_server" / "ray_serve" / "serve_config.yaml"
@@ -60,3 +63,15 @@ def test_the_shipped_serve_config_builds_the_app() -> None:
     (app,) = config["applications"]
     assert app["import_path"] == "oai_server.ray_serve:build_app"
     assert isinstance(build_app(app["args"]), Application)
+
+
+def test_the_affinity_router_puts_the_gateway_in_front() -> None:
+    options = deployment_options(Settings(ray_router="affinity", ray_target_ongoing_requests=4))
+    router = options["request_router_config"]
+    assert router["request_router_kwargs"] == {"target": 4}
+    module, _, name = router["request_router_class"].rpartition(".")
+    assert getattr(importlib.import_module(module), name) is CacheAffinityRouter
+    assert "request_router_config" not in deployment_options(Settings())
+    app = build_app({"ray_router": "affinity"})
+    assert app._bound_deployment.name == GATEWAY_NAME
+    assert build_app({})._bound_deployment.name == DEPLOYMENT_NAME

@@ -1,0 +1,128 @@
+"""`multiturn`: conversations that come back, against any set of replicas.
+
+N conversations run at once, each T turns in a row; every conversation has a system prompt
+of its own (about `--system-tokens` tokens) and resends its whole history each turn, as a
+chat client does. Measured: the share of prompt tokens the engines' prefix caches served
+(`usage.prompt_tokens_details.cached_tokens`), time to first token p50/p99, and how many
+replicas (`x-replica`) each conversation touched. Run it against one replica, Serve's
+default router and `ray_router: affinity` in turn, and compare the ratios:
+
+    python -m benchmarks multiturn --base-url http://127.0.0.1:8000/v1
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from benchmarks.client import discover_model, make_client
+from benchmarks.inproc import latency_summary
+
+if TYPE_CHECKING:
+    Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
+
+
+@dataclass
+class Tally:
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    ttft_s: list[float] = field(default_factory=list)
+    replicas: list[set[str]] = field(default_factory=list)
+
+
+def system_prompt(conversation: int, tokens: int) -> str:
+    """About `tokens` tokens of instructions, different from the first word on."""
+    words = [f"Shop {conversation} rule {i}: answer politely." for i in range(tokens // 8)]
+    return " ".join(words)
+
+
+async def _turn(http: httpx.AsyncClient, body: dict[str, Any], tally: Tally, seen: set[str]) -> str:
+    began = time.perf_counter()
+    text: list[str] = []
+    async with http.stream("POST", "/chat/completions", json=body) as response:
+        response.raise_for_status()
+        seen.add(response.headers.get("x-replica", "-"))
+        async for line in response.aiter_lines():
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            chunk = json.loads(line.removeprefix("data: "))
+            for choice in chunk["choices"]:
+                if choice["delta"].get("content"):
+                    if not text:
+                        tally.ttft_s.append(time.perf_counter() - began)
+                    text.append(choice["delta"]["content"])
+            usage = chunk.get("usage")
+            if usage:
+                tally.prompt_tokens += usage["prompt_tokens"]
+                details = usage.get("prompt_tokens_details") or {}
+                tally.cached_tokens += details.get("cached_tokens") or 0
+    return "".join(text)
+
+
+async def _conversation(
+    http: httpx.AsyncClient, args: argparse.Namespace, model: str, index: int, tally: Tally
+) -> None:
+    messages = [{"role": "system", "content": system_prompt(index, args.system_tokens)}]
+    seen: set[str] = set()
+    for turn in range(args.turns):
+        messages.append({"role": "user", "content": f"Question {turn}: what do you sell?"})
+        body: dict[str, Any] = {
+            "model": model,
+            "messages": messages,
+            "max_tokens": args.max_tokens,
+            "temperature": 0,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if args.prompt_cache_key:
+            body["prompt_cache_key"] = f"conversation-{index}"
+        answer = await _turn(http, body, tally, seen)
+        messages.append({"role": "assistant", "content": answer})
+    tally.replicas.append(seen)
+
+
+async def _run(args: argparse.Namespace) -> Tally:
+    tally = Tally()
+    async with make_client(args.base_url, args.conversations, 600, args.api_key) as http:
+        model = args.model or await discover_model(http)
+        await asyncio.gather(
+            *(_conversation(http, args, model, i, tally) for i in range(args.conversations))
+        )
+    return tally
+
+
+def _command(args: argparse.Namespace) -> int:
+    tally = asyncio.run(_run(args))
+    share = tally.cached_tokens / max(tally.prompt_tokens, 1)
+    spread = statistics.mean(len(r) for r in tally.replicas)
+    replicas = len(set().union(*tally.replicas))
+    shape = f"{args.conversations} conversations x {args.turns} turns"
+    print(f"multiturn: {shape}, ~{args.system_tokens}-token system prompts")
+    print(f"  cached share {share:.3f} ({tally.cached_tokens}/{tally.prompt_tokens} prompt tokens)")
+    print(f"  TTFT {latency_summary(tally.ttft_s)}")
+    print(f"  replicas: {replicas} in all, {spread:.2f} per conversation on average")
+    return 0
+
+
+def register(subparsers: Subparsers) -> None:
+    parser = subparsers.add_parser(
+        "multiturn", help="multi-turn conversations: prefix-cache share and TTFT across replicas"
+    )
+    parser.add_argument("--base-url", required=True, help="e.g. http://127.0.0.1:8000/v1")
+    parser.add_argument("--api-key", default=None)
+    parser.add_argument("--model", default=None, help="default: the first the server lists")
+    parser.add_argument("--conversations", type=int, default=16)
+    parser.add_argument("--turns", type=int, default=6)
+    parser.add_argument("--system-tokens", type=int, default=500)
+    parser.add_argument("--max-tokens", type=int, default=32)
+    parser.add_argument(
+        "--prompt-cache-key", action="store_true", help="send one prompt_cache_key per conversation"
+    )
+    parser.set_defaults(handler=_command)

@@ -1,0 +1,82 @@
+"""The gateway: reads each request so the router can keep conversations on one replica.
+
+Serve's proxy routes on what it has before the body arrives (the replica pulls the body
+later), so a router behind it cannot see `prompt_cache_key`, `previous_response_id` or
+the prompt. The gateway, a small deployment in front, reads the body, turns it into a
+`RouteHint`, and hands scope and body to a replica through a handle whose router is
+`CacheAffinityRouter`; the replica runs the request through its app and streams the ASGI
+messages back. It learns which replica answered each response id from the answer's
+first bytes and its `x-replica` header.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any, cast
+
+from ray.serve.handle import DeploymentHandle, DeploymentResponseGenerator
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.types import Message
+
+from oai_server.ray_serve.affinity import ResponseReplicas
+
+# What a replica's app needs of the HTTP scope (not the proxy's own entries).
+SCOPE_KEYS = (
+    "type",
+    "asgi",
+    "http_version",
+    "method",
+    "scheme",
+    "path",
+    "raw_path",
+    "root_path",
+    "query_string",
+    "headers",
+    "client",
+    "server",
+)
+
+
+class Gateway:
+    """Forwards every HTTP request to a replica chosen by `CacheAffinityRouter`."""
+
+    def __init__(self, server: DeploymentHandle[Any], replica_header: str, max_bytes: int) -> None:
+        self.server = server.options(stream=True, method_name="handle_http")
+        self.replica_header = replica_header.encode()
+        self.max_bytes = max_bytes
+        self.responses = ResponseReplicas()
+
+    async def __call__(self, request: Request) -> Response:
+        scope = {k: request.scope[k] for k in SCOPE_KEYS if k in request.scope}
+        body = b""
+        async for piece in request.stream():
+            body += piece
+            if len(body) > self.max_bytes:
+                break  # the replica refuses it (413): no need to read further
+        hint = self.responses.hint(body) if request.method == "POST" else None
+        # A streaming handle (`stream=True`) answers with a generator.
+        messages = cast(DeploymentResponseGenerator[Message], self.server.remote(scope, body, hint))
+        start: Message = await messages.__anext__()
+        headers: list[tuple[bytes, bytes]] = start.get("headers", [])
+        replica = next((v.decode() for k, v in headers if k == self.replica_header), "")
+        response = StreamingResponse(self._body(messages, replica), start["status"])
+        response.raw_headers = list(headers)
+        return response
+
+    async def _body(
+        self, messages: DeploymentResponseGenerator[Message], replica: str
+    ) -> AsyncIterator[bytes]:
+        learning = True
+        try:
+            async for message in messages:
+                chunk: bytes = message.get("body", b"")
+                if learning and chunk:
+                    self.responses.learn(chunk, replica)
+                    learning = False
+                yield chunk
+        finally:
+            # The client left (or the answer ended): the replica's request ends too.
+            with contextlib.suppress(Exception):
+                messages.cancel()  # type: ignore[no-untyped-call]

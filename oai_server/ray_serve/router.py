@@ -1,0 +1,72 @@
+"""Serve's request router for the replicas: a conversation goes where its prefix is cached.
+
+The gateway (`gateway.py`) reads each request and attaches a `RouteHint`; this router,
+running in the gateway's process, sends the request to the hinted replica (the one that
+served the previous turn), else to the owner of the hint's key on a consistent-hash
+ring. Load wins over affinity: past `target` ongoing requests the preferred replica is
+passed over for the less loaded of two random ones (Serve's default policy), so a burst
+spreads and a dead replica costs its conversations only their cached prefixes.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from ray.serve.request_router import PendingRequest, RequestRouter, RunningReplica
+
+from oai_server.ray_serve.affinity import HashRing, RouteHint
+
+
+def _hint(request: PendingRequest | None) -> RouteHint | None:
+    if request is None:
+        return None
+    for arg in [*request.args, *request.kwargs.values()]:
+        if isinstance(arg, RouteHint):
+            return arg
+    return None
+
+
+class CacheAffinityRouter(RequestRouter):
+    """Prefer the replica a request's hint points at while it is below `target` load."""
+
+    def initialize_state(self, target: float = 16.0, **kwargs: Any) -> None:
+        self.target = target
+        self._ring: tuple[frozenset[str], HashRing] | None = None
+
+    def ring(self, replicas: list[RunningReplica]) -> HashRing:
+        """The ring of the replicas now running (rebuilt only when they change)."""
+        ids = frozenset(r.replica_id.unique_id for r in replicas)
+        if self._ring is None or self._ring[0] != ids:
+            self._ring = (ids, HashRing(ids))
+        return self._ring[1]
+
+    def preferred(
+        self, replicas: list[RunningReplica], hint: RouteHint | None
+    ) -> RunningReplica | None:
+        if hint is None:
+            return None
+        by_id = {r.replica_id.unique_id: r for r in replicas}
+        if hint.replica is not None and hint.replica in by_id:
+            return by_id[hint.replica]
+        if hint.key is None:
+            return None
+        owner = self.ring(replicas).owner(hint.key)
+        return None if owner is None else by_id.get(owner)
+
+    def load(self, replica: RunningReplica) -> int:
+        """Ongoing requests as last seen (sends from here count at once); 0 if unknown."""
+        return self.replica_queue_len_cache.get(replica.replica_id) or 0
+
+    async def choose_replicas(
+        self,
+        candidate_replicas: list[RunningReplica],
+        pending_request: PendingRequest | None = None,
+    ) -> list[list[RunningReplica]]:
+        if not candidate_replicas:
+            return []
+        two = random.sample(candidate_replicas, min(2, len(candidate_replicas)))
+        chosen = self.preferred(candidate_replicas, _hint(pending_request))
+        if chosen is not None and self.load(chosen) < self.target:
+            return [[chosen], two]
+        return [two]

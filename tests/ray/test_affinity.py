@@ -1,0 +1,121 @@
+"""`ray_router="affinity"`: two replicas behind the gateway, with the fake engine.
+
+Every turn of a conversation goes to one replica (`x-replica`), whichever way it names
+itself, while load is light; a burst past the target spreads; a killed replica costs its
+conversations their affinity, never a request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conformance import AsyncValidatingTransport
+from tests.ray.conftest import FAKE, MODEL, RayServe, deployed, kill_replica, wait_for_replicas
+
+APP = "affinity"
+TARGET = 2  # ongoing requests per replica before affinity gives way
+TURNS = 3
+# A system prompt longer than the gateway's prefix window, different per conversation.
+SYSTEM = "You are the assistant of shop {}. " + "Answer briefly and politely. " * 40
+
+
+@pytest.fixture(scope="module")
+def url(ray_serve: RayServe) -> Iterator[str]:
+    settings = {
+        "ray_router": "affinity",
+        "ray_min_replicas": 2,
+        "ray_max_replicas": 2,
+        "ray_target_ongoing_requests": TARGET,
+        "ray_num_cpus": 0.5,
+    }
+    with deployed(APP, engine_factory=FAKE, **settings):
+        wait_for_replicas(ray_serve.url, 2)
+        yield ray_serve.url
+
+
+def client() -> httpx.AsyncClient:
+    return httpx.AsyncClient(transport=AsyncValidatingTransport(), timeout=60)
+
+
+def _chat(system: str, turn: int, **extra: Any) -> dict[str, Any]:
+    messages = [{"role": "system", "content": system}]
+    for i in range(turn + 1):
+        messages.append({"role": "user", "content": f"Question {i}?"})
+    return {"model": MODEL, "messages": messages, "max_tokens": 2, **extra}
+
+
+async def _chat_turns(http: httpx.AsyncClient, url: str, **extra: Any) -> list[str]:
+    """The replica of each turn of one chat conversation."""
+    system = SYSTEM.format(uuid.uuid4().hex) if "prompt_cache_key" not in extra else "Hi."
+    replicas = []
+    for turn in range(TURNS):
+        response = await http.post(f"{url}/v1/chat/completions", json=_chat(system, turn, **extra))
+        assert response.status_code == 200, response.text
+        replicas.append(response.headers["x-replica"])
+    return replicas
+
+
+async def _response_turns(http: httpx.AsyncClient, url: str, by: str) -> list[str]:
+    """The replica of each turn of one Responses conversation, chained `by` its kind."""
+    body: dict[str, Any] = {"model": MODEL, "input": "Hello?", "max_output_tokens": 16}
+    if by == "conversation":
+        created = await http.post(f"{url}/v1/conversations", json={})
+        assert created.status_code == 200, created.text
+        body["conversation"] = created.json()["id"]
+    replicas = []
+    for _ in range(TURNS):
+        response = await http.post(f"{url}/v1/responses", json=body)
+        assert response.status_code == 200, response.text
+        replicas.append(response.headers["x-replica"])
+        if by == "previous_response_id":
+            body["previous_response_id"] = response.json()["id"]
+    return replicas
+
+
+async def test_every_kind_of_affinity_keeps_a_conversation_on_one_replica(url: str) -> None:
+    async with client() as http:
+        runs = {
+            "prompt_cache_key": [
+                await _chat_turns(http, url, prompt_cache_key=f"user-{i}") for i in range(4)
+            ],
+            "prefix": [await _chat_turns(http, url) for _ in range(4)],
+            "previous_response_id": [
+                await _response_turns(http, url, "previous_response_id") for _ in range(3)
+            ],
+            "conversation": [await _response_turns(http, url, "conversation") for _ in range(3)],
+        }
+    for kind, conversations in runs.items():
+        for replicas in conversations:
+            assert len(set(replicas)) == 1, (kind, replicas)
+
+
+async def test_a_burst_past_the_target_spreads_over_both_replicas(url: str) -> None:
+    body = _chat("Hi.", 0, prompt_cache_key="everyone", max_tokens=20)  # 1 s each
+    async with client() as http:
+        answers = await asyncio.gather(
+            *(http.post(f"{url}/v1/chat/completions", json=body) for _ in range(12))
+        )
+    assert [a.status_code for a in answers] == [200] * 12
+    per_replica = collections.Counter(a.headers["x-replica"] for a in answers)
+    assert len(per_replica) == 2, per_replica
+    assert min(per_replica.values()) >= 3, per_replica
+
+
+async def test_a_killed_replica_loses_its_conversations_affinity_not_their_requests(
+    url: str,
+) -> None:
+    async with client() as http:
+        body = _chat("Hi.", 0, prompt_cache_key="survivor")
+        first = await http.post(f"{url}/v1/chat/completions", json=body)
+        victim = first.headers["x-replica"]
+        await asyncio.to_thread(kill_replica, APP, victim)
+        later = [await http.post(f"{url}/v1/chat/completions", json=body) for _ in range(5)]
+    assert [r.status_code for r in later] == [200] * 5
+    assert victim not in {r.headers["x-replica"] for r in later}
