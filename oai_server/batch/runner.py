@@ -170,10 +170,13 @@ class BatchRunner:
             body["cancelling_at"] = (current or body).get("cancelling_at")
         return str(status)
 
+    def _full(self) -> bool:
+        return self.in_flight >= self.max_in_flight or self.waiting() > 0
+
     async def _admit(self, watch: asyncio.Task[None]) -> None:
         """Wait for room: fewer than the cap in flight, and nothing queued in the engine."""
-        while not watch.done() and (self.in_flight >= self.max_in_flight or self.waiting() > 0):
-            # The engine's queue has no event to wait on: it is polled, cheaply, every 10 ms.
+        # The engine's queue has no event to wait on: it is polled, cheaply, every 10 ms.
+        while not watch.done() and self._full():  # noqa: ASYNC110
             await asyncio.sleep(ADMIT_POLL_S)
 
     async def _line(self, batch_id: str, request: Request, endpoint: Endpoint) -> None:
