@@ -84,17 +84,19 @@ def routes(
             and int(declared) > max_bytes + FORM_OVERHEAD
         ):
             raise RequestTooLargeError(f"The file exceeds the limit of {max_bytes} bytes.")
-        form = await request.form(max_files=1, max_fields=4)
-        upload, purpose = form.get("file"), form.get("purpose")
-        if not isinstance(upload, UploadFile):
-            raise InvalidRequestError("Missing required parameter: 'file'.", param="file")
-        if purpose != "batch":
-            raise InvalidRequestError(
-                f"Invalid 'purpose': {purpose!r}; this server accepts 'batch'.",
-                param="purpose",
-                code="invalid_value",
-            )
-        content = await upload.read(max_bytes + 1)
+        # The form's spooled upload is closed when the block ends, whatever is refused.
+        async with request.form(max_files=1, max_fields=4) as form:
+            upload, purpose = form.get("file"), form.get("purpose")
+            if not isinstance(upload, UploadFile):
+                raise InvalidRequestError("Missing required parameter: 'file'.", param="file")
+            if purpose != "batch":
+                raise InvalidRequestError(
+                    f"Invalid 'purpose': {purpose!r}; this server accepts 'batch'.",
+                    param="purpose",
+                    code="invalid_value",
+                )
+            filename = (upload.filename or "upload.jsonl")[:256]
+            content = await upload.read(max_bytes + 1)
         if len(content) > max_bytes:
             raise RequestTooLargeError(f"The file exceeds the limit of {max_bytes} bytes.")
         _check_jsonl(content)
@@ -102,7 +104,7 @@ def routes(
             id=new_id("file", "-"),
             owner=owner_of(request),
             purpose=purpose,
-            filename=(upload.filename or "upload.jsonl")[:256],
+            filename=filename,
             bytes=len(content),
             created_at=now_us(),
         )
