@@ -149,7 +149,12 @@ class BatchRunner:
                     await self._admit(watch)
                     if watch.done():
                         break
-                    lines.add(group.create_task(self._line(batch_id, request, endpoint)))
+                    # Counted now, not when the task first runs: the next admission sees it.
+                    # (and uncounted when done, even if cancelled before it ever ran).
+                    self.in_flight += 1
+                    task = group.create_task(self._line(batch_id, request, endpoint))
+                    task.add_done_callback(self._line_done)
+                    lines.add(task)
                     lines = {t for t in lines if not t.done()}
                 while lines and not watch.done():
                     await asyncio.wait([watch, *lines], return_when=asyncio.FIRST_COMPLETED)
@@ -179,6 +184,9 @@ class BatchRunner:
         while not watch.done() and self._full():  # noqa: ASYNC110
             await asyncio.sleep(ADMIT_POLL_S)
 
+    def _line_done(self, _task: asyncio.Task[None]) -> None:
+        self.in_flight -= 1
+
     async def _line(self, batch_id: str, request: Request, endpoint: Endpoint) -> None:
         if self.priority:
             request = Request(
@@ -186,11 +194,7 @@ class BatchRunner:
                 request.custom_id,
                 request.body.model_copy(update={"priority": BATCH_PRIORITY}),
             )
-        self.in_flight += 1
-        try:
-            failed, line = await answer_line(request, endpoint)
-        finally:
-            self.in_flight -= 1
+        failed, line = await answer_line(request, endpoint)
         await self.records.add_line(batch_id, Line(request.position, failed, line))
         self.metrics.line(failed, line)
 

@@ -30,12 +30,16 @@ def test_a_batch_of_chat_lines_answers_each_as_the_live_endpoint(store_url: str)
         done = wait(client, batch.id)
         assert done.status == "completed"
         assert (done.request_counts.total, done.request_counts.completed) == (5, 5)
-        assert done.request_counts.failed == 0 and done.error_file_id is None
-        assert done.in_progress_at and done.finalizing_at and done.completed_at
+        assert done.request_counts.failed == 0
+        assert done.error_file_id is None
+        assert done.in_progress_at
+        assert done.finalizing_at
+        assert done.completed_at
         output = read_lines(client, done.output_file_id)
         assert [line["custom_id"] for line in output] == [f"req-{i}" for i in range(5)]
         for i, line in enumerate(output):
-            assert line["error"] is None and line["response"]["status_code"] == 200
+            assert line["error"] is None
+            assert line["response"]["status_code"] == 200
             live = client.chat.completions.create(
                 model=MODEL, messages=[{"role": "user", "content": f"question {i}"}], max_tokens=16
             )
@@ -105,7 +109,8 @@ def test_a_file_with_bad_lines_fails_the_batch_naming_each(store_url: str) -> No
             input_file_id=file_id, endpoint="/v1/chat/completions", completion_window="24h"
         )
         failed = wait(client, batch.id)
-        assert failed.status == "failed" and failed.failed_at
+        assert failed.status == "failed"
+        assert failed.failed_at
         errors = [(e.line, e.code) for e in failed.errors.data]
         assert errors[:3] == [
             (2, "missing_required_parameter"),
@@ -133,29 +138,30 @@ def test_lines_the_engine_fails_are_error_lines(store_url: str) -> None:
 
 
 def test_keys_see_only_their_own_files_and_batches(store_url: str) -> None:
-    with serve(make_app(store_url, principals=True)) as base:
-        with sdk(base, "sk-alice") as alice, sdk(base, "sk-bob") as bob:
-            file_id = upload(alice, [chat_line("a", "one")])
-            batch = alice.batches.create(
+    app = make_app(store_url, principals=True)
+    with serve(app) as base, sdk(base, "sk-alice") as alice, sdk(base, "sk-bob") as bob:
+        file_id = upload(alice, [chat_line("a", "one")])
+        batch = alice.batches.create(
+            input_file_id=file_id, endpoint="/v1/chat/completions", completion_window="24h"
+        )
+        for call in (
+            lambda: bob.files.retrieve(file_id),
+            lambda: bob.files.content(file_id),
+            lambda: bob.files.delete(file_id),
+            lambda: bob.batches.retrieve(batch.id),
+            lambda: bob.batches.cancel(batch.id),
+            lambda: bob.batches.create(
                 input_file_id=file_id, endpoint="/v1/chat/completions", completion_window="24h"
-            )
-            for call in (
-                lambda: bob.files.retrieve(file_id),
-                lambda: bob.files.content(file_id),
-                lambda: bob.files.delete(file_id),
-                lambda: bob.batches.retrieve(batch.id),
-                lambda: bob.batches.cancel(batch.id),
-                lambda: bob.batches.create(
-                    input_file_id=file_id, endpoint="/v1/chat/completions", completion_window="24h"
-                ),
-            ):
-                with pytest.raises(openai.NotFoundError):
-                    call()
-            assert bob.files.list().data == [] and bob.batches.list().data == []
-            done = wait(alice, batch.id)
+            ),
+        ):
             with pytest.raises(openai.NotFoundError):
-                bob.files.content(done.output_file_id)
-            assert len(read_lines(alice, done.output_file_id)) == 1
+                call()
+        assert bob.files.list().data == []
+        assert bob.batches.list().data == []
+        done = wait(alice, batch.id)
+        with pytest.raises(openai.NotFoundError):
+            bob.files.content(done.output_file_id)
+        assert len(read_lines(alice, done.output_file_id)) == 1
 
 
 def test_batches_list_newest_first_with_a_cursor(store_url: str) -> None:
