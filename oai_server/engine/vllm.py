@@ -150,6 +150,12 @@ class VLLMEngine(Engine):
         )
         self._make_params = _params_factory()
         self._llm = llm
+        # vLLM keeps an import error for good (vllm.multimodal.media.audio's
+        # `_torchcodec_import_exc`, raised while this frame imported vllm); its traceback
+        # holds, through each frame's f_back, this frame and its locals for the life of the
+        # process. Holding `llm` here would keep the engine alive past `stop` until
+        # interpreter exit, where its __del__ calls vLLM globals already set to None.
+        del llm
         self._processes = _engine_processes()
         logger.debug("vLLM engine ready in %.1f s", time.monotonic() - began)
 

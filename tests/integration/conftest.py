@@ -74,8 +74,8 @@ def run_server(log_dir: Path, *flags: str, exit_code: int | None = 0) -> Iterato
 
     Stopped with SIGTERM, as an orchestrator stops it: it must drain and exit with
     `exit_code` (unless it already exited: a test that kills the engine checks that
-    itself; None skips the check), and no process it started (the engine core) may
-    outlive it.
+    itself; None skips the check), no process it started (the engine core) may
+    outlive it, and a clean stop (exit 0) logs no traceback.
     """
     port = _free_port()
     log = log_dir / "server.log"
@@ -100,6 +100,7 @@ def _stop(
     exit_code: int | None,
 ) -> None:
     running = proc.poll() is None
+    logged_before_stop = log.stat().st_size
     if running:
         proc.send_signal(signal.SIGTERM)
     try:
@@ -114,6 +115,14 @@ def _stop(
     assert not alive, f"processes outlived the server: {alive}"
     if running and exit_code is not None:
         assert proc.returncode == exit_code, log.read_text()[-4000:]
+    if running and exit_code == 0:
+        # A clean stop reads as one: no traceback, not even one Python only prints
+        # ("Exception ignored in ...") from a destructor run at interpreter exit.
+        with log.open("rb") as read:
+            read.seek(logged_before_stop)
+            stop_log = read.read().decode(errors="replace")
+        for sign in ("Traceback", "Exception ignored"):
+            assert sign not in stop_log, stop_log[-4000:]
 
 
 @pytest.fixture(scope="session")
