@@ -10,6 +10,7 @@ import pytest
 
 from oai_server.engine.fake import FakeEngine
 from tests.batch.helpers import chat_line, read_lines, upload, wait
+from tests.conformance import validate
 from tests.live import serve
 from tests.store.conftest import MODEL, make_app, sdk
 
@@ -44,7 +45,7 @@ def test_a_batch_of_chat_lines_answers_each_as_the_live_endpoint(store_url: str)
                 model=MODEL, messages=[{"role": "user", "content": f"question {i}"}], max_tokens=16
             )
             body = line["response"]["body"]
-            assert body["object"] == "chat.completion"
+            validate("CreateChatCompletionResponse", body)
             assert body["choices"][0]["message"]["content"] == live.choices[0].message.content
             assert body["usage"] == live.usage.model_dump(exclude_none=True)
         produced = client.files.retrieve(done.output_file_id)
