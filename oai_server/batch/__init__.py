@@ -44,6 +44,7 @@ def feature(state: ServerState) -> Feature[BatchRunner | None]:
         endpoints,
         BatchMetrics(state.metrics.registry),
         waiting=state.engine.waiting_requests,
+        health=state.engine.check_health,
         max_in_flight=settings.batch_max_in_flight,
         lease_s=settings.batch_lease_seconds,
         priority=settings.scheduling_policy == "priority",

@@ -12,10 +12,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from oai_server.error_responses import error_body, to_openai_error
+from oai_server.errors import (
+    EngineDeadError,
+    EngineNotReadyError,
+    EngineOverloadedError,
+    ServerShuttingDownError,
+)
 from oai_server.http.answer import GenerationService
 from oai_server.ids import new_id
 from schemas.batch import BatchError
 from schemas.common import GenerationRequest
+
+# The server's state, not the line's fault: the line is left to run again (after a restart).
+NOT_NOW = (EngineDeadError, EngineNotReadyError, EngineOverloadedError, ServerShuttingDownError)
 
 # What an endpoint takes: its request schema and the service that answers it.
 Endpoint = tuple[type[GenerationRequest], GenerationService[Any, Any, Any]]
@@ -93,11 +102,15 @@ async def answer_line(request: Request, endpoint: Endpoint) -> tuple[bool, dict[
 
     The same service as the live endpoint, not streamed; its refusals and the engine's
     failures become the line's `response` with the status and body the endpoint would send.
+    An engine not serving now (loading, overloaded, stopping, dead) raises instead: no line
+    is recorded, and the batch resumes when it serves again.
     """
     _schema, service = endpoint
     try:
         handle = await service.start(service.prepare(request.body))
         status, body = 200, json.loads((await service.complete(handle)).to_json())
+    except NOT_NOW:
+        raise
     except Exception as exc:  # noqa: BLE001 - a line that fails is an error line, never a stuck batch
         error = to_openai_error(exc)
         status, body = error.status_code, json.loads(error_body(error).to_json())

@@ -19,10 +19,17 @@ import contextlib
 import json
 import logging
 import secrets
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from oai_server.batch.lines import Endpoint, Request, answer_line, expired_line, read_requests
+from oai_server.batch.lines import (
+    NOT_NOW,
+    Endpoint,
+    Request,
+    answer_line,
+    expired_line,
+    read_requests,
+)
 from oai_server.batch.metrics import BatchMetrics
 from oai_server.batch.records import BatchRecords, Line, StoredFile, now_us
 from oai_server.ids import new_id
@@ -44,6 +51,7 @@ class BatchRunner:
         metrics: BatchMetrics,
         *,
         waiting: Callable[[], int],
+        health: Callable[[], Awaitable[None]],
         max_in_flight: int,
         lease_s: float,
         priority: bool,
@@ -52,6 +60,7 @@ class BatchRunner:
         self.endpoints = endpoints
         self.metrics = metrics
         self.waiting = waiting
+        self.health = health
         self.max_in_flight = max_in_flight
         self.lease_us = int(lease_s * 1_000_000)
         self.priority = priority
@@ -97,8 +106,13 @@ class BatchRunner:
             with contextlib.suppress(Exception):
                 await asyncio.shield(self.records.release(batch_id, self.name))
             raise
-        except Exception as exc:  # noqa: BLE001 - left active: retried when its lease runs out
-            logger.warning("batch %s: %r (will resume)", batch_id, exc)
+        except Exception as exc:  # noqa: BLE001 - left active: resumed in a later round
+            # An engine loading or overloaded is expected, not worth a warning each round.
+            not_now = isinstance(exc, NOT_NOW) or (
+                isinstance(exc, ExceptionGroup) and exc.split(NOT_NOW)[1] is None
+            )
+            level = logging.DEBUG if not_now else logging.WARNING
+            logger.log(level, "batch %s: %r (will resume)", batch_id, exc)
 
     async def _work(self, batch_id: str) -> None:
         body = await self.records.batch(batch_id, None)
@@ -122,6 +136,7 @@ class BatchRunner:
             ):
                 return  # cancelled meanwhile: the next round finalizes it
         if body["status"] == "in_progress":
+            await self.health()  # not serving (loading, dead): resumed in a later round
             body["status"] = await self._answer(batch_id, body, requests)
         lines = await self.records.lines(batch_id)
         final = {"cancelling": "cancelled", "in_progress": "completed"}.get(body["status"])

@@ -14,6 +14,7 @@ from collections import Counter
 import httpx
 
 from oai_server.engine.fake import FakeEngine
+from oai_server.errors import EngineOverloadedError
 from tests.batch.helpers import chat_line, read_lines, upload, wait
 from tests.live import serve
 from tests.store.conftest import make_app, sdk
@@ -100,3 +101,24 @@ def test_a_server_killed_mid_batch_is_finished_by_the_next_exactly_once(store_ur
         assert (done.request_counts.completed, done.request_counts.failed) == (total, 0)
         ids = Counter(line["custom_id"] for line in read_lines(client, done.output_file_id))
         assert ids == Counter(f"r{i}" for i in range(total))
+
+
+def test_an_engine_not_serving_leaves_lines_to_run_later_not_failed(store_url: str) -> None:
+    engine = FakeEngine(fail_at_step=0, fault=EngineOverloadedError("The engine is busy."))
+    with serve(make_app(store_url, engine)) as base, sdk(base) as client:
+        file_id = upload(client, [chat_line("a", "one"), chat_line("b", "two")])
+        batch = client.batches.create(
+            input_file_id=file_id, endpoint="/v1/chat/completions", completion_window="24h"
+        )
+        wait(client, batch.id, until={"in_progress"})
+        time.sleep(1.5)
+        waiting = client.batches.retrieve(batch.id)
+        assert waiting.status == "in_progress"
+        assert (waiting.request_counts.completed, waiting.request_counts.failed) == (0, 0)
+        engine.fail_at_step = None
+        done = wait(client, batch.id)
+        assert (done.status, done.request_counts.completed, done.error_file_id) == (
+            "completed",
+            2,
+            None,
+        )
