@@ -164,8 +164,8 @@ class BatchRunner:
                     await self._admit(watch)
                     if watch.done():
                         break
-                    # Counted now, not when the task first runs: the next admission sees it.
-                    # (and uncounted when done, even if cancelled before it ever ran).
+                    # Counted now, not when the task first runs, so the next admission sees
+                    # it; uncounted when done, even if cancelled before it ever ran.
                     self.in_flight += 1
                     task = group.create_task(self._line(batch_id, request, endpoint))
                     task.add_done_callback(self._line_done)
