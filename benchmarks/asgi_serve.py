@@ -2,7 +2,8 @@
 
 `FUNCTION()` returns the app. Every app measured by `floor` runs this way, each in a process
 of its own whose CPU time is then that app's alone, under the same uvicorn settings: uvloop
-and httptools where installed (uvicorn's "auto", as `python -m oai_server` runs), no access log.
+and httptools where installed (uvicorn's "auto", as `python -m oai_server` runs), no access log,
+the start-up heap frozen out of garbage collection (as `python -m oai_server` does).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import uvicorn
+
+from oai_server.startup import freeze_startup_heap
 
 
 def load_factory(path: str) -> Callable[[], Any]:
@@ -33,8 +36,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--host", default="127.0.0.1")
     args = parser.parse_args(argv)
+    app = load_factory(args.factory)()
+    freeze_startup_heap()  # as `python -m oai_server` serves
     uvicorn.run(
-        load_factory(args.factory)(),
+        app,
         host=args.host,
         port=args.port,
         loop="auto",

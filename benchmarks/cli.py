@@ -10,6 +10,7 @@
 - store: the cost of `store: true`, and metadata-filtered lists (module `store`).
 - responses: streamed `/v1/responses` against chat; rebuilding a stored context (`responses`).
 - cache: the response cache's hits against its misses, per backend (module `response_cache`).
+- outages: latency and health while Redis or PostgreSQL hangs or dies (module `outages`).
 
 A subcommand lives in a module with a `register(subparsers)` function that sets `handler`, a
 function of the parsed arguments returning the exit status; add it to `_REGISTRARS` below.
@@ -32,6 +33,7 @@ from benchmarks import (
     compare,
     floor,
     options,
+    outages,
     quality,
     realtime,
     response_cache,
@@ -171,6 +173,7 @@ _REGISTRARS: Sequence[Callable[[Subparsers], None]] = (
     responses.register,
     store.register,
     response_cache.register,
+    outages.register,
 )
 
 

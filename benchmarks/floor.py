@@ -8,7 +8,13 @@ for all) with nothing computing behind it, and gets the same closed loop of stre
   state machine, JSON and SSE framing, and the ASGI server.
 - raw: raw ASGI sending SSE bytes built in advance (`benchmarks.raw_app`), of the same shape
   and count: the ASGI server's own cost, the floor under any framework.
+- ours-prod: ours with the production features on: API keys, rate limits (in memory, never
+  reached), the response cache (in memory, every request a miss); the store stays off (no
+  request asks for `store`). Its difference to `ours` is what those features cost.
 - stub: the harness's stub server, which builds each chunk's JSON as it goes (optional).
+
+The apps take turns (A B A B with `--rounds 2`), so a machine whose speed drifts (other work
+on it) shifts every app alike, and the ratios of one run hold.
 
 The load generator shares the machine, so wall times say little: the measure is the CPU time
 (user + system, from /proc) the server process used during the measured requests, which a
@@ -39,10 +45,13 @@ MODEL = "smollm2-135m-instruct"  # what Settings() serves; the other apps list i
 APPS: Mapping[str, str] = {
     "ours": "benchmarks.floor:make_fake_app",
     "ours-cache": "benchmarks.floor:make_fake_app_cached",
+    "ours-prod": "benchmarks.floor:make_fake_app_production",
     "raw": "benchmarks.floor:make_raw_app",
     "stub": "benchmarks.floor:make_stub_app",
 }
 BASELINE = "raw"
+# The key `ours-prod` requires; the load generator sends it to every app (the others ignore it).
+API_KEY = "sk-floor"
 
 
 def make_fake_app() -> Any:
@@ -62,6 +71,22 @@ def make_fake_app_cached() -> Any:
     from oai_server.settings import Settings
 
     return create_app(Settings(response_cache="memory"), FakeEngine(reply="tok"))
+
+
+def make_fake_app_production() -> Any:
+    """`make_fake_app` with what a production deployment turns on: a key, limits that are
+    counted but never reached, and the response cache (every request a miss)."""
+    from oai_server.app import create_app
+    from oai_server.engine.fake import FakeEngine
+    from oai_server.settings import Settings
+
+    settings = Settings(
+        api_key=[API_KEY],
+        rate_limit_rpm=1_000_000_000,
+        rate_limit_tpm=1_000_000_000_000,
+        response_cache="memory",
+    )
+    return create_app(settings, FakeEngine(reply="tok"))
 
 
 def make_raw_app() -> Any:
@@ -94,7 +119,8 @@ def measure_app(
         [*command, "--port", str(port)],
         port=port,
         log_path=log_dir / f"floor-{name}.log",
-        ready_path="/v1/models",
+        # Open without a key in our app; the others answer /v1/models.
+        ready_path="/health" if name.startswith("ours") else "/v1/models",
     )
     api = ApiConfig(
         base_url=f"{server.root_url}/v1",
@@ -102,7 +128,7 @@ def measure_app(
         api=workload.api,
         continuous_usage=continuous_usage,
     )
-    target = HttpTarget(api)
+    target = HttpTarget(api, api_key=API_KEY)
     measured = dataclasses.replace(settings, label=name, warmup=0)
     with running(server, timeout_s=120):
         if warmup:
@@ -169,7 +195,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--apps",
         type=_apps,
         default=["ours", "raw"],
-        help="of ours, ours-cache, raw, stub (default: ours,raw)",
+        help="of ours, ours-cache, ours-prod, raw, stub (default: ours,raw)",
     )
     parser.add_argument("--api", choices=("completions", "chat"), default="chat")
     parser.add_argument("--concurrency", type=int, default=32, help="requests in flight")
@@ -185,6 +211,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=16,
         help="a second, short output length: the two runs separate the cost per request "
         "from the cost per chunk (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="measure every app this many times, taking turns (A B A B); each app's costs "
+        "are fitted through the CPU time of all its rounds (default: %(default)s)",
     )
     options.add_workload_options(parser)
     options.add_run_options(parser, default_label="floor")
@@ -208,6 +241,19 @@ def split_costs(short: Mapping[str, Any], long: Mapping[str, Any]) -> tuple[floa
     return y0 - per_chunk * x0, per_chunk
 
 
+def pooled(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """One app's rounds at one length as one run: their CPU time and requests summed."""
+    completed = sum(r["metrics"]["completed"] for r in records)
+    cpu_s = sum(r["server_process"]["cpu_s"] for r in records)
+    return {
+        "metrics": {
+            "completed": completed,
+            "output_tokens": sum(r["metrics"]["output_tokens"] for r in records),
+        },
+        "server_process": {"cpu_s": cpu_s, "cpu_us_per_request": 1e6 * cpu_s / completed},
+    }
+
+
 def split_table(costs: Mapping[str, tuple[float, float]]) -> str:
     base_request, base_chunk = costs.get(BASELINE, (0.0, 0.0))
     lines = [
@@ -227,25 +273,29 @@ def _command(args: argparse.Namespace) -> int:
     lengths = (args.short_len, args.output_len)
     if not 0 < args.short_len < args.output_len:
         raise SystemExit("floor: --short-len must be above 0 and below --output-len")
-    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in args.apps}
-    for length in lengths:
-        workload = Workload(
-            dataclasses.replace(options.workload_config(args), output_len=length), args.api
-        )
-        for name in args.apps:
-            record = measure_app(
-                name,
-                workload,
-                LoadSpec(concurrency=args.concurrency),
-                settings,
-                warmup=args.warmup,
-                log_dir=args.out / f"{stamp}-floor-logs",
-                continuous_usage=args.continuous_usage,
+    if args.rounds < 1:
+        raise SystemExit("floor: --rounds must be 1 or more")
+    # runs[name][i]: that app's records at lengths[i], one per round.
+    runs: dict[str, list[list[dict[str, Any]]]] = {name: [[], []] for name in args.apps}
+    for _ in range(args.rounds):
+        for i, length in enumerate(lengths):
+            workload = Workload(
+                dataclasses.replace(options.workload_config(args), output_len=length), args.api
             )
-            runs[name].append(record)
-    records = [r[-1] for r in runs.values()]
+            for name in args.apps:
+                record = measure_app(
+                    name,
+                    workload,
+                    LoadSpec(concurrency=args.concurrency),
+                    settings,
+                    warmup=args.warmup,
+                    log_dir=args.out / f"{stamp}-floor-logs",
+                    continuous_usage=args.continuous_usage,
+                )
+                runs[name][i].append(record)
+    records = [long[-1] for _, long in runs.values()]
     publish(records, args.out, label=args.label, plots=args.plots, stamp=stamp)
-    costs = {name: split_costs(short, long) for name, (short, long) in runs.items()}
+    costs = {name: split_costs(pooled(short), pooled(long)) for name, (short, long) in runs.items()}
     text = (
         f"## server CPU time, fixed per request and per streamed chunk "
         f"(fit through {lengths[0]} and {lengths[1]} chunks)\n\n"

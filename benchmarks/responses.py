@@ -126,14 +126,13 @@ async def _time_rebuilds(store_url: str, last: str, queries: int) -> tuple[int, 
     from prometheus_client import CollectorRegistry
 
     from oai_server.responses.state import ResponseState
-    from oai_server.store.health import StoreHealth
     from oai_server.store.metrics import StoreMetrics
     from oai_server.store.service import StoreService
     from oai_server.store.sql import SQLStore
     from oai_server.store.url import async_url
 
     store = SQLStore(async_url(store_url, Path()))
-    state = ResponseState(StoreService(store, StoreMetrics(CollectorRegistry()), StoreHealth()), "")
+    state = ResponseState(StoreService(store, StoreMetrics(CollectorRegistry())), "")
     times, count = [], 0
     for _ in range(queries):
         began = time.perf_counter()

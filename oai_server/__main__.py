@@ -22,7 +22,7 @@ from oai_server.app import create_app
 from oai_server.engine.build import build_engine
 from oai_server.lifecycle import Lifecycle, Phase
 from oai_server.settings import EMBEDDED_MODEL_NAME, Settings
-from oai_server.startup import configure_logging, quiet_uvicorn_start
+from oai_server.startup import configure_logging, freeze_startup_heap, quiet_uvicorn_start
 from oai_server.state import ServerState
 
 logger = logging.getLogger("oai_server")
@@ -70,6 +70,7 @@ def serve(app: FastAPI, settings: Settings, **uvicorn_options: Any) -> int:
     )
     if settings.log_level != "debug":
         quiet_uvicorn_start()  # after uvicorn.Config, which configures uvicorn's logging
+    freeze_startup_heap()
     try:
         Server(config, lifecycle).run()
     except KeyboardInterrupt:

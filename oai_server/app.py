@@ -29,6 +29,7 @@ from oai_server.lifecycle import Lifecycle, LifecycleMiddleware
 from oai_server.observability.engine import InstrumentedEngine
 from oai_server.observability.metrics import Metrics
 from oai_server.observability.middleware import ObservabilityMiddleware
+from oai_server.resilience import Dependencies
 from oai_server.routes import chat, completions, models, system, tokenize
 from oai_server.services.chat import ChatService
 from oai_server.services.completions import CompletionService
@@ -89,6 +90,7 @@ def _core(settings: Settings, engine: Engine) -> ServerState:
         metrics=metrics,
         lifecycle=Lifecycle(served, settings.drain_timeout),
         created=int(time.time()),
+        dependencies=Dependencies(metrics.registry),
     )
 
 
@@ -147,6 +149,7 @@ def create_app(
             for feature in reversed(started):
                 if feature.stop is not None:
                     await feature.stop()
+            await state.dependencies.close()  # their probes, once nothing uses them
             for task in (starting, watching):
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):

@@ -14,6 +14,7 @@ from starlette.requests import HTTPConnection
 from oai_server.lifecycle import Lifecycle
 from oai_server.observability.engine import InstrumentedEngine
 from oai_server.observability.metrics import Metrics
+from oai_server.resilience import Dependencies
 from oai_server.services.chat import ChatService
 from oai_server.services.completions import CompletionService
 from oai_server.services.tokenize import TokenizeService
@@ -39,6 +40,8 @@ class ServerState:
     metrics: Metrics
     lifecycle: Lifecycle
     created: int
+    # Redis and the database, each behind one breaker: /health and oai_dependency_up.
+    dependencies: Dependencies
     # Set by `create_app` from each feature's `service`, in feature order.
     store: StoreService | None = None
     # The response cache, when `--response-cache` turns it on.

@@ -31,6 +31,7 @@ def feature(state: ServerState) -> Feature[ResponseCache | None]:
 
 
 def _build(state: ServerState) -> ResponseCache | None:
+    """A Redis other than the rate limits' is a dependency of its own (`response_cache`)."""
     settings = state.settings
     if settings.response_cache == "off":
         return None
@@ -42,7 +43,10 @@ def _build(state: ServerState) -> ResponseCache | None:
             settings.response_cache_max_bytes, settings.response_cache_ttl, metrics
         )
     else:
-        backend = RedisBackend(redis_url, settings.response_cache_ttl, metrics)
+        name = "redis" if redis_url == settings.redis_url else "response_cache"
+        backend = RedisBackend(
+            redis_url, settings.response_cache_ttl, metrics, state.dependencies, name=name
+        )
     return ResponseCache(
         backend,
         metrics,

@@ -2,7 +2,8 @@
 
 A streamed replay is an `EventStream` like a live one, its chunks built by the service
 itself, so the SSE encoder sends byte for byte what a miss sends, only faster; a whole
-replay is the fold of the same events by the service's assembler.
+replay is the fold of the same events by the service's assembler. Either way the request's
+record (its access-log line) gets the entry's token counts, as the answer's `usage` does.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 
 from oai_server.cache.endpoints import Endpoint, Event
 from oai_server.cache.entry import Entry
+from oai_server.observability.context import current_request
 from oai_server.services.common import StreamSettings
 from oai_server.services.events import EventStream, TextDelta
 from schemas.common import GenerationRequest, ResponseModel
@@ -31,6 +33,14 @@ def _events(entry: Entry, id_: str, created: int, with_usage: bool) -> list[Even
     return events
 
 
+def _count_tokens(entry: Entry) -> None:
+    record = current_request.get()
+    if record is not None:
+        usage = entry.usage
+        record.prompt_tokens += usage.prompt_tokens
+        record.completion_tokens += usage.completion_tokens
+
+
 def replay_stream(
     endpoint: Endpoint[Any, Any, Any],
     req: GenerationRequest,
@@ -38,6 +48,7 @@ def replay_stream(
     identity: tuple[str, int],
 ) -> EventStream[ResponseModel]:
     """The entry's events, exactly as a live answer streams them."""
+    _count_tokens(entry)
     id_, created = identity
     opts = StreamSettings.of(req.stream_options)
     events = _events(entry, id_, created, opts.include_usage)
@@ -60,6 +71,7 @@ def replay_whole(
     identity: tuple[str, int],
 ) -> ResponseModel:
     """The entry as the whole response, as a non-streamed answer."""
+    _count_tokens(entry)
     id_, created = identity
     events = _events(entry, id_, created, with_usage=False)
     return endpoint.assemble(req, events, entry.usage, id_, created)

@@ -15,7 +15,8 @@ from typing import Any
 
 import jinja2.sandbox
 
-from oai_server.engine.protocol import Engine, Tokenizer
+from oai_server.engine.protocol import Engine, Tokenizer, check_priority
+from oai_server.engine.settings import SchedulingPolicy
 from oai_server.engine.types import (
     ChoiceDelta,
     FinishReason,
@@ -87,7 +88,8 @@ class FakeEngine(Engine):
     replaces the reason the last step reports (say, vLLM's "error"); with `ignore_eos`
     the reply repeats until `max_tokens`; `reply_for`, if given, makes the reply from
     the rendered prompt (so concurrent requests can be told apart); with `prefix_cache`,
-    steps report the prompt tokens an earlier prompt shared, as vLLM's cache does.
+    steps report the prompt tokens an earlier prompt shared, as vLLM's cache does;
+    `scheduling_policy` decides, as on the real engine, whether a `priority` is allowed.
     """
 
     reply: str = "Hello! How can I help you today?"
@@ -100,6 +102,7 @@ class FakeEngine(Engine):
     reply_for: Callable[[str], str] | None = None
     max_model_len: int = 2048
     start_delay: float = 0.0
+    scheduling_policy: SchedulingPolicy = "fcfs"
     # Report prompt tokens an earlier call shared as cached (off: the benchmarks' floor
     # must not pay for comparing every prompt with every earlier one).
     prefix_cache: bool = False
@@ -171,6 +174,7 @@ class FakeEngine(Engine):
         self, request_id: str, prompt_token_ids: list[int], options: SamplingOptions
     ) -> AsyncIterator[GenerationStep]:
         await self.check_health()
+        check_priority(options, self.scheduling_policy)
         cached = self._prefix_cached(prompt_token_ids)
         self.calls.append(Call(request_id, list(prompt_token_ids), options))
         self._running.add(request_id)
@@ -181,24 +185,28 @@ class FakeEngine(Engine):
             if self.prefill_delay:
                 await asyncio.sleep(self.prefill_delay)
             queue_time: float | None = self.prefill_delay
+            # Read once: the benchmarks' floor counts this loop as the web layer's cost.
+            prompt_tokens, token_delay, fail_at = (
+                len(prompt_token_ids),
+                self.token_delay,
+                self.fail_at_step,
+            )
+            running, choices = self._running, range(options.n)
             for step in range(options.max_tokens):
-                if self.token_delay:
-                    await asyncio.sleep(self.token_delay)
-                if self.fail_at_step is not None and step >= self.fail_at_step:
+                if token_delay:
+                    await asyncio.sleep(token_delay)
+                if fail_at is not None and step >= fail_at:
                     if self.fault is not None:
                         raise self.fault
                     self._dead = True
                     raise EngineDeadError("The engine failed while generating.")
-                if request_id not in self._running:
+                if request_id not in running:
                     return
-                out = GenerationStep(
-                    prompt_tokens=len(prompt_token_ids), cached_tokens=cached, queue_time=queue_time
-                )
+                out = GenerationStep(prompt_tokens, [], False, cached, None, queue_time)
                 queue_time = None
-                for i in range(options.n):
-                    if done[i]:
-                        continue
-                    out.choices.append(self._advance(i, step, pieces, texts, done, options))
+                for i in choices:
+                    if not done[i]:
+                        out.choices.append(self._advance(i, step, pieces, texts, done, options))
                 out.finished = all(done)
                 if out.finished and self.finish_reason is not None:
                     for choice in out.choices:
@@ -224,16 +232,18 @@ class FakeEngine(Engine):
         options: SamplingOptions,
     ) -> ChoiceDelta:
         piece = pieces[step % len(pieces)]
-        before = texts[i]
-        texts[i] += piece
-        delta = ChoiceDelta(index=i, text=piece, token_count=1)
-        for stop in options.stop:
-            at = texts[i].find(stop)
-            if at != -1:
-                delta.text = texts[i][len(before) : at] if at >= len(before) else ""
-                delta.finish_reason, delta.stop_reason = "stop", stop
-                done[i] = True
-                return delta
+        delta = ChoiceDelta(i, piece, 1)
+        if options.stop:
+            # Only stop strings need the text so far (kept per choice, not per step).
+            before = texts[i]
+            texts[i] += piece
+            for stop in options.stop:
+                at = texts[i].find(stop)
+                if at != -1:
+                    delta.text = texts[i][len(before) : at] if at >= len(before) else ""
+                    delta.finish_reason, delta.stop_reason = "stop", stop
+                    done[i] = True
+                    return delta
         if step + 1 >= options.max_tokens:
             delta.finish_reason, done[i] = "length", True
         elif step + 1 >= len(pieces) and not options.ignore_eos:

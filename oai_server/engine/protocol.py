@@ -12,7 +12,22 @@ import abc
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
+from oai_server.engine.settings import SchedulingPolicy
 from oai_server.engine.types import GenerationStep, ModelInfo, SamplingOptions
+from oai_server.errors import InvalidRequestError
+
+
+def check_priority(options: SamplingOptions, scheduling_policy: SchedulingPolicy) -> None:
+    """Refuse a `priority` that the engine's scheduler would ignore.
+
+    vLLM itself rejects one under first-come-first-served scheduling; every engine (the
+    fake included) asks here, so a test cannot pass on a rule the real engine breaks.
+    """
+    if options.priority and scheduling_policy != "priority":
+        raise InvalidRequestError(
+            "'priority' needs the server started with --scheduling-policy priority.",
+            param="priority",
+        )
 
 
 class Tokenizer(abc.ABC):

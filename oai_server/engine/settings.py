@@ -11,6 +11,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+SchedulingPolicy = Literal["fcfs", "priority"]
+
 
 class EngineSettings(BaseModel):
     """What the engine is started with; None means "vLLM's default" unless said otherwise."""
@@ -47,7 +49,7 @@ class EngineSettings(BaseModel):
     max_num_queued_tokens: int | None = Field(
         None, description="Most prompt tokens waiting for prefill; more get a 503 at once."
     )
-    scheduling_policy: Literal["fcfs", "priority"] = Field(
+    scheduling_policy: SchedulingPolicy = Field(
         "fcfs",
         description="Order of waiting requests: first come first served, or by each "
         "request's 'priority' field (lower first, then arrival).",

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Any, get_args
 
 from oai_server.engine import cpu, vllm_args
-from oai_server.engine.protocol import Engine, Tokenizer
+from oai_server.engine.protocol import Engine, Tokenizer, check_priority
 from oai_server.engine.settings import EngineSettings
 from oai_server.engine.types import (
     ChoiceDelta,
@@ -203,11 +203,7 @@ class VLLMEngine(Engine):
         from vllm.v1.engine.exceptions import EngineDeadError as VLLMEngineDeadError
 
         llm = self._ready_llm()
-        if options.priority and self._options.scheduling_policy != "priority":
-            raise InvalidRequestError(
-                "'priority' needs the server started with --scheduling-policy priority.",
-                param="priority",
-            )
+        check_priority(options, self._options.scheduling_policy)
         prompt_tokens = len(prompt_token_ids)
         first = True
         try:

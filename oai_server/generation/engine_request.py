@@ -27,7 +27,8 @@ class Usage:
 
     def add(self, step: GenerationStep) -> None:
         self.prompt_tokens = step.prompt_tokens
-        self.cached_tokens = max(self.cached_tokens, step.cached_tokens)
+        if step.cached_tokens > self.cached_tokens:
+            self.cached_tokens = step.cached_tokens
         for choice in step.choices:
             self.completion_tokens += choice.token_count
 
@@ -69,16 +70,21 @@ class Generation:
         return generation
 
     async def __aiter__(self) -> AsyncIterator[GenerationStep]:
+        usage, steps = self.usage, self._steps
         try:
             step = self._first
             self._first = None
             while step is not None:
-                self.usage.add(step)
+                usage.add(step)
                 self.finished = step.finished
                 yield step
                 if step.finished:
                     break
-                step = await anext(self._steps, None)
+                # Not `anext(steps, None)`: its wrapper costs twice the call, per step.
+                try:
+                    step = await steps.__anext__()
+                except StopAsyncIteration:
+                    break
         finally:
             await self.close()
 

@@ -86,7 +86,7 @@ async def answer(
     if req.stream:
         if handle is None:
             handle = await until_disconnect(request, service.start(job, request_id))
-        # From here Starlette watches the connection and cancels the stream on disconnect.
+        # From here the response watches the connection and cancels the stream on disconnect.
         response = event_stream(service.stream(handle))
     elif handle is not None:
         response = json_response(await service.complete(handle))  # ready: nothing to wait for

@@ -35,7 +35,9 @@ def feature(state: ServerState) -> Feature[RateLimiter | None]:
     if settings.rate_limit_rpm is None and settings.rate_limit_tpm is None:
         return Feature(None)
     backend: Backend = (
-        MemoryBackend() if settings.redis_url is None else RedisBackend(settings.redis_url)
+        MemoryBackend()
+        if settings.redis_url is None
+        else RedisBackend(settings.redis_url, state.dependencies)
     )
     limiter = RateLimiter(
         backend,

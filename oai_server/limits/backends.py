@@ -11,8 +11,10 @@ import logging
 import time
 from typing import Protocol
 
-import redis.asyncio as aioredis
 from redis.exceptions import RedisError
+
+from oai_server.resilience import Dependencies, DependencyDownError
+from oai_server.resilience.redis_client import REDIS_TIMEOUT_S, redis_client
 
 logger = logging.getLogger(__name__)
 
@@ -75,6 +77,9 @@ class MemoryBackend:
 _SWEEP_AT = 10_000
 
 
+# What Redis being down or hung raises here: the request goes on without it.
+_UNAVAILABLE = (RedisError, OSError, TimeoutError, DependencyDownError)
+
 # Check and add in one step on the server: no other client runs between the two.
 _TAKE = """
 local used = tonumber(redis.call('GET', KEYS[1]) or '0')
@@ -91,37 +96,42 @@ return {1, used}
 class RedisBackend:
     """Counters in Redis, so every replica counts against the same limit.
 
-    If Redis cannot be reached, requests pass (logged): an outage of the limits'
-    store should not become an outage of the service.
+    If Redis cannot be reached or does not answer within its deadline, requests pass (the
+    breaker logs the outage once): an outage of the limits' store should not become an
+    outage of the service, nor make every request wait on it.
     """
 
-    def __init__(self, url: str) -> None:
-        self._redis = aioredis.Redis.from_url(url)
+    def __init__(self, url: str, dependencies: Dependencies, name: str = "redis") -> None:
+        self._redis, self._breaker = redis_client(url, dependencies, name)
         self._take = self._redis.register_script(_TAKE)
 
     async def take(self, key: str, amount: int, limit: int, ttl_s: float) -> tuple[bool, int]:
+        work = self._take(keys=[key], args=[amount, limit, int(ttl_s * 1000)])
         try:
-            taken, used = await self._take(keys=[key], args=[amount, limit, int(ttl_s * 1000)])
-        except RedisError as exc:
-            logger.warning("rate limits unavailable, request let through: %r", exc)
+            taken, used = await self._breaker.call(work, REDIS_TIMEOUT_S)
+        except _UNAVAILABLE as exc:
+            logger.debug("rate limits unavailable, request let through: %r", exc)
             return True, 0
         return bool(taken), int(used)
 
     async def count(self, key: str) -> int:
         try:
-            value = await self._redis.get(key)
-        except RedisError:
+            value = await self._breaker.call(self._redis.get(key), REDIS_TIMEOUT_S)
+        except _UNAVAILABLE:
             return 0
         return int(value or 0)
 
     async def add(self, key: str, amount: int, ttl_s: float) -> None:
         try:
-            async with self._redis.pipeline(transaction=True) as pipe:
-                pipe.incrby(key, amount)
-                pipe.pexpire(key, int(ttl_s * 1000))
-                await pipe.execute()
-        except RedisError as exc:
-            logger.warning("rate limits unavailable, tokens not settled: %r", exc)
+            await self._breaker.call(self._add(key, amount, ttl_s), REDIS_TIMEOUT_S)
+        except _UNAVAILABLE as exc:
+            logger.debug("rate limits unavailable, tokens not settled: %r", exc)
+
+    async def _add(self, key: str, amount: int, ttl_s: float) -> None:
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.incrby(key, amount)
+            pipe.pexpire(key, int(ttl_s * 1000))
+            await pipe.execute()
 
     async def close(self) -> None:
         await self._redis.aclose()

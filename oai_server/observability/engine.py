@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 from oai_server.engine.protocol import Engine
 from oai_server.engine.types import GenerationStep, SamplingOptions
@@ -43,6 +44,8 @@ class InstrumentedEngine(EngineWrapper):
         self._waiting: set[str] = set()
         self._live: set[str] = set()
         self._cut: set[str] = set()
+        # prometheus_client's labels() validates and locks on every call: children cached.
+        self._finished: dict[str, Any] = {}
 
     # --- what the wrapper adds -------------------------------------------------
     def waiting_requests(self) -> int:
@@ -71,6 +74,7 @@ class InstrumentedEngine(EngineWrapper):
         submitted = last = time.perf_counter()
         prompt_tokens = generated = 0
         finished: list[str] = []
+        gaps = m.inter_token_latency.tally()
         self._live.add(request_id)
         self._waiting.add(request_id)
         try:
@@ -90,19 +94,23 @@ class InstrumentedEngine(EngineWrapper):
                     if step.queue_time is not None:
                         m.queue_time.observe(step.queue_time)
                 elif tokens:
-                    m.inter_token_latency.observe((now - last) / tokens)
+                    gaps.observe((now - last) / tokens)
                 last = now
                 generated += tokens
                 yield step
             if request_id in self._cut:
                 raise _shutting_down()
         finally:
-            # Counted once at the end: per step, only what must be (latencies).
+            # Counted once at the end: per step, only a tally of the gaps between tokens.
             m.e2e_latency.observe(time.perf_counter() - submitted)
+            m.inter_token_latency.add(gaps)
             m.prompt_tokens.inc(prompt_tokens)
             m.generation_tokens.inc(generated)
             for reason in finished:
-                m.finished.labels(reason).inc()
+                counted = self._finished.get(reason)
+                if counted is None:
+                    counted = self._finished[reason] = m.finished.labels(reason)
+                counted.inc()
             if record is not None:
                 record.prompt_tokens += prompt_tokens
                 record.completion_tokens += generated

@@ -19,6 +19,8 @@ from prometheus_client import (
     generate_latest,
 )
 
+from oai_server.observability.histogram import BatchedHistogram
+
 __all__ = ["CONTENT_TYPE", "WAITING_REQUESTS", "Metrics"]
 
 # The gauge an autoscaler scales on (the Helm chart's HPA names it).
@@ -54,11 +56,12 @@ class Metrics:
             registry=r,
             buckets=_LATENCY_BUCKETS,
         )
-        self.inter_token_latency = Histogram(
+        # Observed per token: fed a request's observations at its end (see histogram.py).
+        self.inter_token_latency = BatchedHistogram(
             "oai_inter_token_latency_seconds",
             "Time between successive output tokens of a request.",
-            registry=r,
-            buckets=_TOKEN_BUCKETS,
+            _TOKEN_BUCKETS,
+            r,
         )
         self.e2e_latency = Histogram(
             "oai_e2e_request_latency_seconds",

@@ -16,14 +16,18 @@ router = APIRouter()
 async def health(request: Request) -> Response:
     """200 when the engine can serve; 503 (OpenAI error body) while loading or once dead.
 
-    `store` says whether stored completions can be written and read ("ok") or not
-    ("degraded"): answers do not depend on it, so a degraded store never makes this a 503.
+    `store` says whether stored completions are written and read in time ("ok") or not
+    ("degraded": the database fails or hangs, or queued writes wait). `dependencies` names
+    each service the server uses (Redis, the database) as "ok" or "down" (marked down by
+    its breaker: not waited on until a probe answers). Answers do not depend on them, so
+    neither ever makes this a 503.
     """
     server = server_state(request)
     await server.engine.check_health()
-    body = {"status": "ok"}
+    body: dict[str, object] = {"status": "ok"}
     if server.store is not None:
         body["store"] = server.store.health.status
+    body["dependencies"] = server.dependencies.status()
     return JSONResponse(body)
 
 

@@ -190,10 +190,16 @@ class ChatService:
             return self._chunk(chat, opts, choice)
 
         states = chat.choices()
+        # The commonest stream, plain text: each piece goes out as it comes, no parser events.
+        plain = bare_text and all(state.plain for state in states)
         for index in range(len(states)):
             yield chunk(_choice(index, ChatCompletionDelta(role="assistant", content="")))
         async for step in generation:
             for d in step.choices:
+                if plain and d.finish_reason is None:
+                    if d.text:
+                        yield TextDelta(d.index, d.text)
+                    continue
                 state = states[d.index]
                 pending = list(d.logprobs) if want_logprobs and d.logprobs else []
                 events = state.feed(d.text)

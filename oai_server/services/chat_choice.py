@@ -5,12 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from oai_server.engine.types import FinishReason, TokenLogprob
+from oai_server.engine.types import FinishReason
 from oai_server.services.common import finish_reason
-from oai_server.tool_calls.parsers import CallStart, Content, Event, OutputParser
+from oai_server.tool_calls.parsers import CallStart, Content, ContentOnly, Event, OutputParser
 from schemas.chat import (
     ChatCompletionDelta,
-    ChatCompletionMessage,
     ChatCompletionMessageToolCall,
     ChatCompletionMessageToolCallChunk,
     FunctionCallChunk,
@@ -20,12 +19,15 @@ from schemas.chat import (
 
 @dataclass
 class ChoiceState:
-    """Everything said so far in one choice; fed text, it returns the events to send."""
+    """The tool calls made so far in one choice; fed text, it returns the events to send."""
 
     parser: OutputParser
-    content: str = ""
     calls: list[ChatCompletionMessageToolCall] = field(default_factory=list)
-    logprobs: list[TokenLogprob] = field(default_factory=list)
+
+    @property
+    def plain(self) -> bool:
+        """Whether every piece of text is content as it comes (no tools to parse)."""
+        return type(self.parser) is ContentOnly
 
     def feed(self, text: str) -> list[Event]:
         """Parse the next text; the events it makes are recorded and returned."""
@@ -37,8 +39,8 @@ class ChoiceState:
     def _record(self, events: list[Event]) -> list[Event]:
         for event in events:
             if isinstance(event, Content):
-                self.content += event.text
-            elif isinstance(event, CallStart):
+                continue
+            if isinstance(event, CallStart):
                 self.calls.append(
                     ChatCompletionMessageToolCall(
                         id=event.id, function=FunctionCallOut(name=event.name, arguments="")
@@ -69,11 +71,3 @@ class ChoiceState:
     def finish_reason(self, engine_reason: FinishReason) -> Literal["stop", "length", "tool_calls"]:
         reason = finish_reason(engine_reason)
         return "tool_calls" if reason == "stop" and self.calls else reason
-
-    def message(self) -> ChatCompletionMessage:
-        if self.calls:
-            # As OpenAI answers a tool call: no text, the calls.
-            return ChatCompletionMessage(
-                content=self.content or None, refusal=None, tool_calls=self.calls, annotations=[]
-            )
-        return ChatCompletionMessage(content=self.content, refusal=None, annotations=[])

@@ -14,9 +14,8 @@ from typing import TYPE_CHECKING
 
 from oai_server.features import Feature
 from oai_server.store import routes
-from oai_server.store.health import StoreHealth
 from oai_server.store.metrics import StoreMetrics
-from oai_server.store.service import StoreService
+from oai_server.store.service import StoreService, store_breaker
 from oai_server.store.sql import SQLStore
 from oai_server.store.url import async_url
 
@@ -29,10 +28,11 @@ __all__ = ["StoreService", "feature"]
 def feature(state: ServerState) -> Feature[StoreService]:
     """The store's routes, and its service: migrated at start-up, its writes drained at the end."""
     settings = state.settings
+    store = SQLStore(async_url(settings.store_url, settings.data_dir))
     service = StoreService(
-        SQLStore(async_url(settings.store_url, settings.data_dir)),
+        store,
         StoreMetrics(state.metrics.registry),
-        StoreHealth(),
+        state.dependencies.add(store_breaker(store)),
         store_all=settings.store_all,
         retention_days=settings.store_retention_days,
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TypeVar
@@ -13,8 +14,10 @@ from starlette.requests import HTTPConnection
 
 from oai_server.auth.caller import caller
 from oai_server.errors import NotFoundError, StoreUnavailableError
+from oai_server.resilience import Breaker, DependencyDownError
 from oai_server.services.chat import ChatService
 from oai_server.store.chat_records import completion_record
+from oai_server.store.guarded import PROBE_S, GuardedStore, is_failure
 from oai_server.store.health import StoreHealth
 from oai_server.store.hook import RecordingChat
 from oai_server.store.interface import CursorNotFoundError, Store
@@ -26,12 +29,16 @@ from schemas.chat import CreateChatCompletionRequest, CreateChatCompletionRespon
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
-MIGRATE_TIMEOUT_S = 15.0
 # How long a read waits for this replica's own queued writes (read-your-writes).
 SETTLE_TIMEOUT_S = 2.0
 DRAIN_TIMEOUT_S = 5.0
 RETENTION_INTERVAL_S = 3600.0
 DAY_US = 86_400 * 1_000_000
+
+
+def store_breaker(store: Store) -> Breaker:
+    """A breaker for `store` on its own (the app gets its breakers from `Dependencies`)."""
+    return Breaker("store", store.ping, probe_timeout=PROBE_S, is_failure=is_failure)
 
 
 def owner_of(connection: HTTPConnection) -> str:
@@ -40,34 +47,37 @@ def owner_of(connection: HTTPConnection) -> str:
 
 
 class StoreService:
+    """The store the app uses: every call within a deadline, through `breaker`."""
+
     def __init__(
         self,
         store: Store,
         metrics: StoreMetrics,
-        health: StoreHealth,
+        breaker: Breaker | None = None,
         *,
         store_all: bool = False,
         retention_days: float | None = None,
     ) -> None:
-        self.store = store
+        self.breaker = breaker or store_breaker(store)
+        self.store = GuardedStore(store, self.breaker)
         self.metrics = metrics
-        self.health = health
         self.store_all = store_all
         self.retention_days = retention_days
-        self.writer = StoreWriter(store, metrics, health, migrated=False)
+        self.writer = StoreWriter(self.store, metrics, self.breaker, migrated=False)
+        self.health = StoreHealth(self.breaker, self.writer.oldest_queued)
         metrics.queue_depth.set_function(lambda: float(len(self.writer)))
+        metrics.healthy.set_function(lambda: float(self.health.ok))
         self._tasks: list[asyncio.Task[None]] = []
 
     async def start(self) -> None:
         """Migrate the schema, then start writing; a database down now is retried later."""
         try:
-            async with asyncio.timeout(MIGRATE_TIMEOUT_S):
-                await self.store.migrate()
+            await self.store.migrate()
             self.writer.migrated = True
         except Exception as exc:  # noqa: BLE001 - the server serves answers without its store
             logger.warning("store unavailable at start-up (will retry): %r", exc)
-            self.health.fail(exc)
-            self.metrics.healthy.set(0)
+            if self.breaker.up:
+                self.breaker.failed(exc, at_once=True)  # down until the probe answers
         self._tasks = [asyncio.create_task(self.writer.run())]
         if self.retention_days is not None:
             self._tasks.append(asyncio.create_task(self._retain()))
@@ -79,6 +89,7 @@ class StoreService:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        await self.breaker.close()
         await self.store.close()
 
     def wants(self, req: CreateChatCompletionRequest) -> bool:
@@ -104,23 +115,34 @@ class StoreService:
     @contextlib.asynccontextmanager
     async def reading(self) -> AsyncIterator[None]:
         """Read after this replica's pending writes; a bad list cursor becomes a 400, a
-        database failure a 503."""
-        await self.writer.settled(SETTLE_TIMEOUT_S)
+        database that fails, hangs or is marked down a 503 with `Retry-After`, within the
+        read deadline (each store call in the block has one)."""
+        if not self.breaker.up:
+            raise self._unavailable()
+        if self.health.ok:
+            # A store that keeps up settles at once; a stalled one would only use up
+            # the read's deadline waiting for writes that are not leaving the queue.
+            await self.writer.settled(SETTLE_TIMEOUT_S)
         try:
             yield
         except CursorNotFoundError as exc:
             raise bad_cursor(exc) from None
+        except DependencyDownError:
+            raise self._unavailable() from None
         except Exception as exc:
-            if isinstance(exc, LookupError) or getattr(exc, "status_code", 500) < 500:
+            if not is_failure(exc):
                 raise
             self.metrics.read_errors.inc()
-            self.health.fail(exc)
-            self.metrics.healthy.set(0)
             logger.warning("store read failed: %r", exc)
-            raise StoreUnavailableError(
-                "Stored objects are unavailable right now; the answer itself is not affected. "
-                "Try again shortly."
-            ) from None
+            raise self._unavailable() from None
+
+    def _unavailable(self) -> StoreUnavailableError:
+        wait = str(math.ceil(self.breaker.retry_after_s))
+        return StoreUnavailableError(
+            "Stored objects are unavailable right now; the answer itself is not affected. "
+            "Try again shortly.",
+            headers={"Retry-After": wait},
+        )
 
     async def found(self, read: Callable[[], Awaitable[T | None]], missing: NotFoundError) -> T:
         """What `read` finds (as `reading` reads it); `missing` (a 404) when it finds nothing:

@@ -21,7 +21,11 @@ from oai_server.store.interface import (
 from oai_server.store.tables import items, metadata_pairs, objects
 from oai_server.store.url import ensure_directory
 
-CONNECT_TIMEOUT_S = 5
+# The driver's own deadlines (the breaker's are shorter for reads): a database that
+# accepts connections but never answers must not hold a pool connection for minutes.
+CONNECT_TIMEOUT_S = 2
+COMMAND_TIMEOUT_S = 5
+POOL_TIMEOUT_S = 2  # waiting for a free connection of the pool
 MAX_LINEAGE = 10_000  # ancestors followed at most
 
 
@@ -44,7 +48,8 @@ def create_engine(url: URL) -> AsyncEngine:
         pool_pre_ping=True,
         pool_size=10,
         max_overflow=10,
-        connect_args={"timeout": CONNECT_TIMEOUT_S},
+        pool_timeout=POOL_TIMEOUT_S,
+        connect_args={"timeout": CONNECT_TIMEOUT_S, "command_timeout": COMMAND_TIMEOUT_S},
     )
 
 

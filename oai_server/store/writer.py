@@ -1,10 +1,14 @@
 """Writes off the request path: a bounded queue that one task drains in batches.
 
 A request hands its record over and moves on; the answer never waits for the database.
-A batch that fails stays at the head of the queue and is retried with backoff, so a
-database that goes away and comes back loses nothing that fit in the queue meanwhile;
-what does not fit is dropped and counted. Until the schema is in place (a database
-unreachable at start-up), the same task keeps trying to migrate it first.
+A batch that fails, or runs past its deadline, stays at the head of the queue and is
+retried with backoff; while the database's breaker marks it down the writer waits for the
+breaker's probe to find it back. So a database that goes away or hangs and comes back loses
+nothing that fit in the queue meanwhile (what does not fit is dropped and counted), and
+nothing is written twice: a batch is keyed by its objects' ids, and the store skips ids it
+already holds (a batch given up on at its deadline may still have committed). Until the
+schema is in place (a database unreachable at start-up), the same task keeps trying to
+migrate it first.
 """
 
 from __future__ import annotations
@@ -12,9 +16,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections import deque
 
-from oai_server.store.health import StoreHealth
+from oai_server.resilience import Breaker, DependencyDownError
 from oai_server.store.interface import Record, Store
 from oai_server.store.metrics import StoreMetrics
 
@@ -22,19 +27,19 @@ logger = logging.getLogger(__name__)
 
 MAX_QUEUED = 10_000
 BATCH = 128
-IDLE_CHECK_S = 1.0
 BACKOFF_S = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0)
 
 
 class StoreWriter:
     def __init__(
-        self, store: Store, metrics: StoreMetrics, health: StoreHealth, *, migrated: bool
+        self, store: Store, metrics: StoreMetrics, breaker: Breaker, *, migrated: bool
     ) -> None:
         self.store = store
         self.metrics = metrics
-        self.health = health
+        self.breaker = breaker
         self.migrated = migrated
-        self._queue: deque[Record] = deque()
+        # Each record with the time it was queued (monotonic), for the health check.
+        self._queue: deque[tuple[float, Record]] = deque()
         self._wakeup = asyncio.Event()
         self._progress = asyncio.Condition()
         self._submitted = 0
@@ -44,13 +49,17 @@ class StoreWriter:
     def __len__(self) -> int:
         return len(self._queue)
 
+    def oldest_queued(self) -> float | None:
+        """When the record waiting longest was queued (`time.monotonic()`); None if none."""
+        return self._queue[0][0] if self._queue else None
+
     def submit(self, record: Record) -> None:
         """Queue `record` for writing; never blocks, never raises."""
         if len(self._queue) >= MAX_QUEUED:
             self.metrics.dropped.labels("queue_full").inc()
             logger.warning("store queue full: %s not stored", record.object.id)
             return
-        self._queue.append(record)
+        self._queue.append((time.monotonic(), record))
         self._submitted += 1
         self._wakeup.set()
 
@@ -63,13 +72,16 @@ class StoreWriter:
 
     async def run(self) -> None:
         while True:
+            if not self.breaker.up:
+                await self.breaker.wait_up()
             if not self.migrated:
                 await self._attempt(self._migrate())
                 continue
             if not self._queue:
-                await self._idle()
+                self._wakeup.clear()
+                await self._wakeup.wait()
                 continue
-            batch = [self._queue[i] for i in range(min(BATCH, len(self._queue)))]
+            batch = [self._queue[i][1] for i in range(min(BATCH, len(self._queue)))]
             if await self._attempt(self.store.put(batch)):
                 for _ in batch:
                     self._queue.popleft()
@@ -80,35 +92,23 @@ class StoreWriter:
         await self.store.migrate()
         self.migrated = True
 
-    async def _idle(self) -> None:
-        self._wakeup.clear()
-        try:
-            async with asyncio.timeout(IDLE_CHECK_S):
-                await self._wakeup.wait()
-        except TimeoutError:
-            if not self.health.ok:
-                # Nothing to write: ask the database directly whether it is back.
-                await self._attempt(self.store.ping())
-
     async def _attempt(self, work: object) -> bool:
         """Await `work`; on failure log, count and back off. True if it succeeded."""
         assert asyncio.iscoroutine(work)
         try:
             await work
+        except DependencyDownError:
+            return False  # marked down meanwhile: the loop waits for the probe
         except Exception as exc:  # noqa: BLE001 - any database failure: retry later
             self.metrics.write_errors.inc()
-            if self.health.ok or self._failures % 50 == 0:
+            if self._failures % 50 == 0:
                 logger.warning("store write failed (%d queued, will retry): %r", len(self), exc)
-            self.health.fail(exc)
-            self.metrics.healthy.set(0)
             await asyncio.sleep(BACKOFF_S[min(self._failures, len(BACKOFF_S) - 1)])
             self._failures += 1
             return False
-        if not self.health.ok:
-            logger.info("store is back; %d queued records to write", len(self))
+        if self._failures:
+            logger.info("store writes resumed; %d queued records to write", len(self))
         self._failures = 0
-        self.health.recover()
-        self.metrics.healthy.set(1)
         return True
 
     async def _advance(self, count: int) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from benchmarks.cli import main
-from benchmarks.floor import split_costs
+from benchmarks.floor import pooled, split_costs
 from benchmarks.raw_app import sse_events
 from benchmarks.server_process import ServerProcess, ServerStartError, free_port
 
@@ -88,3 +88,43 @@ def test_split_costs_separates_request_and_chunk_costs() -> None:
     fixed, per_chunk = split_costs(record(16, 500 + 16 * 5), record(256, 500 + 256 * 5))
     assert fixed == pytest.approx(500)
     assert per_chunk == pytest.approx(5)
+
+
+def test_the_production_configuration_is_measured_in_turns_with_its_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status = main(
+        [
+            "floor",
+            "--apps", "ours-prod,raw",
+            "--rounds", "2",
+            "--num-requests", "6",
+            "--warmup", "1",
+            "--concurrency", "3",
+            "--input-len", "8",
+            "--output-len", "8",
+            "--short-len", "2",
+            "--out", str(tmp_path),
+            "--no-plots",
+            "--no-progress",
+        ]
+    )  # fmt: skip
+    assert status == 0
+    logs = sorted(p.name for p in tmp_path.glob("*-floor-logs/*.log"))
+    assert logs == ["floor-ours-prod.log", "floor-raw.log"]
+    table = capsys.readouterr().out
+    # Every request of the last round answered: the key got through, no limit was hit.
+    assert "| ours-prod | 6 |" in table
+    assert "| raw | 6 |" in table
+
+
+def test_rounds_pool_into_one_run() -> None:
+    def record(completed: int, tokens: int, cpu_s: float) -> dict[str, Any]:
+        return {
+            "metrics": {"completed": completed, "output_tokens": tokens},
+            "server_process": {"cpu_s": cpu_s},
+        }
+
+    both = pooled([record(10, 160, 0.010), record(30, 480, 0.050)])
+    assert both["metrics"] == {"completed": 40, "output_tokens": 640}
+    assert both["server_process"]["cpu_us_per_request"] == pytest.approx(1500)

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -73,7 +74,9 @@ def test_cpu_time_from_ticks_or_schedstat(fake_proc: Path) -> None:
 def test_sampler_keeps_the_peak(fake_proc: Path) -> None:
     with MemorySampler(10, interval=0.01, proc=fake_proc) as sampler:
         (fake_proc / "12" / "status").write_text("VmRSS:\t 9216 kB\n")
-        time.sleep(0.1)
+        # Two samples after the write, however long a loaded machine makes them take.
+        taken = sampler.samples
+        _until(lambda: sampler.samples >= taken + 2, "two more samples")
         (fake_proc / "12" / "status").write_text("VmRSS:\t 0 kB\n")
     assert sampler.peak.rss_mib == pytest.approx(15.0)
     assert sampler.samples >= 3
@@ -83,10 +86,17 @@ def test_real_process_tree_memory_and_cpu() -> None:
     busy = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.2: pass\n"
     child = subprocess.Popen([sys.executable, "-c", busy + "time.sleep(30)"])
     try:
-        time.sleep(1.0)
+        # The child's 0.2 s of CPU, whenever a loaded machine lets it run them.
+        _until(lambda: tree_cpu_seconds(child.pid) >= 0.15, "the child's CPU time")
         assert child.pid in process_tree(os.getpid())
         assert tree_memory(child.pid).rss_mib > 1
-        assert tree_cpu_seconds(child.pid) >= 0.15
     finally:
         child.kill()
         child.wait()
+
+
+def _until(condition: Callable[[], bool], what: str, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"not within {timeout_s} s: {what}"
+        time.sleep(0.01)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import AsyncIterator, Iterator
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -39,6 +41,14 @@ def backend(request: pytest.FixtureRequest) -> str:
     server: RedisServer = request.getfixturevalue("redis_server")
     server.flush()
     return server.url
+
+
+async def until(condition: Callable[[], object], what: str, timeout_s: float = 10.0) -> None:
+    """Wait until `condition()` holds (polling; a fake engine has no event for it)."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"not within {timeout_s} s: {what}"
+        await asyncio.sleep(0.005)
 
 
 @dataclass

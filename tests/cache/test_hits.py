@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 import pytest
@@ -170,10 +171,11 @@ async def test_text_completions_replay_with_logprobs_and_echo(backend: str) -> N
 
 async def test_entries_expire_after_the_ttl(backend: str) -> None:
     engine = FakeEngine()
-    async with cached(engine, backend, response_cache_ttl=0.3) as c:
+    # Long enough for the hit on a loaded machine, short enough to wait out.
+    async with cached(engine, backend, response_cache_ttl=1.5) as c:
         await c.post(CHAT, chat_body())
         assert (await c.post(CHAT, chat_body())).headers["x-cache"] == "hit"
-        await asyncio.sleep(0.5)
+        await asyncio.sleep(1.8)
         assert (await c.post(CHAT, chat_body())).headers["x-cache"] == "miss"
         assert len(engine.calls) == 2
 
@@ -245,3 +247,23 @@ async def test_a_completion_to_be_stored_is_always_the_engines(backend: str) -> 
         assert len(engine.calls) == 2
         fetched = await c.client.get(f"/v1/chat/completions/{stored[1].json()['id']}")
         assert fetched.status_code == 200
+
+
+async def test_a_hit_logs_the_token_counts_of_the_answer_it_replays(
+    backend: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    engine = FakeEngine()
+    async with cached(engine, backend) as c:
+        with caplog.at_level(logging.INFO, logger="oai_server.access"):
+            miss = await c.post(CHAT, chat_body())
+            hit = await c.post(CHAT, chat_body())
+            streamed = await c.post(CHAT, chat_body(stream=True))
+        assert (hit.headers["x-cache"], streamed.headers["x-cache"]) == ("hit", "hit")
+        usage = miss.json()["usage"]
+        counts = (
+            f"prompt_tokens={usage['prompt_tokens']} "
+            f"completion_tokens={usage['completion_tokens']} "
+        )
+        lines = [r.getMessage() for r in caplog.records if r.name == "oai_server.access"]
+        assert len(lines) == 3
+        assert all(counts in line for line in lines), lines

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
@@ -38,14 +38,20 @@ class Server:
     root: str
     log: Path
     proc: subprocess.Popen[bytes]
+    # What /health answered while the model loaded, before its first 200.
+    loading: list[int] = field(default_factory=list)
 
     def running_requests(self) -> float:
         """The engine's running-requests gauge, from /metrics."""
+        return self.gauge("oai_engine_running_requests")
+
+    def gauge(self, name: str) -> float:
+        """An unlabelled series' value, from /metrics."""
         text = httpx.get(f"{self.root}/metrics", timeout=10).text
         for line in text.splitlines():
-            if line.startswith("oai_engine_running_requests "):
+            if line.startswith(f"{name} "):
                 return float(line.split()[1])
-        raise AssertionError("oai_engine_running_requests missing from /metrics")
+        raise AssertionError(f"{name} missing from /metrics")
 
 
 def _free_port() -> int:
@@ -54,14 +60,17 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _wait_ready(root: str, proc: subprocess.Popen[bytes], log: Path) -> None:
+def _wait_ready(root: str, proc: subprocess.Popen[bytes], log: Path) -> list[int]:
+    """Poll `/health` until it answers 200; the statuses it answered until then."""
     deadline = time.monotonic() + START_TIMEOUT_S
+    statuses: list[int] = []
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"server exited with {proc.returncode}:\n{log.read_text()[-4000:]}")
         try:
-            if httpx.get(f"{root}/health", timeout=2).status_code == 200:
-                return
+            statuses.append(httpx.get(f"{root}/health", timeout=2).status_code)
+            if statuses[-1] == 200:
+                return statuses
         except httpx.TransportError:
             pass
         time.sleep(0.5)
@@ -86,9 +95,9 @@ def run_server(log_dir: Path, *flags: str, exit_code: int | None = 0) -> Iterato
     root = f"http://127.0.0.1:{port}"
     children: list[psutil.Process] = []
     try:
-        _wait_ready(root, proc, log)
+        loading = _wait_ready(root, proc, log)
         children = psutil.Process(proc.pid).children(recursive=True)
-        yield Server(base_url=f"{root}/v1", root=root, log=log, proc=proc)
+        yield Server(base_url=f"{root}/v1", root=root, log=log, proc=proc, loading=loading)
     finally:
         _stop(proc, log, children, exit_code)
 

@@ -187,6 +187,17 @@ def test_tool_results_in_history(client: openai.OpenAI) -> None:
     )
     assert reply.choices[0].message.content
     assert reply.choices[0].finish_reason in {"stop", "length"}
+    # The model was shown the tool's result: the prompt that /tokenize renders for the
+    # same messages holds it, and is the one the reply counted (tool_choice "none" leaves
+    # the tools out of it).
+    with httpx.Client(transport=ValidatingTransport(), timeout=SDK_TIMEOUT_S) as http:
+        root = str(client.base_url).removesuffix("/v1/")
+        body = {"model": MODEL, "messages": messages}
+        tokens = http.post(f"{root}/tokenize", json=body).json()["tokens"]
+        prompt = http.post(f"{root}/detokenize", json={"model": MODEL, "tokens": tokens}).json()
+    assert "Sunny, 24 degrees." in prompt["prompt"]
+    assert reply.usage is not None
+    assert reply.usage.prompt_tokens == len(tokens)
 
 
 def test_same_seed_same_sample(client: openai.OpenAI) -> None:
@@ -223,11 +234,25 @@ def test_echo_with_logprobs_scores_the_prompt(client: openai.OpenAI) -> None:
     assert reply.usage.completion_tokens == 0
 
 
-def test_best_of_returns_n_of_them(client: openai.OpenAI) -> None:
-    reply = client.completions.create(
-        model=MODEL, prompt="Once upon a time", max_tokens=6, n=2, best_of=4, temperature=1.0
-    )
-    assert sorted(c.index for c in reply.choices) == [0, 1]
+def test_best_of_keeps_the_likeliest_of_its_samples(client: openai.OpenAI) -> None:
+    # With a seed, sample i of a request is the same whether best_of or n asked for it
+    # (vLLM seeds sample i with seed + i), so n=4 shows the four that best_of=4 ranked.
+    ask: Any = {"model": MODEL, "prompt": "Once upon a time", "max_tokens": 6, "seed": 11}
+    ask |= {"temperature": 1.0, "logprobs": 1}
+    every = client.completions.create(n=4, **ask)
+    best = client.completions.create(n=2, best_of=4, **ask)
+
+    def per_token(choice: Any) -> float:
+        logprobs = choice.logprobs.token_logprobs
+        return float(sum(logprobs) / len(logprobs))
+
+    ranked = sorted(every.choices, key=per_token, reverse=True)
+    assert [c.index for c in best.choices] == [0, 1]
+    assert [c.text for c in best.choices] == [c.text for c in ranked[:2]]
+    # Every sample drawn is generated, so counted, as OpenAI bills best_of.
+    assert best.usage is not None
+    assert every.usage is not None
+    assert best.usage.completion_tokens == every.usage.completion_tokens
 
 
 def test_continuous_usage_stats(client: openai.OpenAI) -> None:

@@ -20,7 +20,9 @@ def main() -> None:
     token_delay = float(options.pop("token_delay", 0.0))
     settings = Settings(host="127.0.0.1", port=port, **options)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    app = create_app(settings, FakeEngine(token_delay=token_delay))
+    app = create_app(
+        settings, FakeEngine(token_delay=token_delay, scheduling_policy=settings.scheduling_policy)
+    )
     sys.exit(serve(app, settings))
 
 

@@ -16,6 +16,10 @@ from tests.production.conftest import chat_body
 from tests.production.processes import fake_server
 
 STREAMS = 10
+# The drain's own wait aside, what stopping may take on a loaded 2-core machine (the
+# aborted streams' last events, then uvicorn's and the app's shutdown): generous, since a
+# server that ignored the drain timeout would take the streams' full 30 s.
+STOP_MARGIN_S = 15
 CHAT = "/v1/chat/completions"
 
 
@@ -43,7 +47,7 @@ async def _drain(tmp_path: Path, *, tokens: int, drain_timeout: float) -> dict[s
             signalled = time.monotonic()
             server.proc.send_signal(signal.SIGTERM)
             await asyncio.sleep(0.1)
-            async with httpx.AsyncClient(base_url=server.root) as fresh:
+            async with async_validating_client(base_url=server.root) as fresh:
                 health = await fresh.get("/health")
                 refused = await fresh.post(CHAT, json=chat_body())
             results = await asyncio.gather(*streams)
@@ -78,7 +82,7 @@ async def test_sigterm_lets_streams_in_flight_finish(tmp_path: Path) -> None:
         f"drain: {STREAMS} streams in flight, {len(out['results'])} completed, "
         f"streams done {out['finished_s']:.2f} s and exit {out['exit_s']:.2f} s after SIGTERM"
     )
-    assert out["exit_s"] < 10
+    assert out["exit_s"] < 2 + STOP_MARGIN_S  # the streams' 2 s, then the exit
 
 
 async def test_sigterm_aborts_what_outlasts_the_drain_timeout(tmp_path: Path) -> None:
@@ -94,4 +98,4 @@ async def test_sigterm_aborts_what_outlasts_the_drain_timeout(tmp_path: Path) ->
         f"drain timeout 1 s: {STREAMS} streams cut with an error event and [DONE] in "
         f"{out['finished_s']:.2f} s, exit 0 after {out['exit_s']:.2f} s"
     )
-    assert out["exit_s"] < 1 + 5
+    assert out["exit_s"] < 1 + STOP_MARGIN_S

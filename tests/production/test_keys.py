@@ -6,7 +6,6 @@ import hashlib
 import json
 from pathlib import Path
 
-import httpx
 import pytest
 import websockets
 from websockets.exceptions import InvalidStatus
@@ -98,6 +97,6 @@ async def test_websocket_routes_need_a_key() -> None:
 
 
 async def test_without_keys_everything_is_open() -> None:
-    async with serve_async(make_app()) as root, httpx.AsyncClient(base_url=root) as http:
+    async with serve_async(make_app()) as root, async_validating_client(base_url=root) as http:
         assert (await http.post("/tokenize", json={"prompt": "a"})).status_code == 200
         assert (await http.get("/openapi.json")).status_code == 200

@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import re
 
-import httpx
 import pytest
 
 from oai_server.engine.fake import FakeEngine
@@ -57,11 +56,14 @@ def key_id_of(key: str) -> str:
 
 async def test_prompt_text_only_when_asked(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="oai_server.access")
-    async with serve_async(make_app()) as root, httpx.AsyncClient(base_url=root) as http:
+    async with serve_async(make_app()) as root, async_validating_client(base_url=root) as http:
         await http.post(CHAT, json=chat_body(messages=[{"role": "user", "content": "secret"}]))
     assert "secret" not in caplog.text
     caplog.clear()
-    async with serve_async(make_app(log_request_text=True)) as root, httpx.AsyncClient() as http:
+    async with (
+        serve_async(make_app(log_request_text=True)) as root,
+        async_validating_client() as http,
+    ):
         await http.post(root + CHAT, json=chat_body(messages=[{"role": "user", "content": "hum"}]))
     assert "prompt='<|user|>hum\\n<|assistant|>'" in caplog.text
 
@@ -103,11 +105,11 @@ async def test_cors_is_off_unless_origins_are_set() -> None:
         "access-control-request-method": "POST",
         "access-control-request-headers": "authorization,content-type",
     }
-    async with serve_async(make_app()) as root, httpx.AsyncClient(base_url=root) as http:
+    async with serve_async(make_app()) as root, async_validating_client(base_url=root) as http:
         off = await http.options(CHAT, headers=preflight)
         assert "access-control-allow-origin" not in off.headers
     app = make_app(cors_allow_origins="https://app.example")
-    async with serve_async(app) as root, httpx.AsyncClient(base_url=root) as http:
+    async with serve_async(app) as root, async_validating_client(base_url=root) as http:
         on = await http.options(CHAT, headers=preflight)
         assert on.status_code == 200
         assert on.headers["access-control-allow-origin"] == "https://app.example"
@@ -142,7 +144,7 @@ async def test_queue_limits_answer_503_with_retry_after() -> None:
 
 
 async def test_priority_reaches_the_engine() -> None:
-    engine = FakeEngine()
+    engine = FakeEngine(scheduling_policy="priority")
     async with (
         serve_async(make_app(engine)) as root,
         async_validating_client(base_url=root) as http,
@@ -155,13 +157,29 @@ async def test_priority_reaches_the_engine() -> None:
     assert [c.options.priority for c in engine.calls] == [-5, 0]
 
 
+async def test_priority_without_priority_scheduling_is_refused_as_by_vllm() -> None:
+    # The fake asks the same rule as the vLLM adapter (engine.protocol.check_priority).
+    engine = FakeEngine()
+    async with (
+        serve_async(make_app(engine)) as root,
+        async_validating_client(base_url=root) as http,
+    ):
+        for stream in (False, True):
+            refused = await http.post(CHAT, json=chat_body(priority=1, stream=stream))
+            assert refused.status_code == 400
+            assert refused.json()["error"]["param"] == "priority"
+            assert "--scheduling-policy priority" in refused.json()["error"]["message"]
+        assert (await http.post(CHAT, json=chat_body(priority=0))).status_code == 200
+    assert [c.options.priority for c in engine.calls] == [0]
+
+
 async def test_probes_and_scrapes_stay_out_of_the_access_log_at_info(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.INFO, logger="oai_server.access")
     async with (
         serve_async(make_app(FakeEngine())) as root,
-        httpx.AsyncClient(base_url=root) as http,
+        async_validating_client(base_url=root) as http,
     ):
         for path in ("/health", "/metrics", "/version"):
             assert (await http.get(path)).status_code == 200

@@ -48,7 +48,10 @@ def ray_serve() -> Iterator[RayServe]:
         os.environ[f"RAY_SERVE_{reporter}_AUTOSCALING_METRIC_PUSH_INTERVAL_S"] = "0.5"
     metrics_port = free_port()
     ray.init(
-        num_cpus=4,
+        # What the tests' replicas ask for at most at once (two of 0.5 CPU, or one engine
+        # of 1), and no more than a 2-core machine has: Ray must not plan on cores that
+        # are not there.
+        num_cpus=2,
         include_dashboard=False,
         object_store_memory=100 * 1024 * 1024,
         runtime_env={"env_vars": {"PYTHONPATH": path}},
@@ -65,10 +68,15 @@ def ray_serve() -> Iterator[RayServe]:
         ray.shutdown()
 
 
+def deploy(name: str, **settings: Any) -> None:
+    """The server deployed as Serve application `name` at `/`; returns once it is ready."""
+    serve.run(build_app(settings), name=name, route_prefix="/")
+
+
 @contextmanager
 def deployed(name: str, **settings: Any) -> Iterator[None]:
     """The server deployed as Serve application `name` at `/` (ready on entry, deleted on exit)."""
-    serve.run(build_app(settings), name=name, route_prefix="/")
+    deploy(name, **settings)
     try:
         yield
     finally:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -17,6 +18,9 @@ from tests.conformance import default_log, validate
 from tests.live import serve_async
 
 MODEL = "smollm2-135m-instruct"
+# Generous on a loaded machine, far below the test's own timeout: a missing event costs
+# this, not the whole run's patience.
+EVENTS_TIMEOUT_S = 30.0
 
 
 @asynccontextmanager
@@ -35,15 +39,25 @@ def checked(raw: bytes | str) -> dict[str, Any]:
 
 
 async def events_until(
-    connection: Any, last: str, *, into: list[dict[str, Any]] | None = None
+    connection: Any,
+    last: str,
+    *,
+    into: list[dict[str, Any]] | None = None,
+    timeout_s: float = EVENTS_TIMEOUT_S,
 ) -> list[dict[str, Any]]:
-    """Receive events until one of type `last`; every one is validated."""
+    """Receive events until one of type `last`; every one is validated. An event that
+    never comes fails the test after `timeout_s`, naming what came instead."""
     seen: list[dict[str, Any]] = [] if into is None else into
-    while True:
-        event = checked(await connection.recv_bytes())
-        seen.append(event)
-        if event["type"] == last:
-            return seen
+    try:
+        async with asyncio.timeout(timeout_s):
+            while True:
+                event = checked(await connection.recv_bytes())
+                seen.append(event)
+                if event["type"] == last:
+                    return seen
+    except TimeoutError:
+        types = [e["type"] for e in seen]
+        raise AssertionError(f"no {last} within {timeout_s} s; got {types}") from None
 
 
 def client_for(root: str, api_key: str = "unused") -> openai.AsyncOpenAI:

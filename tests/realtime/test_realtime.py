@@ -238,3 +238,48 @@ async def test_hundred_sessions_share_the_engine_and_keep_their_own_tokens() -> 
         texts = await asyncio.gather(*(session(root, i) for i in range(100)))
     assert texts == [f"session {i} says hello" for i in range(100)]
     assert len(engine.calls) == 100
+
+
+async def test_retention_ratio_drops_down_to_that_share_of_the_context() -> None:
+    engine = FakeEngine(reply="ok", max_model_len=400)
+    ratio = {"type": "retention_ratio", "retention_ratio": 0.5}
+    async with connected(engine) as conn:
+        await events_until(conn, "session.created")
+        await conn.session.update(session={"type": "realtime", "truncation": ratio})
+        await events_until(conn, "session.updated")
+        for i in range(6):
+            await conn.conversation.item.create(item={**user_item(f"{i}" * 80), "id": f"old_{i}"})
+            await events_until(conn, "conversation.item.done")
+        await conn.response.create()
+        events = await events_until(conn, "response.done")
+    deleted = [e["item_id"] for e in events if e["type"] == "conversation.item.deleted"]
+    assert deleted == [f"old_{i}" for i in range(len(deleted))]
+    prompt = prompt_of(engine, 0)
+    # Not just enough to fit (about 380 of 400 tokens would): half the context at most.
+    assert len(engine.calls[0].prompt_token_ids) <= 200
+    assert "5" * 80 in prompt
+    assert events[-1]["response"]["status"] == "completed"
+
+
+async def test_an_out_of_band_response_answers_its_input_and_leaves_the_conversation() -> None:
+    engine = FakeEngine(reply="Classified.")
+    async with connected(engine) as conn:
+        await events_until(conn, "session.created")
+        await conn.conversation.item.create(item=user_item("The code word is PEAR."))
+        await events_until(conn, "conversation.item.done")
+        aside = {"conversation": "none", "input": [user_item("Classify: spam or not?")]}
+        await conn.response.create(response=aside)  # type: ignore[arg-type]
+        out_of_band = await events_until(conn, "response.done")
+        await conn.response.create(response={"conversation": "none"})
+        await events_until(conn, "response.done")
+        await conn.response.create()
+        await events_until(conn, "response.done")
+    assert "Classify: spam or not?" in prompt_of(engine, 0)
+    assert "PEAR" not in prompt_of(engine, 0)
+    assert text_of(out_of_band) == "Classified."
+    # Without input, conversation "none" answers from the instructions alone.
+    assert "PEAR" not in prompt_of(engine, 1)
+    # The conversation went on as if neither had happened.
+    assert "PEAR" in prompt_of(engine, 2)
+    assert "Classify" not in prompt_of(engine, 2)
+    assert "Classified." not in prompt_of(engine, 2)

@@ -10,7 +10,7 @@ import pytest
 from oai_server.engine.fake import FakeEngine
 from tests.live import serve
 from tests.responses.conftest import app_on, prompt_of
-from tests.store.conftest import MODEL, sdk
+from tests.store.conftest import KEYS, MODEL, sdk
 
 
 def test_conversation_lifecycle_and_items(store_url: str, template: Path) -> None:
@@ -79,7 +79,7 @@ def test_responses_in_a_conversation_grow_it(store_url: str, template: Path) -> 
 
 
 def test_conversations_are_per_key(store_url: str, template: Path) -> None:
-    app = app_on(store_url, template, FakeEngine(), principals=True)
+    app = app_on(store_url, template, FakeEngine(), api_key=KEYS)
     with serve(app) as base, sdk(base, "sk-alice") as alice, sdk(base, "sk-bob") as bob:
         conv = alice.conversations.create()
         with pytest.raises(openai.NotFoundError):

@@ -13,7 +13,7 @@ import pytest
 from oai_server.engine.fake import FakeEngine
 from tests.live import serve
 from tests.responses.conftest import CALLED, WEATHER, app_on, prompt_of, weather_reply
-from tests.store.conftest import MODEL, sdk
+from tests.store.conftest import KEYS, MODEL, sdk
 
 
 def test_tool_loop_over_previous_response_id_survives_a_restart(
@@ -102,7 +102,7 @@ def test_retrieve_input_items_delete(store_url: str, template: Path) -> None:
 
 
 def test_each_key_sees_only_its_own_responses(store_url: str, template: Path) -> None:
-    app = app_on(store_url, template, FakeEngine(), principals=True)
+    app = app_on(store_url, template, FakeEngine(), api_key=KEYS)
     with serve(app) as base, sdk(base, "sk-alice") as alice, sdk(base, "sk-bob") as bob:
         mine = alice.responses.create(model=MODEL, input="secret")
         assert alice.responses.retrieve(mine.id).id == mine.id

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 import httpx
 import openai
 from fastapi import FastAPI
-from starlette.types import ASGIApp, Receive, Scope, Send
 
 from oai_server.app import create_app
 from oai_server.engine.fake import FakeEngine
@@ -18,27 +16,12 @@ from tests.conformance import AsyncValidatingTransport, ValidatingTransport
 MODEL = "smollm2-135m-instruct"
 
 
-class PrincipalMiddleware:
-    """Stands in for the multi-key auth middleware: a bearer token's hash is the principal."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            token = dict(scope["headers"]).get(b"authorization", b"")
-            principal = hashlib.sha256(token).hexdigest()[:16]
-            scope.setdefault("state", {})["principal"] = principal
-        await self.app(scope, receive, send)
+# Two real keys (`--api-key`): each is a principal, and sees only what it stored.
+KEYS = ["sk-alice", "sk-bob"]
 
 
-def make_app(
-    store_url: str, engine: FakeEngine | None = None, *, principals: bool = False, **settings: Any
-) -> FastAPI:
-    app = create_app(Settings(store_url=store_url, **settings), engine or FakeEngine())
-    if principals:
-        app.add_middleware(PrincipalMiddleware)
-    return app
+def make_app(store_url: str, engine: FakeEngine | None = None, **settings: Any) -> FastAPI:
+    return create_app(Settings(store_url=store_url, **settings), engine or FakeEngine())
 
 
 def sdk(base_url: str, api_key: str = "sk-test") -> openai.OpenAI:

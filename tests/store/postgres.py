@@ -9,6 +9,7 @@ from __future__ import annotations
 import glob
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -75,6 +76,24 @@ class PostgresServer:
                 [_bin("pg_ctl"), "stop", "-w", "-m", "fast", "-D", str(self.data)], check=True
             )
             self.running = False
+
+    def _processes(self) -> list[int]:
+        """The postmaster and its children (backends, checkpointer, ...): their process ids."""
+        postmaster = int((self.data / "postmaster.pid").read_text().split()[0])
+        children = subprocess.run(
+            ["pgrep", "-P", str(postmaster)], capture_output=True, text=True, check=False
+        ).stdout.split()
+        return [postmaster, *map(int, children)]
+
+    def freeze(self) -> None:
+        """Stop every process of the server without closing a socket: a database that hangs
+        (a partition, a full disk, a long lock) rather than one that refuses."""
+        for pid in self._processes():
+            os.kill(pid, signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        for pid in self._processes():
+            os.kill(pid, signal.SIGCONT)
 
     def close(self) -> None:
         self.stop()

@@ -11,12 +11,12 @@ import pytest
 from oai_server.engine.fake import FakeEngine
 from tests.conformance import AsyncValidatingTransport
 from tests.live import serve, serve_async
-from tests.store.conftest import MODEL, ask, make_app, sdk
+from tests.store.conftest import KEYS, MODEL, ask, make_app, sdk
 
 
 def test_a_key_sees_changes_and_deletes_only_what_it_stored(store_url: str) -> None:
     with (
-        serve(make_app(store_url, principals=True)) as base,
+        serve(make_app(store_url, api_key=KEYS)) as base,
         sdk(base, api_key="sk-alice") as alice,
         sdk(base, api_key="sk-bob") as bob,
     ):

@@ -13,7 +13,6 @@ from prometheus_client import CollectorRegistry
 from sqlalchemy import Connection, text
 
 from oai_server.store import migrate
-from oai_server.store.health import StoreHealth
 from oai_server.store.interface import ListQuery, Record, StoredObject
 from oai_server.store.metrics import StoreMetrics
 from oai_server.store.service import StoreService
@@ -124,9 +123,7 @@ async def test_retention_deletes_what_is_older_than_the_period(store_url: str) -
             body={}, metadata={"k": "v"},
         )  # fmt: skip
         await store.put([Record(obj)])
-    service = StoreService(
-        store, StoreMetrics(CollectorRegistry()), StoreHealth(), retention_days=2
-    )
+    service = StoreService(store, StoreMetrics(CollectorRegistry()), retention_days=2)
     assert await service.purge_expired() == 1
     page = await store.list("chat.completion", "", ListQuery(metadata={"k": "v"}))
     assert [o.id for o in page.data] == ["new"]

@@ -15,8 +15,12 @@ KV, BIND = "VLLM_CPU_KVCACHE_SPACE", "VLLM_CPU_OMP_THREADS_BIND"
 
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(KV, raising=False)
-    monkeypatch.delenv(BIND, raising=False)
+    """Neither variable set, and both put back as they were after the test: the code under
+    test writes `os.environ` itself, which monkeypatch restores only for what it touched
+    (`setenv` first, so that it records an unset variable too)."""
+    for name in (KV, BIND):
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
 
 
 def test_defaults_use_every_core() -> None:

@@ -17,10 +17,12 @@ from oai_server.engine.fake import FakeEngine
 from tests.web.browser import open_page, send, wait_reply
 from tests.web.conftest import Serve
 
-# Generous: a loaded 2-core CI machine runs this many times slower than a laptop.
+# Generous: a loaded 2-core CI machine runs this many times slower than a laptop. They
+# catch a page that renders all 5,000 rows (seconds), not a slow moment; the figures
+# themselves are printed.
 OPEN_BOUND_MS = 2000
 SCROLL_STEP_BOUND_MS = 500
-UPDATE_P95_BOUND_MS = 50
+UPDATE_P95_BOUND_MS = 250
 
 INJECT = """async (messages) => {
   const store = await import(location.origin + '/ui/js/store.js');

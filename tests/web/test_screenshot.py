@@ -1,4 +1,5 @@
-"""The README's picture of the page, taken by the test run (never by hand)."""
+"""The README's picture of the page: the test takes it into a temporary file (the figure
+itself is rewritten only by `python -m tests.web.screenshot`) and checks what it shows."""
 
 from __future__ import annotations
 
@@ -7,34 +8,22 @@ from pathlib import Path
 from PIL import Image
 from playwright.sync_api import Page
 
-from oai_server.engine.fake import FakeEngine
-from tests.web.browser import open_page, send, wait_reply
-from tests.web.conftest import Serve
-
-SCREENSHOT = Path(__file__).resolve().parents[2] / "benchmarks" / "figures" / "web-chat.png"
-
-FIRST = "Reversing a list in Python takes one line. Use **slicing** for a new list:\n\n"
-FIRST += "```python\nnumbers = [1, 2, 3]\nprint(numbers[::-1])  # [3, 2, 1]\n```\n\n"
-FIRST += "Or reverse it *in place* with `numbers.reverse()`."
-SECOND = "Pick by what you need:\n\n1. `numbers[::-1]` copies the list\n"
-SECOND += "2. `numbers.reverse()` changes it and returns `None`\n"
-SECOND += "3. `reversed(numbers)` gives an iterator, no copy"
+from tests.web.browser import VIEWPORT
+from tests.web.screenshot import README_FIGURE, take
 
 
-def test_screenshot_for_the_readme(page: Page, live: Serve) -> None:
-    engine = FakeEngine(
-        tokens=[FIRST[i : i + 4] for i in range(0, len(FIRST), 4)], token_delay=0.01
-    )
-    with live(engine) as root:
-        open_page(page, root)
-        send(page, "How do I reverse a list in Python?")
-        wait_reply(page)
-        engine.tokens = [SECOND[i : i + 4] for i in range(0, len(SECOND), 4)]
-        send(page, "Which one should I use?")
-        wait_reply(page)
-        page.click("#settings summary")
-        page.locator("#prompt").blur()
-        SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(SCREENSHOT))
-    with Image.open(SCREENSHOT) as image:
-        assert image.size == (1100, 720)
+def test_screenshot_shows_the_rendered_conversation(page: Page, tmp_path: Path) -> None:
+    shot = tmp_path / "web-chat.png"
+    take(page, shot)
+    replies = page.locator("#messages .msg.assistant")
+    assert replies.count() == 2
+    # Markdown rendered, not shown as source: the code block and the numbered list.
+    assert "numbers[::-1]" in replies.nth(0).locator("pre code").inner_text()
+    assert replies.nth(1).locator("ol li").count() == 3
+    assert page.locator("#settings").get_attribute("open") is not None
+    with Image.open(shot) as image:
+        assert image.size == (VIEWPORT["width"], VIEWPORT["height"])
+        # Not a blank page: text, code and controls in many shades.
+        assert len(image.convert("RGB").getcolors(maxcolors=1 << 24) or []) > 50
+    with Image.open(README_FIGURE) as figure:
+        assert figure.size == (VIEWPORT["width"], VIEWPORT["height"])

@@ -1,0 +1,103 @@
+"""`--scheduling-policy priority` and `--stream-interval` on the real engine.
+
+One server with both, and one sequence at a time (`--max-num-seqs 1`), so the order in
+which waiting requests run is the scheduler's, plain to see.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conformance import async_validating_client, validating_client
+from tests.integration.conftest import MODEL, Server, run_server
+
+pytestmark = pytest.mark.integration
+
+STREAM_INTERVAL = 4
+TOKENS = 13  # the first token alone, then three chunks of four
+
+
+@pytest.fixture(scope="module")
+def scheduled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    flags = ("--scheduling-policy", "priority", "--stream-interval", str(STREAM_INTERVAL))
+    with run_server(tmp_path_factory.mktemp("scheduled"), *flags, "--max-num-seqs", "1") as server:
+        yield server
+
+
+def _body(**fields: Any) -> dict[str, Any]:
+    return {"model": MODEL, "prompt": "List the colours:", "temperature": 0, **fields}
+
+
+async def _until_waiting(server: Server, count: int) -> None:
+    """Until `count` requests wait for the engine (a minute at most)."""
+    deadline = time.monotonic() + 60
+    while await asyncio.to_thread(server.gauge, "oai_engine_waiting_requests") < count:
+        assert time.monotonic() < deadline, "the requests never queued"
+        await asyncio.sleep(0.05)
+
+
+async def test_lower_priority_value_runs_first(scheduled: Server) -> None:
+    finished: list[int] = []
+
+    async def complete(http: httpx.AsyncClient, priority: int) -> None:
+        body = _body(max_tokens=4, priority=priority)
+        response = await http.post("/v1/completions", json=body)
+        assert response.status_code == 200, response.text
+        finished.append(priority)
+
+    async with async_validating_client(base_url=scheduled.root, timeout=120) as http:
+        # The one running sequence: the two below wait behind it until it is cut.
+        body = _body(max_tokens=1500, ignore_eos=True, stream=True)
+        async with http.stream("POST", "/v1/completions", json=body) as blocker:
+            assert blocker.status_code == 200
+            await anext(blocker.aiter_lines())
+            late = asyncio.create_task(complete(http, 5))
+            await _until_waiting(scheduled, 1)
+            early = asyncio.create_task(complete(http, -5))
+            await _until_waiting(scheduled, 2)
+        await asyncio.wait_for(asyncio.gather(late, early), 120)
+    # Arrived second, ran first: under first-come-first-served it would be [5, -5].
+    assert finished == [-5, 5]
+
+
+def _content_chunks(http: httpx.Client, server: Server) -> tuple[list[str], str]:
+    """The text of each streamed chunk, and the whole answer of the same request."""
+    body = _body(max_tokens=TOKENS, ignore_eos=True)
+    chunks: list[str] = []
+    with http.stream("POST", f"{server.base_url}/completions", json={**body, "stream": True}) as s:
+        for line in s.iter_lines():
+            if line.startswith("data: {"):
+                text = json.loads(line[6:])["choices"][0]["text"]
+                if text:
+                    chunks.append(text)
+    whole = http.post(f"{server.base_url}/completions", json=body).json()
+    assert whole["usage"]["completion_tokens"] == TOKENS
+    return chunks, whole["choices"][0]["text"]
+
+
+def test_stream_interval_sends_fewer_chunks_of_the_same_text(
+    scheduled: Server, server: Server
+) -> None:
+    with validating_client(timeout=60) as http:
+        coarse, coarse_text = _content_chunks(http, scheduled)
+        fine, fine_text = _content_chunks(http, server)
+    # The first token goes out alone, then one chunk per STREAM_INTERVAL tokens (vLLM may
+    # merge more when the server reads slower than the engine writes, never fewer).
+    assert len(coarse) <= 1 + -(-(TOKENS - 1) // STREAM_INTERVAL)
+    assert "".join(coarse) == coarse_text
+    assert "".join(fine) == fine_text
+    assert len(fine) > len(coarse)
+
+
+def test_priority_is_refused_without_priority_scheduling(server: Server) -> None:
+    with validating_client(timeout=60) as http:
+        refused = http.post(f"{server.base_url}/completions", json=_body(max_tokens=4, priority=1))
+    assert refused.status_code == 400
+    assert refused.json()["error"]["param"] == "priority"
