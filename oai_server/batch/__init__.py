@@ -31,14 +31,15 @@ __all__ = ["BatchRunner", "feature"]
 def feature(state: ServerState) -> Feature[BatchRunner | None]:
     """The Files and Batch routes and this replica's runner, on the store's database."""
     store = state.store
-    if store is None or not isinstance(store.store, SQLStore):
+    database = store.store.inner if store is not None else None
+    if store is None or not isinstance(database, SQLStore):
         return Feature(None)
     settings = state.settings
     endpoints: dict[str, Endpoint] = {
         "/v1/chat/completions": (CreateChatCompletionRequest, state.chat),
         "/v1/completions": (CreateCompletionRequest, state.completions),
     }
-    records = BatchRecords(store.store.engine)
+    records = BatchRecords(database.engine)
     runner = BatchRunner(
         records,
         endpoints,

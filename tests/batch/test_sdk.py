@@ -12,7 +12,7 @@ from oai_server.engine.fake import FakeEngine
 from tests.batch.helpers import chat_line, read_lines, upload, wait
 from tests.conformance import validate
 from tests.live import serve
-from tests.store.conftest import MODEL, make_app, sdk
+from tests.store.conftest import KEYS, MODEL, make_app, sdk
 
 
 def test_a_batch_of_chat_lines_answers_each_as_the_live_endpoint(store_url: str) -> None:
@@ -139,7 +139,7 @@ def test_lines_the_engine_fails_are_error_lines(store_url: str) -> None:
 
 
 def test_keys_see_only_their_own_files_and_batches(store_url: str) -> None:
-    app = make_app(store_url, principals=True)
+    app = make_app(store_url, api_key=KEYS)
     with serve(app) as base, sdk(base, "sk-alice") as alice, sdk(base, "sk-bob") as bob:
         file_id = upload(alice, [chat_line("a", "one")])
         batch = alice.batches.create(
