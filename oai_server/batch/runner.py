@@ -182,12 +182,13 @@ class BatchRunner:
         return await self._status(batch_id, body)
 
     async def _status(self, batch_id: str, body: dict[str, Any]) -> str:
-        current = await self.records.batch(batch_id, None)
-        status = body["status"] if current is None else current["status"]
-        if status == "in_progress" and now_us() // 1_000_000 >= body["expires_at"]:
+        """The batch's status as stored (what a cancel wrote), or `expired` past its window."""
+        current = await self.records.batch(batch_id, None) or body
+        status = current["status"]
+        if status == "in_progress" and now_us() // 1_000_000 >= current["expires_at"]:
             return "expired"
         if status == "cancelling":
-            body["cancelling_at"] = (current or body).get("cancelling_at")
+            body["cancelling_at"] = current.get("cancelling_at")
         return str(status)
 
     def _full(self) -> bool:

@@ -3,6 +3,7 @@ finished by the next one, every `custom_id` exactly once (SQLite and PostgreSQL)
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import socket
@@ -10,11 +11,15 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from pathlib import Path
 
 import httpx
 
+from oai_server.batch.records import BatchRecords
 from oai_server.engine.fake import FakeEngine
 from oai_server.errors import EngineOverloadedError
+from oai_server.store.sql import create_engine
+from oai_server.store.url import async_url
 from tests.batch.helpers import chat_line, read_lines, upload, wait
 from tests.live import serve
 from tests.store.conftest import make_app, sdk
@@ -122,3 +127,36 @@ def test_an_engine_not_serving_leaves_lines_to_run_later_not_failed(store_url: s
             2,
             None,
         )
+
+
+def _close_window(store_url: str, batch_id: str) -> None:
+    """Move the batch's window into the past, as 24 hours passing would."""
+
+    async def close() -> None:
+        records = BatchRecords(create_engine(async_url(store_url, Path())))
+        body = await records.batch(batch_id, None)
+        assert body is not None
+        await records.set_batch(batch_id, {**body, "expires_at": body["created_at"]})
+        await records.engine.dispose()
+
+    asyncio.run(close())
+
+
+def test_a_batch_past_its_window_expires_keeping_what_finished(store_url: str) -> None:
+    engine = FakeEngine(**SLOW)
+    with serve(make_app(store_url, engine, batch_max_in_flight=1)) as base, sdk(base) as client:
+        file_id = upload(client, [chat_line(f"r{i}", f"q{i}") for i in range(40)])
+        batch = client.batches.create(
+            input_file_id=file_id, endpoint="/v1/chat/completions", completion_window="24h"
+        )
+        wait(client, batch.id, until={"in_progress"})
+        _close_window(store_url, batch.id)
+        expired = wait(client, batch.id)
+        assert expired.status == "expired"
+        assert expired.expired_at is not None
+        finished = expired.request_counts.completed
+        assert finished < 40
+        assert expired.request_counts.failed == 40 - finished
+        errors = read_lines(client, expired.error_file_id)
+        assert {line["error"]["code"] for line in errors} == {"batch_expired"}
+        assert all(line["response"] is None for line in errors)
