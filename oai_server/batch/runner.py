@@ -52,6 +52,7 @@ class BatchRunner:
         *,
         waiting: Callable[[], int],
         health: Callable[[], Awaitable[None]],
+        database_up: Callable[[], bool],
         max_in_flight: int,
         lease_s: float,
         priority: bool,
@@ -61,6 +62,7 @@ class BatchRunner:
         self.metrics = metrics
         self.waiting = waiting
         self.health = health
+        self.database_up = database_up
         self.max_in_flight = max_in_flight
         self.lease_us = int(lease_s * 1_000_000)
         self.priority = priority
@@ -73,7 +75,11 @@ class BatchRunner:
         """Claim and drive batches until cancelled; a database error is retried next round."""
         while True:
             try:
-                for batch_id in await self.records.claim(self.name, self.lease_us):
+                # A database the store's breaker holds down is not asked every second.
+                held = (
+                    await self.records.claim(self.name, self.lease_us) if self.database_up() else []
+                )
+                for batch_id in held:
                     if batch_id not in self._driving:
                         task = asyncio.create_task(self._drive(batch_id))
                         self._driving[batch_id] = task
