@@ -19,7 +19,18 @@ from collections.abc import AsyncIterator, Sequence
 from fastapi import FastAPI
 from starlette.middleware.cors import CORSMiddleware
 
-from oai_server import __version__, auth, cache, embeddings, limits, realtime, responses, store, web
+from oai_server import (
+    __version__,
+    auth,
+    batch,
+    cache,
+    embeddings,
+    limits,
+    realtime,
+    responses,
+    store,
+    web,
+)
 from oai_server.engine.pooling import EmbeddingEngine
 from oai_server.engine.protocol import Engine
 from oai_server.error_responses import install_error_handlers
@@ -137,6 +148,7 @@ def _features(state: ServerState, extra: Sequence[FeatureFactory]) -> list[Featu
         stored,
         cached,
         answered,
+        batch.feature(state),
         realtime.feature(state),
         # Middleware in this order, inside the core's: keys, then limits (per key).
         auth.feature(state),

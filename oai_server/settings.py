@@ -110,6 +110,26 @@ class Settings(BaseSettings, EngineSettings):
         None, description="Delete stored objects older than this many days (default: keep)."
     )
 
+    # --- Batch API (oai_server/batch; files and batches live in the store) --------
+    files_max_bytes: int = Field(
+        200_000_000,
+        ge=1,
+        le=200_000_000,
+        description="Largest file POST /v1/files accepts, in bytes (OpenAI's ceiling: 200 MB).",
+    )
+    batch_max_in_flight: int = Field(
+        4,
+        ge=1,
+        description="Batch lines this replica runs at once; a line starts only while the "
+        "engine has no request queued, so interactive requests go first.",
+    )
+    batch_lease_seconds: float = Field(
+        30.0,
+        gt=0,
+        description="How long a replica holds a batch without renewing; after a replica "
+        "dies, another takes its batches over once this passes.",
+    )
+
     # --- Ray Serve (oai_server.ray_serve; ignored by the plain server) ------------
     ray_min_replicas: int = Field(1, ge=0, description="Ray Serve: fewest replicas kept.")
     ray_max_replicas: int = Field(1, ge=1, description="Ray Serve: most replicas started.")

@@ -13,6 +13,14 @@ Three tables, shared by chat completions now and by the Responses API later:
 
 `created_at` is the sort key in microseconds (the wire `created` is whole seconds, too coarse
 to order by); ties are broken by id, so (created_at, id) orders every list totally.
+
+The Batch API's (`oai_server.batch`) since revision 0002:
+
+- `files`: uploaded and produced files (`purpose`: `batch`, `batch_output`), their bytes in
+  the row, so every replica that reaches the database reaches the file.
+- `batches`: one row per batch, its wire body, and who runs it (`runner`, until `lease_until`).
+- `batch_lines`: one row per finished input line (its output or error line), keyed by its
+  position: a line's result and the batch's progress are the same row, written once.
 """
 
 from __future__ import annotations
@@ -20,9 +28,11 @@ from __future__ import annotations
 from sqlalchemy import (
     JSON,
     BigInteger,
+    Boolean,
     Column,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     PrimaryKeyConstraint,
     String,
@@ -81,4 +91,41 @@ metadata_pairs = Table(
     Column("created_at", BigInteger, nullable=False),
     PrimaryKeyConstraint("object_id", "key", name="pk_store_metadata"),
     Index("ix_store_metadata_filter", "kind", "owner", "key", "value", "created_at", "object_id"),
+)
+
+files = Table(
+    "files",
+    metadata,
+    Column("id", String(ID_LENGTH), primary_key=True),
+    Column("owner", String(128), nullable=False),
+    Column("purpose", String(32), nullable=False),
+    Column("filename", String(256), nullable=False),
+    Column("bytes", BigInteger, nullable=False),
+    Column("created_at", BigInteger, nullable=False),
+    Column("content", LargeBinary, nullable=False),
+    Index("ix_files_list", "owner", "created_at", "id"),
+)
+
+batches = Table(
+    "batches",
+    metadata,
+    Column("id", String(ID_LENGTH), primary_key=True),
+    Column("owner", String(128), nullable=False),
+    Column("created_at", BigInteger, nullable=False),
+    Column("status", String(32), nullable=False),
+    Column("runner", String(64), nullable=True),
+    Column("lease_until", BigInteger, nullable=True),
+    Column("body", Json, nullable=False),
+    Index("ix_batches_list", "owner", "created_at", "id"),
+    Index("ix_batches_status", "status"),
+)
+
+batch_lines = Table(
+    "batch_lines",
+    metadata,
+    Column("batch_id", String(ID_LENGTH), nullable=False),
+    Column("position", Integer, nullable=False),
+    Column("failed", Boolean, nullable=False),
+    Column("body", Json, nullable=False),
+    PrimaryKeyConstraint("batch_id", "position", name="pk_batch_lines"),
 )

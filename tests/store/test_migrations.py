@@ -45,10 +45,29 @@ def _seed_0001(conn: Connection) -> None:
     )
 
 
+def _seed_0002(conn: Connection) -> None:
+    """0001's completion, and a batch file and batch as revision 0002 wrote them."""
+    _seed_0001(conn)
+    conn.execute(
+        text(
+            "INSERT INTO files (id, owner, purpose, filename, bytes, created_at, content) "
+            "VALUES ('file-old', '', 'batch', 'in.jsonl', 2, 1, :content)"
+        ),
+        {"content": b"{}"},
+    )
+    conn.execute(
+        text(
+            "INSERT INTO batches (id, owner, created_at, status, body) "
+            "VALUES ('batch_old', '', 1, 'in_progress', :body)"
+        ),
+        {"body": '{"id": "batch_old", "status": "in_progress"}'},
+    )
+
+
 _VERSION = {"version_table": migrate.VERSION_TABLE}
 
 # One seed per revision: a new revision must say what data it must carry forward.
-SEEDS: dict[str, Callable[[Connection], None]] = {"0001": _seed_0001}
+SEEDS: dict[str, Callable[[Connection], None]] = {"0001": _seed_0001, "0002": _seed_0002}
 
 
 def test_every_revision_has_a_seed() -> None:

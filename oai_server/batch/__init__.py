@@ -1,0 +1,67 @@
+"""The Batch API: `/v1/files` and `/v1/batches`, run on the idle engine, kept in the store.
+
+Layout: `records` (files, batches and finished lines on the store's database), `lines`
+(an input file read into requests; one request answered as an output line, by the live
+endpoint's own service), `runner` (claims, runs and finishes batches; one replica per
+batch), `routes`, `metrics`. `feature` wires it into the app after the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import TYPE_CHECKING
+
+from oai_server.batch.lines import Endpoint
+from oai_server.batch.metrics import BatchMetrics
+from oai_server.batch.records import BatchRecords
+from oai_server.batch.routes import routes
+from oai_server.batch.runner import BatchRunner
+from oai_server.features import Feature
+from oai_server.store.sql import SQLStore
+from schemas.chat import CreateChatCompletionRequest
+from schemas.completions import CreateCompletionRequest
+
+if TYPE_CHECKING:
+    from oai_server.state import ServerState
+
+__all__ = ["BatchRunner", "feature"]
+
+
+def feature(state: ServerState) -> Feature[BatchRunner | None]:
+    """The Files and Batch routes and this replica's runner, on the store's database."""
+    store = state.store
+    database = store.store.inner if store is not None else None
+    if store is None or not isinstance(database, SQLStore):
+        return Feature(None)
+    settings = state.settings
+    endpoints: dict[str, Endpoint] = {
+        "/v1/chat/completions": (CreateChatCompletionRequest, state.chat),
+        "/v1/completions": (CreateCompletionRequest, state.completions),
+    }
+    records = BatchRecords(database.engine)
+    runner = BatchRunner(
+        records,
+        endpoints,
+        BatchMetrics(state.metrics.registry),
+        waiting=state.engine.waiting_requests,
+        health=state.engine.check_health,
+        database_up=lambda: store.breaker.up,
+        max_in_flight=settings.batch_max_in_flight,
+        lease_s=settings.batch_lease_seconds,
+        priority=settings.scheduling_policy == "priority",
+    )
+    router = routes(store, records, endpoints, settings.files_max_bytes, runner.wake)
+    task: list[asyncio.Task[None]] = []
+
+    async def start() -> None:
+        task.append(asyncio.create_task(runner.run()))
+
+    async def stop() -> None:
+        for running in task:
+            running.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await running
+        await runner.stop()
+
+    return Feature(runner, router.routes, start=start, stop=stop)

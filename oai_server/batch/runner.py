@@ -1,0 +1,270 @@
+"""Runs batches: one runner per replica, one replica per batch (a lease on its row).
+
+A runner claims the active batches no live runner holds, validates each, answers its lines
+(those not already finished: a restart resumes), and writes the output and error files with
+the final state in one transaction. Its lease is renewed while it works; a replica that dies
+stops renewing, and another takes the batch over when the lease runs out.
+
+Bulk never slows the chat: a line is admitted only while the engine has nothing queued (no
+request, interactive or batch, waiting for its first token), and at most `max_in_flight`
+lines run at once. Interactive requests that arrive find at most that many batch requests
+ahead of them and none queued; under `--scheduling-policy priority` the lines also run at
+the lowest priority, so the engine schedules every interactive request first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import secrets
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from oai_server.batch.lines import (
+    NOT_NOW,
+    Endpoint,
+    Request,
+    answer_line,
+    expired_line,
+    read_requests,
+)
+from oai_server.batch.metrics import BatchMetrics
+from oai_server.batch.records import BatchRecords, Line, StoredFile, now_us
+from oai_server.ids import new_id
+from schemas.batch import BatchErrors
+
+logger = logging.getLogger(__name__)
+
+POLL_S = 1.0
+ADMIT_POLL_S = 0.01
+# vLLM: lower runs first; batch lines run after every request that names no priority.
+BATCH_PRIORITY = 2**31 - 1
+
+
+class BatchRunner:
+    def __init__(
+        self,
+        records: BatchRecords,
+        endpoints: Mapping[str, Endpoint],
+        metrics: BatchMetrics,
+        *,
+        waiting: Callable[[], int],
+        health: Callable[[], Awaitable[None]],
+        database_up: Callable[[], bool],
+        max_in_flight: int,
+        lease_s: float,
+        priority: bool,
+    ) -> None:
+        self.records = records
+        self.endpoints = endpoints
+        self.metrics = metrics
+        self.waiting = waiting
+        self.health = health
+        self.database_up = database_up
+        self.max_in_flight = max_in_flight
+        self.lease_us = int(lease_s * 1_000_000)
+        self.priority = priority
+        self.name = secrets.token_hex(8)
+        self.in_flight = 0
+        self.wake = asyncio.Event()
+        self._driving: dict[str, asyncio.Task[None]] = {}
+
+    async def run(self) -> None:
+        """Claim and drive batches until cancelled; a database error is retried next round."""
+        while True:
+            try:
+                # A database the store's breaker holds down is not asked every second.
+                held = (
+                    await self.records.claim(self.name, self.lease_us) if self.database_up() else []
+                )
+                for batch_id in held:
+                    if batch_id not in self._driving:
+                        task = asyncio.create_task(self._drive(batch_id))
+                        self._driving[batch_id] = task
+                        task.add_done_callback(self._forget)
+            except Exception as exc:  # noqa: BLE001 - the batch stays in the database
+                logger.warning("batch runner: claim failed: %r", exc)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(POLL_S):
+                    await self.wake.wait()
+            self.wake.clear()
+
+    def _forget(self, task: asyncio.Task[None]) -> None:
+        for batch_id, driving in list(self._driving.items()):
+            if driving is task:
+                del self._driving[batch_id]
+
+    async def stop(self) -> None:
+        """Stop every batch where it is and hand it back: a restarted runner resumes it."""
+        tasks = list(self._driving.values())
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _drive(self, batch_id: str) -> None:
+        try:
+            await self._work(batch_id)
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self.records.release(batch_id, self.name))
+            raise
+        except Exception as exc:  # noqa: BLE001 - left active: resumed in a later round
+            # An engine loading or overloaded is expected, not worth a warning each round.
+            not_now = isinstance(exc, NOT_NOW) or (
+                isinstance(exc, ExceptionGroup) and exc.split(NOT_NOW)[1] is None
+            )
+            level = logging.DEBUG if not_now else logging.WARNING
+            logger.log(level, "batch %s: %r (will resume)", batch_id, exc)
+
+    async def _work(self, batch_id: str) -> None:
+        body = await self.records.batch(batch_id, None)
+        if body is None:
+            return
+        endpoint = self.endpoints[body["endpoint"]]
+        content = await self.records.content(body["input_file_id"], None)
+        if content is None:
+            await self._fail(batch_id, body, "file_not_found", "The input file was deleted.")
+            return
+        requests, errors = read_requests(content, body["endpoint"], endpoint)
+        if body["status"] == "validating":
+            if errors:
+                body["errors"] = BatchErrors(data=errors).model_dump(mode="json", exclude_none=True)
+                await self._finish(batch_id, body, "failed", [])
+                return
+            body.update(status="in_progress", in_progress_at=now_us() // 1_000_000)
+            body["request_counts"] = {"total": len(requests), "completed": 0, "failed": 0}
+            if not await self.records.set_batch(
+                batch_id, body, runner=self.name, only_from=("validating",)
+            ):
+                return  # cancelled meanwhile: the next round finalizes it
+        if body["status"] == "in_progress":
+            await self.health()  # not serving (loading, dead): resumed in a later round
+            body["status"] = await self._answer(batch_id, body, requests)
+        lines = await self.records.lines(batch_id)
+        final = {"cancelling": "cancelled", "in_progress": "completed"}.get(body["status"])
+        if body["status"] == "expired":
+            done = {line.position for line in lines}
+            lines += [
+                Line(r.position, True, expired_line(r.custom_id))
+                for r in requests
+                if r.position not in done
+            ]
+            final = "expired"
+        if final is not None:
+            await self._finish(batch_id, body, final, lines)
+
+    async def _answer(self, batch_id: str, body: dict[str, Any], requests: list[Request]) -> str:
+        """Answer the lines not yet finished; the status the batch ends this phase in."""
+        done = {line.position for line in await self.records.lines(batch_id)}
+        todo = [r for r in requests if r.position not in done]
+        endpoint = self.endpoints[body["endpoint"]]
+        lines: set[asyncio.Task[None]] = set()
+        try:
+            async with asyncio.TaskGroup() as group:
+                watch = group.create_task(self._watch(batch_id, body))
+                for request in todo:
+                    await self._admit(watch)
+                    if watch.done():
+                        break
+                    # Counted now, not when the task first runs, so the next admission sees
+                    # it; uncounted when done, even if cancelled before it ever ran.
+                    self.in_flight += 1
+                    task = group.create_task(self._line(batch_id, request, endpoint))
+                    task.add_done_callback(self._line_done)
+                    lines.add(task)
+                    lines = {t for t in lines if not t.done()}
+                while lines and not watch.done():
+                    await asyncio.wait([watch, *lines], return_when=asyncio.FIRST_COMPLETED)
+                    lines = {t for t in lines if not t.done()}
+                for task in lines:
+                    task.cancel()  # cancelled or expired: what finished is kept
+                watch.cancel()
+        except* LeaseLostError:
+            raise asyncio.CancelledError from None
+        return await self._status(batch_id, body)
+
+    async def _status(self, batch_id: str, body: dict[str, Any]) -> str:
+        """The batch's status as stored (what a cancel wrote), or `expired` past its window."""
+        current = await self.records.batch(batch_id, None) or body
+        status = current["status"]
+        if status == "in_progress" and now_us() // 1_000_000 >= current["expires_at"]:
+            return "expired"
+        if status == "cancelling":
+            body["cancelling_at"] = current.get("cancelling_at")
+        return str(status)
+
+    def _full(self) -> bool:
+        return self.in_flight >= self.max_in_flight or self.waiting() > 0
+
+    async def _admit(self, watch: asyncio.Task[None]) -> None:
+        """Wait for room: fewer than the cap in flight, and nothing queued in the engine."""
+        # The engine's queue has no event to wait on: it is polled, cheaply, every 10 ms.
+        while not watch.done() and self._full():  # noqa: ASYNC110
+            await asyncio.sleep(ADMIT_POLL_S)
+
+    def _line_done(self, _task: asyncio.Task[None]) -> None:
+        self.in_flight -= 1
+
+    async def _line(self, batch_id: str, request: Request, endpoint: Endpoint) -> None:
+        if self.priority:
+            request = Request(
+                request.position,
+                request.custom_id,
+                request.body.model_copy(update={"priority": BATCH_PRIORITY}),
+            )
+        failed, line = await answer_line(request, endpoint)
+        await self.records.add_line(batch_id, Line(request.position, failed, line))
+        self.metrics.line(failed, line)
+
+    async def _watch(self, batch_id: str, body: dict[str, Any]) -> None:
+        """Renew the lease; return when the batch is cancelled or expires."""
+        while True:
+            await asyncio.sleep(min(self.lease_us / 3_000_000, POLL_S))
+            if not await self.records.renew(batch_id, self.name, self.lease_us):
+                raise LeaseLostError(batch_id)
+            if await self._status(batch_id, body) != "in_progress":
+                return
+
+    async def _fail(self, batch_id: str, body: dict[str, Any], code: str, message: str) -> None:
+        body["errors"] = {"object": "list", "data": [{"code": code, "message": message}]}
+        await self._finish(batch_id, body, "failed", [])
+
+    async def _finish(
+        self, batch_id: str, body: dict[str, Any], status: str, lines: list[Line]
+    ) -> None:
+        """Write the output and error files and the final state, in one transaction."""
+        now = now_us()
+        seconds = now // 1_000_000
+        produced = []
+        for failed, key in ((False, "output_file_id"), (True, "error_file_id")):
+            chosen = [line.body for line in lines if line.failed == failed]
+            if not chosen:
+                continue
+            content = "".join(_jsonl(line) for line in chosen).encode()
+            file_id = new_id("file", "-")
+            name = f"batch_{batch_id}_{'error' if failed else 'output'}.jsonl"
+            produced.append(
+                (StoredFile(file_id, "", "batch_output", name, len(content), now), content)
+            )
+            body[key] = file_id
+        if status != "failed":
+            body["finalizing_at"] = seconds
+        body[f"{status}_at"] = seconds
+        body["status"] = status
+        counts = body.setdefault("request_counts", {"total": 0})
+        counts["failed"] = sum(line.failed for line in lines)
+        counts["completed"] = len(lines) - counts["failed"]
+        if await self.records.finish(batch_id, self.name, body, produced):
+            self.metrics.finished(status)
+
+
+def _jsonl(line: dict[str, Any]) -> str:
+    return json.dumps(line, separators=(",", ":")) + "\n"
+
+
+class LeaseLostError(Exception):
+    """Another runner holds the batch now: this one stops, writing nothing more."""

@@ -1,0 +1,50 @@
+"""Helpers of the Batch API's suite: input files, and a batch polled to its end."""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+from typing import Any
+
+import openai
+
+from tests.store.conftest import MODEL
+
+TERMINAL = {"completed", "failed", "cancelled", "expired"}
+
+
+def chat_line(custom_id: str, text: str, **body: Any) -> dict[str, Any]:
+    return {
+        "custom_id": custom_id,
+        "method": "POST",
+        "url": "/v1/chat/completions",
+        "body": {"model": MODEL, "messages": [{"role": "user", "content": text}], **body},
+    }
+
+
+def jsonl(lines: list[Any]) -> bytes:
+    return "".join(
+        (line if isinstance(line, str) else json.dumps(line)) + "\n" for line in lines
+    ).encode()
+
+
+def upload(client: openai.OpenAI, lines: list[Any]) -> str:
+    return client.files.create(file=("input.jsonl", io.BytesIO(jsonl(lines))), purpose="batch").id
+
+
+def wait(
+    client: openai.OpenAI, batch_id: str, until: set[str] = TERMINAL, timeout: float = 30
+) -> Any:
+    """The batch, polled as a user would, once its status is in `until`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        batch = client.batches.retrieve(batch_id)
+        if batch.status in until:
+            return batch
+        assert time.monotonic() < deadline, f"batch still {batch.status}"
+        time.sleep(0.05)
+
+
+def read_lines(client: openai.OpenAI, file_id: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in client.files.content(file_id).text.splitlines()]

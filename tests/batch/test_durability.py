@@ -1,0 +1,162 @@
+"""A batch cancelled mid-run keeps what finished; a batch whose server is killed mid-run is
+finished by the next one, every `custom_id` exactly once (SQLite and PostgreSQL)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import httpx
+
+from oai_server.batch.records import BatchRecords
+from oai_server.engine.fake import FakeEngine
+from oai_server.errors import EngineOverloadedError
+from oai_server.store.sql import create_engine
+from oai_server.store.url import async_url
+from tests.batch.helpers import chat_line, read_lines, upload, wait
+from tests.live import serve
+from tests.store.conftest import make_app, sdk
+
+SLOW = {"token_delay": 0.02}
+
+
+def test_cancel_mid_run_keeps_what_finished_and_stops_the_rest(store_url: str) -> None:
+    engine = FakeEngine(**SLOW)
+    with serve(make_app(store_url, engine, batch_max_in_flight=2)) as base, sdk(base) as client:
+        file_id = upload(client, [chat_line(f"r{i}", f"q{i}") for i in range(40)])
+        batch = client.batches.create(
+            input_file_id=file_id, endpoint="/v1/chat/completions", completion_window="24h"
+        )
+        deadline = time.monotonic() + 20
+        while client.batches.retrieve(batch.id).request_counts.completed < 2:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        cancelling = client.batches.cancel(batch.id)
+        assert cancelling.status == "cancelling"
+        assert cancelling.cancelling_at is not None
+
+        cancelled = wait(client, batch.id)
+        assert cancelled.status == "cancelled"
+        assert cancelled.cancelled_at is not None
+        finished = cancelled.request_counts.completed
+        assert 2 <= finished < 40
+        kept = read_lines(client, cancelled.output_file_id)
+        assert len(kept) == finished
+        assert len({line["custom_id"] for line in kept}) == finished
+        assert engine.aborted, "the lines in flight were aborted in the engine"
+        assert client.batches.cancel(batch.id).status == "cancelled"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _start(store_url: str) -> tuple[subprocess.Popen[bytes], str]:
+    port = _free_port()
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tests.batch.fake_server", store_url, str(port)], env=env
+    )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            if httpx.get(f"{base}/health").status_code == 200:
+                return process, base
+        except httpx.TransportError:
+            pass
+        assert time.monotonic() < deadline, "the server did not start"
+        time.sleep(0.1)
+
+
+def test_a_server_killed_mid_batch_is_finished_by_the_next_exactly_once(store_url: str) -> None:
+    total = 30
+    process, base = _start(store_url)
+    try:
+        with sdk(base) as client:
+            file_id = upload(client, [chat_line(f"r{i}", f"q{i}") for i in range(total)])
+            batch = client.batches.create(
+                input_file_id=file_id, endpoint="/v1/chat/completions", completion_window="24h"
+            )
+            deadline = time.monotonic() + 20
+            while client.batches.retrieve(batch.id).request_counts.completed < 3:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+
+    app = make_app(store_url, FakeEngine(), batch_lease_seconds=1.0)
+    with serve(app) as base, sdk(base) as client:
+        resumed = client.batches.retrieve(batch.id)
+        assert resumed.status == "in_progress"
+        assert 3 <= resumed.request_counts.completed < total
+        done = wait(client, batch.id)
+        assert done.status == "completed"
+        assert (done.request_counts.completed, done.request_counts.failed) == (total, 0)
+        ids = Counter(line["custom_id"] for line in read_lines(client, done.output_file_id))
+        assert ids == Counter(f"r{i}" for i in range(total))
+
+
+def test_an_engine_not_serving_leaves_lines_to_run_later_not_failed(store_url: str) -> None:
+    engine = FakeEngine(fail_at_step=0, fault=EngineOverloadedError("The engine is busy."))
+    with serve(make_app(store_url, engine)) as base, sdk(base) as client:
+        file_id = upload(client, [chat_line("a", "one"), chat_line("b", "two")])
+        batch = client.batches.create(
+            input_file_id=file_id, endpoint="/v1/chat/completions", completion_window="24h"
+        )
+        wait(client, batch.id, until={"in_progress"})
+        time.sleep(1.5)
+        waiting = client.batches.retrieve(batch.id)
+        assert waiting.status == "in_progress"
+        assert (waiting.request_counts.completed, waiting.request_counts.failed) == (0, 0)
+        engine.fail_at_step = None
+        done = wait(client, batch.id)
+        assert (done.status, done.request_counts.completed, done.error_file_id) == (
+            "completed",
+            2,
+            None,
+        )
+
+
+def _close_window(store_url: str, batch_id: str) -> None:
+    """Move the batch's window into the past, as 24 hours passing would."""
+
+    async def close() -> None:
+        records = BatchRecords(create_engine(async_url(store_url, Path())))
+        body = await records.batch(batch_id, None)
+        assert body is not None
+        await records.set_batch(batch_id, {**body, "expires_at": body["created_at"]})
+        await records.engine.dispose()
+
+    asyncio.run(close())
+
+
+def test_a_batch_past_its_window_expires_keeping_what_finished(store_url: str) -> None:
+    engine = FakeEngine(**SLOW)
+    with serve(make_app(store_url, engine, batch_max_in_flight=1)) as base, sdk(base) as client:
+        file_id = upload(client, [chat_line(f"r{i}", f"q{i}") for i in range(40)])
+        batch = client.batches.create(
+            input_file_id=file_id, endpoint="/v1/chat/completions", completion_window="24h"
+        )
+        wait(client, batch.id, until={"in_progress"})
+        _close_window(store_url, batch.id)
+        expired = wait(client, batch.id)
+        assert expired.status == "expired"
+        assert expired.expired_at is not None
+        finished = expired.request_counts.completed
+        assert finished < 40
+        assert expired.request_counts.failed == 40 - finished
+        errors = read_lines(client, expired.error_file_id)
+        assert {line["error"]["code"] for line in errors} == {"batch_expired"}
+        assert all(line["response"] is None for line in errors)
