@@ -23,11 +23,12 @@ from oai_server.generation.work_limits import WorkLimits
 from oai_server.lifecycle import Lifecycle, LifecycleMiddleware
 from oai_server.limits import Backend, MemoryBackend, RateLimiter, RateLimitMiddleware, RedisBackend
 from oai_server.models import ModelRegistry, ServedModel
+from oai_server.models.adapters import AdapterEngine
 from oai_server.observability.engine import InstrumentedEngine
 from oai_server.observability.metrics import Metrics
 from oai_server.observability.middleware import ObservabilityMiddleware
 from oai_server.realtime import router as realtime
-from oai_server.routes import chat, completions, models, system, tokenize
+from oai_server.routes import chat, completions, lora, models, system, tokenize
 from oai_server.routes.models import model_root
 from oai_server.services.chat import ChatService
 from oai_server.services.completions import CompletionService
@@ -96,8 +97,13 @@ def _limiter(settings: Settings, metrics: Metrics) -> RateLimiter | None:
 
 
 def _registry(settings: Settings, embedder: EmbeddingEngine | None) -> ModelRegistry:
-    """The chat model, and the embedding model when there is one: the names clients use."""
-    models = ModelRegistry([ServedModel(settings.model_name, "chat", model_root(settings))])
+    """The chat model, its LoRA adapters, and the embedding model when there is one: the
+    names clients use."""
+    base = settings.model_name
+    models = ModelRegistry([ServedModel(base, "chat", model_root(settings))])
+    for name in settings.lora_paths():
+        # `root` is the adapter's name, as `vllm serve` lists it, never where it lies.
+        models.add(ServedModel(name, "chat", name, parent=base))
     embedding_name = settings.embedding_model_name
     if embedder is not None and embedding_name is not None:
         models.add(ServedModel(embedding_name, "embedding", embedding_name))
@@ -116,8 +122,16 @@ def create_app(
     metrics = Metrics(engine.running_requests, lambda: served.waiting_requests())
     limiter = _limiter(settings, metrics)
     admit = limiter.reserve_tokens if limiter is not None and limiter.tpm is not None else None
+    registry = _registry(settings, embedder)
+    adapters = None
+    if settings.lora_enabled:
+        adapters = AdapterEngine(
+            engine, registry, settings.model_name, settings.lora_dir, settings.max_lora_rank
+        )
     # What every service submits through: measured, token-limited, drainable.
-    served = InstrumentedEngine(engine, metrics, admit, keep_prompt_text=settings.log_request_text)
+    served = InstrumentedEngine(
+        adapters or engine, metrics, admit, keep_prompt_text=settings.log_request_text
+    )
     lifecycle = Lifecycle(served, settings.drain_timeout)
 
     @contextlib.asynccontextmanager
@@ -156,7 +170,6 @@ def create_app(
     )
     chat_template = load_template(settings.chat_template)
     limits = WorkLimits(settings.max_request_tokens, settings.max_request_prompts)
-    registry = _registry(settings, embedder)
     chat_service = ChatService(
         served, settings.model_name, chat_template, settings.tool_call_parser, limits, registry
     )
@@ -172,10 +185,13 @@ def create_app(
         created=int(time.time()),
         cache=cache,
         models=registry,
+        adapters=adapters,
     )
     app.state.lifecycle = lifecycle
     for module in (chat, completions, models, system, tokenize, realtime, responses):
         app.include_router(module.router)
+    if adapters is not None and settings.allow_runtime_lora:
+        app.include_router(lora.router)
     store = install_store(app, settings, metrics.registry)
     embedding_name = settings.embedding_model_name or ""
     install_embeddings(app, embedder, embedding_name, limits, admit, metrics)

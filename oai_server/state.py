@@ -9,6 +9,7 @@ from fastapi import Request
 from oai_server.cache import ResponseCache
 from oai_server.engine.protocol import Engine
 from oai_server.models import ModelRegistry
+from oai_server.models.adapters import AdapterEngine
 from oai_server.observability.metrics import Metrics
 from oai_server.services.chat import ChatService
 from oai_server.services.completions import CompletionService
@@ -27,6 +28,8 @@ class ServerState:
     created: int
     # Every model served, by the name clients use.
     models: ModelRegistry = field(default_factory=ModelRegistry)
+    # Adapters loaded after start-up, when the server serves LoRA.
+    adapters: AdapterEngine | None = None
     # The response cache, when `--response-cache` turns it on.
     cache: ResponseCache | None = None
 

@@ -44,7 +44,6 @@ class Endpoint(ABC, Generic[Req, Job, Handle]):
     kind: str
     id_prefix: str
     chunk_model: type[ResponseModel]
-    model_name: str
     service: GenerationService[Req, Job, Handle]
 
     @abstractmethod
@@ -67,11 +66,15 @@ class Endpoint(ABC, Generic[Req, Job, Handle]):
         """The `id` and `created` of a started request's answer."""
 
     @abstractmethod
-    def text_chunk(self, id_: str, created: int, index: int, text: str) -> ResponseModel:
-        """The chunk a `TextDelta` stands for."""
+    def text_chunk(
+        self, id_: str, created: int, model: str, index: int, text: str
+    ) -> ResponseModel:
+        """The chunk a `TextDelta` stands for, in an answer of `model`."""
 
     @abstractmethod
-    def usage_chunk(self, id_: str, created: int, usage: CompletionUsage) -> ResponseModel:
+    def usage_chunk(
+        self, id_: str, created: int, model: str, usage: CompletionUsage
+    ) -> ResponseModel:
         """The last chunk of a stream that asked for usage."""
 
     @abstractmethod
@@ -102,7 +105,6 @@ class ChatEndpoint(Endpoint[CreateChatCompletionRequest, ChatJob, ChatRequest]):
     def __init__(self, service: ChatService) -> None:
         self.service = service
         self.tool_parser = service.tool_parser
-        self.model_name = service.model_name
 
     def options(self, job: ChatJob) -> Sequence[SamplingOptions]:
         return (job.options,)
@@ -118,7 +120,7 @@ class ChatEndpoint(Endpoint[CreateChatCompletionRequest, ChatJob, ChatRequest]):
         elif isinstance(choice, NamedToolChoice):
             choice = {"function": choice.function.name}
         return {
-            "model": self.model_name,
+            "model": req.model,
             "options": options_material(job.options),
             # The template may leave tools out of the prompt; they still shape the answer.
             "tools": [t.model_dump(mode="json", exclude_none=True) for t in tools],
@@ -134,17 +136,21 @@ class ChatEndpoint(Endpoint[CreateChatCompletionRequest, ChatJob, ChatRequest]):
     def identity(self, handle: ChatRequest) -> tuple[str, int]:
         return handle.generation.request_id, handle.created
 
-    def text_chunk(self, id_: str, created: int, index: int, text: str) -> ResponseModel:
+    def text_chunk(
+        self, id_: str, created: int, model: str, index: int, text: str
+    ) -> ResponseModel:
         choice = ChatCompletionChunkChoice(
             index=index, delta=ChatCompletionDelta(content=text), logprobs=None, finish_reason=None
         )
         return CreateChatCompletionStreamResponse(
-            id=id_, created=created, model=self.model_name, choices=[choice]
+            id=id_, created=created, model=model, choices=[choice]
         )
 
-    def usage_chunk(self, id_: str, created: int, usage: CompletionUsage) -> ResponseModel:
+    def usage_chunk(
+        self, id_: str, created: int, model: str, usage: CompletionUsage
+    ) -> ResponseModel:
         return CreateChatCompletionStreamResponse(
-            id=id_, created=created, model=self.model_name, choices=[], usage=usage
+            id=id_, created=created, model=model, choices=[], usage=usage
         )
 
     def assemble(
@@ -159,7 +165,7 @@ class ChatEndpoint(Endpoint[CreateChatCompletionRequest, ChatJob, ChatRequest]):
         for event in events:
             assert isinstance(event, TextDelta | CreateChatCompletionStreamResponse)
             assembler.add(event)
-        assembler.add(self.usage_chunk(id_, created, usage))  # type: ignore[arg-type]
+        assembler.add(self.usage_chunk(id_, created, req.model, usage))  # type: ignore[arg-type]
         return assembler.result()
 
 
@@ -170,7 +176,6 @@ class CompletionsEndpoint(Endpoint[CreateCompletionRequest, CompletionJob, Batch
 
     def __init__(self, service: CompletionService) -> None:
         self.service = service
-        self.model_name = service.model_name
 
     def options(self, job: CompletionJob) -> Sequence[SamplingOptions]:
         return job.options
@@ -180,7 +185,7 @@ class CompletionsEndpoint(Endpoint[CreateCompletionRequest, CompletionJob, Batch
 
     def key_material(self, req: CreateCompletionRequest, job: CompletionJob) -> dict[str, Any]:
         return {
-            "model": self.model_name,
+            "model": req.model,
             "options": [options_material(o) for o in job.options],
             "n": job.n,
             "echo": bool(req.echo),
@@ -194,15 +199,17 @@ class CompletionsEndpoint(Endpoint[CreateCompletionRequest, CompletionJob, Batch
     def identity(self, handle: Batch) -> tuple[str, int]:
         return handle.id, handle.created
 
-    def text_chunk(self, id_: str, created: int, index: int, text: str) -> ResponseModel:
+    def text_chunk(
+        self, id_: str, created: int, model: str, index: int, text: str
+    ) -> ResponseModel:
         choice = CompletionChoice(index=index, text=text, logprobs=None, finish_reason=None)
-        return CreateCompletionResponse(
-            id=id_, created=created, model=self.model_name, choices=[choice]
-        )
+        return CreateCompletionResponse(id=id_, created=created, model=model, choices=[choice])
 
-    def usage_chunk(self, id_: str, created: int, usage: CompletionUsage) -> ResponseModel:
+    def usage_chunk(
+        self, id_: str, created: int, model: str, usage: CompletionUsage
+    ) -> ResponseModel:
         return CreateCompletionResponse(
-            id=id_, created=created, model=self.model_name, choices=[], usage=usage
+            id=id_, created=created, model=model, choices=[], usage=usage
         )
 
     def assemble(
@@ -217,8 +224,8 @@ class CompletionsEndpoint(Endpoint[CreateCompletionRequest, CompletionJob, Batch
         for event in events:
             assert isinstance(event, TextDelta | CreateCompletionResponse)
             assembler.add(event)
-        assembler.add(self.usage_chunk(id_, created, usage))  # type: ignore[arg-type]
-        return assembler.result(id_, created, self.model_name)
+        assembler.add(self.usage_chunk(id_, created, req.model, usage))  # type: ignore[arg-type]
+        return assembler.result(id_, created, req.model)
 
     def whole_only(self, job: CompletionJob) -> bool:
         # `best_of` ranks whole samples, so the service answers it whole, never as a stream.

@@ -44,7 +44,7 @@ def replay_stream(
     events = _events(entry, id_, created, with_usage)
 
     def chunk_of(index: int, text: str) -> ResponseModel:
-        chunk = endpoint.text_chunk(id_, created, index, text)
+        chunk = endpoint.text_chunk(id_, created, req.model, index, text)
         if with_usage:
             chunk.usage = None  # type: ignore[attr-defined]
         return chunk
@@ -53,7 +53,7 @@ def replay_stream(
         for event in events:
             yield event
         if with_usage:
-            yield endpoint.usage_chunk(id_, created, entry.usage)
+            yield endpoint.usage_chunk(id_, created, req.model, entry.usage)
 
     return event_stream(EventStream(stream(), chunk_of))
 

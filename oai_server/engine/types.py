@@ -79,6 +79,8 @@ class SamplingOptions:
     structured: StructuredOutput | None = None
     # Lower is scheduled first, when the engine schedules by priority.
     priority: int = 0
+    # The LoRA adapter to answer with, by its served name; None: the base model.
+    adapter: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from typing import TYPE_CHECKING, Any, get_args
 
 from oai_server.engine import cpu, vllm_args
+from oai_server.engine.lora import check_adapter
 from oai_server.engine.protocol import Engine, Tokenizer
 from oai_server.engine.settings import EngineSettings
 from oai_server.engine.types import (
@@ -31,6 +33,7 @@ from oai_server.errors import (
     EngineNotReadyError,
     EngineOverloadedError,
     InvalidRequestError,
+    ModelNotFoundError,
 )
 
 if TYPE_CHECKING:
@@ -94,9 +97,46 @@ class VLLMEngine(Engine):
         # The engine's processes (core, workers), noted once started: if the core is
         # killed its workers are orphaned, out of reach of a later look at our children.
         self._processes: list[Any] = []
+        # Adapters served, by name: vLLM's `LoRARequest` for each (ids are never reused,
+        # so an adapter loaded again under a name is never mistaken for the old one).
+        self._adapters: dict[str, Any] = {}
+        self._adapter_ids = itertools.count(1)
 
     async def start(self) -> None:
         await asyncio.to_thread(self._start_blocking)
+        for name, path in self._options.lora_paths().items():
+            check_adapter(path, self._options.max_lora_rank, param="lora_modules")
+            await self.load_adapter(name, path)
+
+    async def load_adapter(self, name: str, path: str) -> None:
+        from vllm.lora.request import LoRARequest
+        from vllm.v1.engine.exceptions import EngineDeadError as VLLMEngineDeadError
+
+        llm = self._ready_llm()
+        if not self._options.lora_enabled:
+            raise InvalidRequestError(
+                "This server was started without LoRA (--enable-lora).", param="lora_path"
+            )
+        request = LoRARequest(name, next(self._adapter_ids), path)
+        try:
+            # Loaded and activated now, in the engine core: a bad adapter fails here, as
+            # an answer to this call, not in the middle of a batch of other requests.
+            await llm.add_lora(request)
+        except VLLMEngineDeadError as exc:
+            raise EngineDeadError("The engine has stopped; restart the server.") from exc
+        except Exception as exc:  # noqa: BLE001 - the core's failure comes back as a bare Exception
+            logger.warning("adapter %s could not be loaded: %s", name, exc)
+            raise InvalidRequestError(
+                f"The adapter '{name}' could not be loaded: its weights do not fit this "
+                "model or cannot be read.",
+                param="lora_path",
+            ) from None
+        self._adapters[name] = request
+
+    async def unload_adapter(self, name: str) -> None:
+        request = self._adapters.pop(name, None)
+        if request is not None and self._llm is not None and not self._llm.errored:
+            await self._llm.remove_lora(request.lora_int_id)
 
     def _start_blocking(self) -> None:
         began = time.monotonic()
@@ -202,6 +242,11 @@ class VLLMEngine(Engine):
                 "'priority' needs the server started with --scheduling-policy priority.",
                 param="priority",
             )
+        lora_request = None
+        if options.adapter is not None:
+            lora_request = self._adapters.get(options.adapter)
+            if lora_request is None:
+                raise ModelNotFoundError(f"The model '{options.adapter}' does not exist.")
         prompt_tokens = len(prompt_token_ids)
         first = True
         try:
@@ -210,6 +255,7 @@ class VLLMEngine(Engine):
                 tokens_input(prompt_token_ids),
                 self._make_params(options),
                 request_id,
+                lora_request=lora_request,
                 priority=options.priority,
             ):
                 step = GenerationStep(

@@ -102,6 +102,11 @@ def engine_args(options: EngineSettings, on_cpu: bool) -> dict[str, Any]:
         # vLLM's progress bar while it loads the weights (under a second on CPU): debug only.
         "use_tqdm_on_load": logger.isEnabledFor(logging.DEBUG),
     }
+    if options.lora_enabled:
+        args["enable_lora"] = True
+        args["max_loras"] = options.max_loras
+        args["max_lora_rank"] = options.max_lora_rank
+        args["max_cpu_loras"] = options.max_cpu_loras
     if not on_cpu:
         args["tensor_parallel_size"] = options.tensor_parallel_size
         args["gpu_memory_utilization"] = options.gpu_memory_utilization

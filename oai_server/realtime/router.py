@@ -9,7 +9,7 @@ import logging
 from fastapi import APIRouter, WebSocket
 from starlette.websockets import WebSocketDisconnect, WebSocketState
 
-from oai_server.errors import InvalidRequestError, ModelNotFoundError
+from oai_server.errors import InvalidRequestError, OpenAIError
 from oai_server.realtime.session import RealtimeSession
 from oai_server.services.common import check_model
 from oai_server.state import ServerState
@@ -39,12 +39,12 @@ async def realtime(websocket: WebSocket) -> None:
         async with lock:
             await websocket.send_text(event.to_json().decode())
 
-    session = RealtimeSession(server.chat, send)
     model = websocket.query_params.get("model")
+    session = RealtimeSession(server.chat, send, model)
     try:
         if model is not None:
-            check_model(model, server.settings.model_name)
-    except ModelNotFoundError as exc:
+            check_model(model, server.settings.model_name, models=server.models)
+    except OpenAIError as exc:
         await session.error(exc, None)
         await websocket.close(POLICY_VIOLATION, "unknown model")
         return

@@ -91,7 +91,7 @@ class ChatService:
 
     def prepare(self, req: CreateChatCompletionRequest) -> ChatJob:
         """Validate `req` and convert it into the engine's prompt and options."""
-        check_model(req.model, self.model_name, models=self.models)
+        adapter = check_model(req.model, self.model_name, models=self.models)
         reject_unsupported(req)
         tools = plan_tools(req, self.tool_parser)
         structured = structured_output(req.response_format)
@@ -116,6 +116,7 @@ class ChatService:
             defaults=model.sampling_defaults,
             logprobs=_logprobs_count(req),
             structured=structured,
+            adapter=adapter,
         )
         self.limits.check_work([prompt], [options], prompt_param="messages")
         check_options_token_ids(options, self.engine.model_info.vocab_size)
@@ -148,7 +149,8 @@ class ChatService:
         out = CreateChatCompletionStreamResponse(
             id=chat.generation.request_id,
             created=chat.created,
-            model=self.model_name,
+            # The name asked for: the base model's, or an adapter's.
+            model=chat.req.model,
             choices=[] if choice is None else [choice],
         )
         if opts.include_usage:

@@ -176,7 +176,7 @@ class CompletionService:
 
     def prepare(self, req: CreateCompletionRequest) -> CompletionJob:
         """Validate `req` and convert it into one engine prompt and options per prompt."""
-        check_model(req.model, self.model_name, models=self.models)
+        adapter = check_model(req.model, self.model_name, models=self.models)
         reject_unsupported(req)
         samples = self._check(req)
         prompts = self._prompts(req)
@@ -204,6 +204,7 @@ class CompletionService:
                 logprobs=logprobs,
                 prompt_logprobs=req.logprobs if req.echo and req.logprobs is not None else None,
                 structured=structured_output(req.response_format),
+                adapter=adapter,
             )
             for budget in budgets
         ]
@@ -256,7 +257,7 @@ class CompletionService:
         assembler = CompletionAssembler(with_logprobs=batch.req.logprobs is not None)
         async for event in self._events(batch, StreamSettings(True, False)):
             assembler.add(event)
-        return assembler.result(batch.id, batch.created, self.model_name)
+        return assembler.result(batch.id, batch.created, batch.req.model)
 
     async def _best_of(self, batch: Batch) -> CreateCompletionResponse:
         """Draw `best_of` samples per prompt, keep the `n` with the best logprob per token."""
@@ -279,7 +280,7 @@ class CompletionService:
         return CreateCompletionResponse(
             id=batch.id,
             created=batch.created,
-            model=self.model_name,
+            model=batch.req.model,
             choices=choices,
             usage=usage_of(batch.usage()),
         )
@@ -322,7 +323,7 @@ class CompletionService:
         self, batch: Batch, opts: StreamSettings, choices: list[CompletionChoice]
     ) -> CreateCompletionResponse:
         out = CreateCompletionResponse(
-            id=batch.id, created=batch.created, model=self.model_name, choices=choices
+            id=batch.id, created=batch.created, model=batch.req.model, choices=choices
         )
         if opts.include_usage:
             out.usage = usage_of(batch.usage()) if opts.continuous_usage else None
