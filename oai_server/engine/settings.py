@@ -104,8 +104,8 @@ class EngineSettings(BaseModel):
 
     enable_lora: bool = Field(
         False,
-        description="Serve LoRA adapters on the model (implied by --lora-modules); the engine "
-        "then runs in eager mode.",
+        description="Serve LoRA adapters on the model (implied by --lora-modules, --lora-dir and "
+        "--allow-runtime-lora); the engine then runs in eager mode.",
     )
     lora_modules: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
