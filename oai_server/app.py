@@ -1,4 +1,12 @@
-"""Build the FastAPI app around an engine; the lifespan starts and stops the engine."""
+"""Build the FastAPI app around an engine: the core services, then each feature, in one place.
+
+The core is what every request uses: the engine (measured, token-limited, drainable), the
+chat, completions and tokenize services, the metrics, the lifecycle. A feature (store,
+cache, responses, realtime, auth, limits, the web page; see `oai_server.features`) is one
+function of the typed state returning its routes, middleware, service and start/stop
+hooks; the lifespan starts them after the engine's loading begins and stops them, in
+reverse, before the engine stops.
+"""
 
 from __future__ import annotations
 
@@ -6,29 +14,36 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 
 from fastapi import FastAPI
 from starlette.middleware.cors import CORSMiddleware
 
-from oai_server import __version__, responses
-from oai_server.auth import AuthMiddleware, load_keys
-from oai_server.cache import build_cache
-from oai_server.embeddings import install as install_embeddings
+from oai_server import (
+    __version__,
+    auth,
+    cache,
+    embeddings,
+    limits,
+    lora,
+    realtime,
+    responses,
+    store,
+    web,
+)
 from oai_server.engine.pooling import EmbeddingEngine
 from oai_server.engine.protocol import Engine
 from oai_server.error_responses import install_error_handlers
+from oai_server.features import Feature, FeatureFactory
 from oai_server.generation.chat_template import load_template
 from oai_server.generation.work_limits import WorkLimits
 from oai_server.lifecycle import Lifecycle, LifecycleMiddleware
-from oai_server.limits import Backend, MemoryBackend, RateLimiter, RateLimitMiddleware, RedisBackend
 from oai_server.models import ModelRegistry, ServedModel
 from oai_server.models.adapters import AdapterEngine
 from oai_server.observability.engine import InstrumentedEngine
 from oai_server.observability.metrics import Metrics
 from oai_server.observability.middleware import ObservabilityMiddleware
-from oai_server.realtime import router as realtime
-from oai_server.routes import chat, completions, lora, models, system, tokenize
+from oai_server.routes import chat, completions, models, system, tokenize
 from oai_server.routes.models import model_root
 from oai_server.services.chat import ChatService
 from oai_server.services.completions import CompletionService
@@ -36,8 +51,6 @@ from oai_server.services.tokenize import TokenizeService
 from oai_server.settings import Settings
 from oai_server.startup import ready_message
 from oai_server.state import ServerState
-from oai_server.store import install as install_store
-from oai_server.web import install as install_web_ui
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +73,7 @@ async def _start_engine(
         port=settings.port,
         model=settings.model_name,
         dtype=engine.model_info.dtype,
+        web_ui=settings.web_ui,
         embedding_model=None if embedder is None else settings.embedding_model_name,
         embedding_dtype=None if embedder is None else embedder.model_info.dtype,
     )
@@ -81,82 +95,120 @@ EXPOSED_HEADERS = [
 ]
 
 
-def _limiter(settings: Settings, metrics: Metrics) -> RateLimiter | None:
-    if settings.rate_limit_rpm is None and settings.rate_limit_tpm is None:
-        return None
-    backend: Backend = (
-        MemoryBackend() if settings.redis_url is None else RedisBackend(settings.redis_url)
-    )
-    return RateLimiter(
-        backend,
-        rpm=settings.rate_limit_rpm,
-        tpm=settings.rate_limit_tpm,
-        window_s=settings.rate_limit_window,
-        metrics=metrics,
-    )
-
-
 def _registry(settings: Settings, embedder: EmbeddingEngine | None) -> ModelRegistry:
-    """The chat model, its LoRA adapters, and the embedding model when there is one: the
-    names clients use."""
-    base = settings.model_name
-    models = ModelRegistry([ServedModel(base, "chat", model_root(settings))])
-    for name in settings.lora_paths():
-        # `root` is the adapter's name, as `vllm serve` lists it, never where it lies.
-        models.add(ServedModel(name, "chat", name, parent=base))
+    """The chat model, and the embedding model when there is one: the names clients use."""
+    models = ModelRegistry([ServedModel(settings.model_name, "chat", model_root(settings))])
     embedding_name = settings.embedding_model_name
     if embedder is not None and embedding_name is not None:
         models.add(ServedModel(embedding_name, "embedding", embedding_name))
     return models
 
 
-def create_app(
-    settings: Settings, engine: Engine, embedder: EmbeddingEngine | None = None
-) -> FastAPI:
-    """An app serving `engine` (and `embedder`, for /v1/embeddings) under `settings`; the
-    engines start when the app does.
-
-    The HTTP server listens while the model loads: `/health` answers 503 until the
-    engine is ready, which is what a Kubernetes readiness probe wants.
-    """
+def _core(settings: Settings, engine: Engine, embedder: EmbeddingEngine | None) -> ServerState:
+    """The shared services, before any feature."""
     metrics = Metrics(engine.running_requests, lambda: served.waiting_requests())
-    limiter = _limiter(settings, metrics)
-    admit = limiter.reserve_tokens if limiter is not None and limiter.tpm is not None else None
     registry = _registry(settings, embedder)
     adapters = None
     if settings.lora_enabled:
         adapters = AdapterEngine(
             engine, registry, settings.model_name, settings.lora_dir, settings.max_lora_rank
         )
-    # What every service submits through: measured, token-limited, drainable.
     served = InstrumentedEngine(
-        adapters or engine, metrics, admit, keep_prompt_text=settings.log_request_text
+        adapters or engine, metrics, keep_prompt_text=settings.log_request_text
     )
-    lifecycle = Lifecycle(served, settings.drain_timeout)
+    chat_template = load_template(settings.chat_template)
+    work = WorkLimits(settings.max_request_tokens, settings.max_request_prompts)
+    return ServerState(
+        settings=settings,
+        engine=served,
+        chat=ChatService(
+            served, settings.model_name, chat_template, settings.tool_call_parser, work, registry
+        ),
+        completions=CompletionService(served, settings.model_name, work, registry),
+        tokenize=TokenizeService(served, settings.model_name, chat_template),
+        metrics=metrics,
+        lifecycle=Lifecycle(served, settings.drain_timeout),
+        created=int(time.time()),
+        models=registry,
+        adapters=adapters,
+        embedder=embedder,
+    )
+
+
+def _features(state: ServerState, extra: Sequence[FeatureFactory]) -> list[Feature[object]]:
+    """Every feature, in order; each one's service put on `state` for those after it."""
+    stored = store.feature(state)
+    state.store = stored.service
+    cached = cache.feature(state)
+    state.cache = cached.service
+    answered = responses.feature(state)
+    state.background = answered.service
+    limited = limits.feature(state)
+    state.limiter = limited.service
+    if state.limiter is not None and state.limiter.tpm is not None:
+        # Tokens are reserved as a request reaches the engine, against its caller's limit.
+        state.engine.admit = state.limiter.reserve_tokens
+    # After the limits: embedding tokens count against the caller's token limit too.
+    embedded = embeddings.feature(state)
+    state.embeddings = embedded.service
+    return [
+        stored,
+        cached,
+        answered,
+        realtime.feature(state),
+        lora.feature(state),
+        # Middleware in this order, inside the core's: keys, then limits (per key).
+        auth.feature(state),
+        limited,
+        embedded,
+        *(make(state) for make in extra),
+        web.feature(state),  # last: the API's routes win over the page's paths
+    ]
+
+
+def create_app(
+    settings: Settings,
+    engine: Engine,
+    *,
+    embedder: EmbeddingEngine | None = None,
+    extra: Sequence[FeatureFactory] = (),
+) -> FastAPI:
+    """An app serving `engine` (and `embedder`, for /v1/embeddings) under `settings`; the
+    engines start when the app does.
+
+    The HTTP server listens while the model loads: `/health` answers 503 until the
+    engines are ready, which is what a Kubernetes readiness probe wants. `extra`: features
+    from outside the package (a Ray replica's metrics mirror), after the built-in ones.
+    """
+    state = _core(settings, engine, embedder)
+    features = _features(state, extra)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        await store.start()
-        starting = asyncio.create_task(_start_engine(served, embedder, settings))
-        tasks = [starting, asyncio.create_task(lifecycle.watch_engine())]
+        started: list[Feature[object]] = []
+        starting = asyncio.create_task(_start_engine(state.engine, embedder, settings))
+        tasks = [starting, asyncio.create_task(state.lifecycle.watch_engine())]
         if embedder is not None:
-            watching = lifecycle.watch_engine(embedder.check_health, "embedding engine")
+            watching = state.lifecycle.watch_engine(embedder.check_health, "embedding engine")
             tasks.append(asyncio.create_task(watching))
         try:
+            for feature in features:
+                if feature.start is not None:
+                    await feature.start()
+                started.append(feature)
             yield
         finally:
+            # Reverse order: background responses end (and are stored) before the store stops.
+            for feature in reversed(started):
+                if feature.stop is not None:
+                    await feature.stop()
             for task in tasks:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
             if embedder is not None:
                 await embedder.stop()
-            await served.stop()
-            if cache is not None:
-                await cache.close()
-            await store.stop()
-            if limiter is not None:
-                await limiter.backend.close()
+            await state.engine.stop()
 
     app = FastAPI(
         title="oai-server",
@@ -168,43 +220,20 @@ def create_app(
         # redirected: a 307 loses a POST with many clients.
         redirect_slashes=False,
     )
-    chat_template = load_template(settings.chat_template)
-    limits = WorkLimits(settings.max_request_tokens, settings.max_request_prompts)
-    chat_service = ChatService(
-        served, settings.model_name, chat_template, settings.tool_call_parser, limits, registry
-    )
-    completion_service = CompletionService(served, settings.model_name, limits, registry)
-    cache = build_cache(settings, metrics.registry, chat_service, completion_service)
-    app.state.server = ServerState(
-        settings=settings,
-        engine=served,
-        chat=chat_service,
-        completions=completion_service,
-        tokenize=TokenizeService(served, settings.model_name, chat_template),
-        metrics=metrics,
-        created=int(time.time()),
-        cache=cache,
-        models=registry,
-        adapters=adapters,
-    )
-    app.state.lifecycle = lifecycle
-    for module in (chat, completions, models, system, tokenize, realtime, responses):
+    app.state.server = state
+    for module in (chat, completions, models, system, tokenize):
         app.include_router(module.router)
-    if adapters is not None and settings.allow_runtime_lora:
-        app.include_router(lora.router)
-    store = install_store(app, settings, metrics.registry)
-    embedding_name = settings.embedding_model_name or ""
-    install_embeddings(app, embedder, embedding_name, limits, admit, metrics)
+    for feature in features:
+        app.router.routes.extend(feature.routes)
     install_error_handlers(app)
-    install_web_ui(app, settings)  # last: the API routes win over the page's paths
-    # The last added runs first: CORS, then id/log/metrics, drain, keys, limits.
-    if limiter is not None:
-        app.add_middleware(RateLimitMiddleware, limiter=limiter)
-    keys = load_keys(settings.api_key, settings.api_keys_file)
-    if keys:
-        app.add_middleware(AuthMiddleware, keys=keys)
-    app.add_middleware(LifecycleMiddleware, lifecycle=lifecycle)
-    app.add_middleware(ObservabilityMiddleware, metrics=metrics, log_text=settings.log_request_text)
+    # The last added runs first: CORS, then id/log/metrics, drain, then the features' own.
+    for feature in reversed(features):
+        for middleware in reversed(feature.middleware):
+            app.add_middleware(middleware.cls, *middleware.args, **middleware.kwargs)
+    app.add_middleware(LifecycleMiddleware, lifecycle=state.lifecycle)
+    app.add_middleware(
+        ObservabilityMiddleware, metrics=state.metrics, log_text=settings.log_request_text
+    )
     if settings.cors_allow_origins:
         app.add_middleware(
             CORSMiddleware,

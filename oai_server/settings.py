@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from oai_server.engine.embedded_embedding import EMBEDDED_EMBEDDING_MODEL_NAME
@@ -90,14 +90,16 @@ class Settings(BaseSettings, EngineSettings):
         description="How tool calls are read from free text for tool_choice 'auto' "
         "(hermes: <tool_call>{json}</tool_call>); 'required' and named tools work on any model.",
     )
+    cache_dir: Path = Field(
+        Path.home() / ".cache" / "oai-server",
+        description="Where the embedded model is converted once and kept.",
+    )
+
+    # --- Realtime WebSocket (oai_server/realtime) ----------------------------------
     realtime_idle_timeout: float = Field(
         600.0,
         gt=0,
         description="Seconds a Realtime WebSocket session may stay silent before it is closed.",
-    )
-    cache_dir: Path = Field(
-        Path.home() / ".cache" / "oai-server",
-        description="Where the embedded model is converted once and kept.",
     )
 
     # --- store (stored chat completions; later responses and conversations) ---
@@ -179,8 +181,10 @@ class Settings(BaseSettings, EngineSettings):
     )
     redis_url: str | None = Field(
         None,
-        description="Redis shared by every replica (rate limits, response cache), e.g. "
-        "redis://redis:6379/0; default: each process keeps its own.",
+        description="The Redis every replica shares, e.g. redis://redis:6379/0: the rate-limit "
+        "counters live there, and so does the response cache with --response-cache redis "
+        "(a feature given its own redis:// URL uses that instead); default: none, each "
+        "process counts alone.",
     )
     drain_timeout: float = Field(
         30.0,
@@ -208,10 +212,11 @@ class Settings(BaseSettings, EngineSettings):
         return value
 
     # --- response cache (oai_server/cache) --------------------------------------
-    response_cache: Literal["off", "memory"] | str = Field(
+    response_cache: Literal["off", "redis", "memory"] | str = Field(
         "off",
         description="Answer repeated deterministic requests (temperature 0 or a seed) from a "
-        "cache: off, memory (this process), or a redis:// URL (shared by every replica).",
+        "cache: off, memory (this process), redis (the --redis-url Redis, shared by every "
+        "replica), or a redis:// URL of its own.",
     )
     response_cache_ttl: float = Field(3600.0, gt=0, description="Seconds a cached answer is kept.")
     response_cache_max_bytes: int = Field(
@@ -225,17 +230,35 @@ class Settings(BaseSettings, EngineSettings):
         description="Share cached answers across API keys (by default each key sees only its own).",
     )
 
-    @field_validator("embedding_model")
+    @field_validator("model", "embedding_model")
     @classmethod
-    def _embedding_source(cls, value: str) -> str:
-        return check_model_source(value)
+    def _model_source(cls, value: str | None) -> str | None:
+        """Checked where a user names it: a path with no directory there stops the start."""
+        return None if value is None else check_model_source(value)
 
     @field_validator("response_cache")
     @classmethod
     def _cache_backend(cls, value: str) -> str:
-        if value in ("off", "memory") or value.startswith(("redis://", "rediss://", "unix://")):
+        if value in ("off", "memory", "redis") or value.startswith(
+            ("redis://", "rediss://", "unix://")
+        ):
             return value
-        raise ValueError("must be 'off', 'memory' or a redis:// URL")
+        raise ValueError("must be 'off', 'memory', 'redis' or a redis:// URL")
+
+    @model_validator(mode="after")
+    def _cache_redis_named(self) -> Settings:
+        if self.response_cache == "redis" and self.redis_url is None:
+            raise ValueError("--response-cache redis needs --redis-url")
+        return self
+
+    @property
+    def response_cache_redis(self) -> str | None:
+        """The Redis URL of the response cache: its own, else --redis-url's; None: not Redis."""
+        if self.response_cache == "redis":
+            return self.redis_url
+        if self.response_cache in ("off", "memory"):
+            return None
+        return self.response_cache
 
     @property
     def lora_enabled(self) -> bool:

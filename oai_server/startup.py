@@ -2,7 +2,8 @@
 
 At info a start shows what a user needs and nothing else: converting the model (with a
 progress bar, the first time), loading the engine, then one "ready" line with the URL, the
-model, its dtype and the time it took, a curl line to try it and how to stop. vLLM,
+model, its dtype and the time it took, the chat page's address, a curl line to try it and
+how to stop. vLLM,
 transformers, Triton and torch speak only at `--log-level debug` (their errors still show).
 Their log levels are set through the environment too, before vllm is imported, so that the
 engine core process, spawned later, inherits them.
@@ -90,12 +91,14 @@ def ready_message(
     port: int,
     model: str,
     dtype: str | None,
+    web_ui: bool = True,
     embedding_model: str | None = None,
     embedding_dtype: str | None = None,
 ) -> list[str]:
     """The lines that say the server is ready: where, what, how long, how to try, how to stop."""
     shown_host = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
-    base = f"http://{shown_host}:{port}/v1"
+    root = f"http://{shown_host}:{port}"
+    base = f"{root}/v1"
     took = f"{process_age_s():.1f} s"
     what = f"model {model}" + (f" ({dtype})" if dtype else "")
     if embedding_model is not None:
@@ -103,8 +106,11 @@ def ready_message(
             f" ({embedding_dtype})" if embedding_dtype else ""
         )
     body = f'{{"model": "{model}", "messages": [{{"role": "user", "content": "Hello!"}}]}}'
+    # The chat page is the one address a newcomer would not guess.
+    chat = [f"  chat: {root}/"] if web_ui else []
     return [
         f"ready in {took}: {base}, {what}",
+        *chat,
         f"  try:  curl {base}/chat/completions -H 'Content-Type: application/json' -d '{body}'",
         "  Ctrl-C to stop",
     ]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from oai_server.auth.caller import PRINCIPAL
 from oai_server.auth.keys import KeyRing
 from oai_server.error_responses import refuse
 from oai_server.errors import AuthenticationError
@@ -59,14 +60,14 @@ class AuthMiddleware:
             await self.app(scope, receive, send)
             return
         state = scope.setdefault("state", {})
-        state["principal"] = None
+        state[PRINCIPAL] = None
         if self.keys and not is_open(scope["path"]):
             token = bearer_token(scope)
             principal = None if token is None else self.keys.match(token)
             if principal is None:
                 await refuse(AuthenticationError(_MESSAGE), scope, receive, send)
                 return
-            state["principal"] = principal
+            state[PRINCIPAL] = principal
         await self.app(scope, receive, send)
 
 

@@ -1,13 +1,13 @@
 """The response cache: repeated deterministic requests answered without the engine.
 
 Off unless `--response-cache` names a backend: `memory` (this process, LRU bounded in
-bytes) or a `redis://` URL (shared by every replica). See `response_cache` for what is
-cached and how a hit is replayed.
+bytes), `redis` (the `--redis-url` every replica shares) or a `redis://` URL of its own.
+See `response_cache` for what is cached and how a hit is replayed.
 """
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry
+from typing import TYPE_CHECKING
 
 from oai_server.cache.backend import CacheBackend
 from oai_server.cache.endpoints import ChatEndpoint, CompletionsEndpoint
@@ -15,34 +15,38 @@ from oai_server.cache.memory import MemoryBackend
 from oai_server.cache.metrics import CacheMetrics
 from oai_server.cache.redis_backend import RedisBackend
 from oai_server.cache.response_cache import ResponseCache
-from oai_server.services.chat import ChatService
-from oai_server.services.completions import CompletionService
-from oai_server.settings import Settings
+from oai_server.cache.service import CachedService
+from oai_server.features import Feature
 
-__all__ = ["ResponseCache", "build_cache"]
+if TYPE_CHECKING:
+    from oai_server.state import ServerState
+
+__all__ = ["CachedService", "ResponseCache", "feature"]
 
 
-def build_cache(
-    settings: Settings,
-    registry: CollectorRegistry,
-    chat: ChatService,
-    completions: CompletionService,
-) -> ResponseCache | None:
-    """The cache `settings` ask for, its metrics on `registry`; None when it is off."""
+def feature(state: ServerState) -> Feature[ResponseCache | None]:
+    """The cache the settings ask for (None when it is off); its connections closed at the end."""
+    cache = _build(state)
+    return Feature(cache, stop=None if cache is None else cache.close)
+
+
+def _build(state: ServerState) -> ResponseCache | None:
+    settings = state.settings
     if settings.response_cache == "off":
         return None
-    metrics = CacheMetrics(registry)
+    metrics = CacheMetrics(state.metrics.registry)
     backend: CacheBackend
-    if settings.response_cache == "memory":
+    redis_url = settings.response_cache_redis
+    if redis_url is None:
         backend = MemoryBackend(
             settings.response_cache_max_bytes, settings.response_cache_ttl, metrics
         )
     else:
-        backend = RedisBackend(settings.response_cache, settings.response_cache_ttl, metrics)
+        backend = RedisBackend(redis_url, settings.response_cache_ttl, metrics)
     return ResponseCache(
         backend,
         metrics,
-        ChatEndpoint(chat),
-        CompletionsEndpoint(completions),
+        ChatEndpoint(state.chat),
+        CompletionsEndpoint(state.completions),
         shared=settings.response_cache_shared,
     )

@@ -1,8 +1,9 @@
 """What differs between chat and text completions, as far as the cache is concerned.
 
 Each endpoint says what of a prepared job goes into the key, how usage and the id are
-read from a started request, how a replayed chunk is built, and how events fold into
-the whole response (with the service's own assembler, as the service itself does).
+read from a started request, and how events fold into the whole response (with the
+service's own assembler, as the service itself does). A replayed chunk is built by the
+service itself (`text_chunk`, `chunk`), so it is the chunk a live answer sends.
 """
 
 from __future__ import annotations
@@ -14,28 +15,28 @@ from typing import Any, Generic, TypeVar
 
 from oai_server.cache.key import options_material
 from oai_server.engine.types import SamplingOptions
-from oai_server.generation.engine_request import new_request_id
 from oai_server.http.answer import GenerationService
+from oai_server.ids import new_request_id
 from oai_server.services.chat import ChatJob, ChatRequest, ChatService
 from oai_server.services.chat_assembler import ChatAssembler
-from oai_server.services.common import usage_of
+from oai_server.services.common import StreamSettings, usage_of
 from oai_server.services.completion_assembler import CompletionAssembler
 from oai_server.services.completions import Batch, CompletionJob, CompletionService
 from oai_server.services.events import TextDelta
 from schemas.chat import (
-    ChatCompletionChunkChoice,
-    ChatCompletionDelta,
     CreateChatCompletionRequest,
     CreateChatCompletionStreamResponse,
     NamedToolChoice,
 )
 from schemas.common import CompletionUsage, GenerationRequest, ResponseModel
-from schemas.completions import CompletionChoice, CreateCompletionRequest, CreateCompletionResponse
+from schemas.completions import CreateCompletionRequest, CreateCompletionResponse
 
 Req = TypeVar("Req", bound=GenerationRequest)
 Job = TypeVar("Job")
 Handle = TypeVar("Handle")
 Event = TextDelta | ResponseModel
+# The stream settings of a chunk that carries the answer's usage.
+WITH_USAGE = StreamSettings(include_usage=True, continuous_usage=False)
 
 
 class Endpoint(ABC, Generic[Req, Job, Handle]):
@@ -67,15 +68,15 @@ class Endpoint(ABC, Generic[Req, Job, Handle]):
 
     @abstractmethod
     def text_chunk(
-        self, id_: str, created: int, model: str, index: int, text: str
+        self, id_: str, created: int, model: str, opts: StreamSettings, index: int, text: str
     ) -> ResponseModel:
-        """The chunk a `TextDelta` stands for, in an answer of `model`."""
+        """The chunk a `TextDelta` of an answer of `model` stands for, as the service builds it."""
 
     @abstractmethod
     def usage_chunk(
         self, id_: str, created: int, model: str, usage: CompletionUsage
     ) -> ResponseModel:
-        """The last chunk of a stream that asked for usage."""
+        """The last chunk of a stream that asked for usage, as the service builds it."""
 
     @abstractmethod
     def assemble(
@@ -101,6 +102,7 @@ class ChatEndpoint(Endpoint[CreateChatCompletionRequest, ChatJob, ChatRequest]):
     kind = "chat"
     id_prefix = "chatcmpl"
     chunk_model = CreateChatCompletionStreamResponse
+    service: ChatService
 
     def __init__(self, service: ChatService) -> None:
         self.service = service
@@ -120,6 +122,7 @@ class ChatEndpoint(Endpoint[CreateChatCompletionRequest, ChatJob, ChatRequest]):
         elif isinstance(choice, NamedToolChoice):
             choice = {"function": choice.function.name}
         return {
+            # The name asked for: the base model's, or an adapter's.
             "model": req.model,
             "options": options_material(job.options),
             # The template may leave tools out of the prompt; they still shape the answer.
@@ -137,21 +140,14 @@ class ChatEndpoint(Endpoint[CreateChatCompletionRequest, ChatJob, ChatRequest]):
         return handle.generation.request_id, handle.created
 
     def text_chunk(
-        self, id_: str, created: int, model: str, index: int, text: str
+        self, id_: str, created: int, model: str, opts: StreamSettings, index: int, text: str
     ) -> ResponseModel:
-        choice = ChatCompletionChunkChoice(
-            index=index, delta=ChatCompletionDelta(content=text), logprobs=None, finish_reason=None
-        )
-        return CreateChatCompletionStreamResponse(
-            id=id_, created=created, model=model, choices=[choice]
-        )
+        return self.service.text_chunk(id_, created, model, opts, index, text)
 
     def usage_chunk(
         self, id_: str, created: int, model: str, usage: CompletionUsage
     ) -> ResponseModel:
-        return CreateChatCompletionStreamResponse(
-            id=id_, created=created, model=model, choices=[], usage=usage
-        )
+        return self.service.chunk(id_, created, model, WITH_USAGE, None, usage)
 
     def assemble(
         self,
@@ -173,6 +169,7 @@ class CompletionsEndpoint(Endpoint[CreateCompletionRequest, CompletionJob, Batch
     kind = "completions"
     id_prefix = "cmpl"
     chunk_model = CreateCompletionResponse
+    service: CompletionService
 
     def __init__(self, service: CompletionService) -> None:
         self.service = service
@@ -185,6 +182,7 @@ class CompletionsEndpoint(Endpoint[CreateCompletionRequest, CompletionJob, Batch
 
     def key_material(self, req: CreateCompletionRequest, job: CompletionJob) -> dict[str, Any]:
         return {
+            # The name asked for: the base model's, or an adapter's.
             "model": req.model,
             "options": [options_material(o) for o in job.options],
             "n": job.n,
@@ -200,17 +198,14 @@ class CompletionsEndpoint(Endpoint[CreateCompletionRequest, CompletionJob, Batch
         return handle.id, handle.created
 
     def text_chunk(
-        self, id_: str, created: int, model: str, index: int, text: str
+        self, id_: str, created: int, model: str, opts: StreamSettings, index: int, text: str
     ) -> ResponseModel:
-        choice = CompletionChoice(index=index, text=text, logprobs=None, finish_reason=None)
-        return CreateCompletionResponse(id=id_, created=created, model=model, choices=[choice])
+        return self.service.text_chunk(id_, created, model, opts, index, text)
 
     def usage_chunk(
         self, id_: str, created: int, model: str, usage: CompletionUsage
     ) -> ResponseModel:
-        return CreateCompletionResponse(
-            id=id_, created=created, model=model, choices=[], usage=usage
-        )
+        return self.service.chunk(id_, created, model, WITH_USAGE, [], usage)
 
     def assemble(
         self,

@@ -1,7 +1,7 @@
 """Answer from an entry: the same events again, with a fresh `id` and `created`.
 
-A streamed replay goes through the same SSE encoder as a live stream, so its chunks,
-text templates and `[DONE]` are byte for byte what a miss sends, only faster; a whole
+A streamed replay is an `EventStream` like a live one, its chunks built by the service
+itself, so the SSE encoder sends byte for byte what a miss sends, only faster; a whole
 replay is the fold of the same events by the service's assembler.
 """
 
@@ -10,12 +10,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from fastapi import Response
-
 from oai_server.cache.endpoints import Endpoint, Event
 from oai_server.cache.entry import Entry
-from oai_server.http.answer import json_response
-from oai_server.http.sse import event_stream
 from oai_server.services.common import StreamSettings
 from oai_server.services.events import EventStream, TextDelta
 from schemas.common import GenerationRequest, ResponseModel
@@ -36,32 +32,34 @@ def _events(entry: Entry, id_: str, created: int, with_usage: bool) -> list[Even
 
 
 def replay_stream(
-    endpoint: Endpoint[Any, Any, Any], req: GenerationRequest, entry: Entry, request_id: str | None
-) -> Response:
-    """The entry as an SSE stream, exactly as a live answer streams it."""
-    id_, created = endpoint.fresh_identity(request_id)
-    with_usage = StreamSettings.of(req.stream_options).include_usage
-    events = _events(entry, id_, created, with_usage)
-
-    def chunk_of(index: int, text: str) -> ResponseModel:
-        chunk = endpoint.text_chunk(id_, created, req.model, index, text)
-        if with_usage:
-            chunk.usage = None  # type: ignore[attr-defined]
-        return chunk
+    endpoint: Endpoint[Any, Any, Any],
+    req: GenerationRequest,
+    entry: Entry,
+    identity: tuple[str, int],
+) -> EventStream[ResponseModel]:
+    """The entry's events, exactly as a live answer streams them."""
+    id_, created = identity
+    opts = StreamSettings.of(req.stream_options)
+    events = _events(entry, id_, created, opts.include_usage)
 
     async def stream() -> AsyncIterator[Event]:
         for event in events:
             yield event
-        if with_usage:
+        if opts.include_usage:
             yield endpoint.usage_chunk(id_, created, req.model, entry.usage)
 
-    return event_stream(EventStream(stream(), chunk_of))
+    return EventStream(
+        stream(), lambda index, text: endpoint.text_chunk(id_, created, req.model, opts, index, text)
+    )
 
 
 def replay_whole(
-    endpoint: Endpoint[Any, Any, Any], req: GenerationRequest, entry: Entry, request_id: str | None
-) -> Response:
+    endpoint: Endpoint[Any, Any, Any],
+    req: GenerationRequest,
+    entry: Entry,
+    identity: tuple[str, int],
+) -> ResponseModel:
     """The entry as the whole response, as a non-streamed answer."""
-    id_, created = endpoint.fresh_identity(request_id)
+    id_, created = identity
     events = _events(entry, id_, created, with_usage=False)
-    return json_response(endpoint.assemble(req, events, entry.usage, id_, created))
+    return endpoint.assemble(req, events, entry.usage, id_, created)

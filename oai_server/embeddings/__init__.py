@@ -1,31 +1,34 @@
-"""Embeddings: `/v1/embeddings` on an embedding model's own engine, beside the chat model."""
+"""Embeddings: `/v1/embeddings` on an embedding model's own engine, beside the chat model.
+
+`service` (validate, embed, answer), `routes` (the endpoint). The engine itself is the
+core's (`state.embedder`): it loads after the chat engine and is watched like it.
+"""
 
 from __future__ import annotations
 
-from fastapi import FastAPI
+from typing import TYPE_CHECKING
 
 from oai_server.embeddings.routes import router
-from oai_server.embeddings.service import Admit, EmbeddingService
-from oai_server.engine.pooling import EmbeddingEngine
-from oai_server.generation.work_limits import WorkLimits
-from oai_server.observability.metrics import Metrics
+from oai_server.embeddings.service import EmbeddingService
+from oai_server.features import Feature
 
-__all__ = ["EmbeddingService", "install"]
+if TYPE_CHECKING:
+    from oai_server.state import ServerState
+
+__all__ = ["EmbeddingService", "feature"]
 
 
-def install(
-    app: FastAPI,
-    engine: EmbeddingEngine | None,
-    model_name: str,
-    limits: WorkLimits,
-    admit: Admit | None,
-    metrics: Metrics,
-) -> EmbeddingService | None:
-    """Route `/v1/embeddings` to a service on `engine` (none when no embedding model is
-    served: the route then answers which models there are)."""
-    service = (
-        None if engine is None else EmbeddingService(engine, model_name, limits, admit, metrics)
-    )
-    app.state.embeddings = service
-    app.include_router(router)
-    return service
+def feature(state: ServerState) -> Feature[EmbeddingService | None]:
+    """`/v1/embeddings`, served when the state has an embedding engine (else the route
+    answers which models there are); its tokens reserved against the caller's limit."""
+    embedder, limiter = state.embedder, state.limiter
+    service = None
+    if embedder is not None:
+        service = EmbeddingService(
+            embedder,
+            state.settings.embedding_model_name or "",
+            state.chat.limits,
+            None if limiter is None or limiter.tpm is None else limiter.reserve_tokens,
+            state.metrics,
+        )
+    return Feature(service, router.routes)

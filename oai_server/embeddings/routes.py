@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
 
-from oai_server.embeddings.service import EmbeddingService
 from oai_server.errors import InvalidRequestError
 from oai_server.http.answer import json_response
 from oai_server.http.parsing import parse_body
@@ -19,7 +18,7 @@ async def create_embedding(request: Request) -> Response:
     server = server_state(request)
     req = await parse_body(request, CreateEmbeddingRequest, server.settings.max_request_bytes)
     server.models.find(req.model, "embedding")
-    service: EmbeddingService | None = request.app.state.embeddings
+    service = server.embeddings
     if service is None:  # a registry that names an embedding model has its service
         raise InvalidRequestError("This server serves no embedding model.", param="model")
     job = service.prepare(req)

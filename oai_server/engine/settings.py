@@ -146,11 +146,6 @@ class EngineSettings(BaseModel):
             names.add(name)
         return value
 
-    @field_validator("model")
-    @classmethod
-    def _model_source(cls, value: str | None) -> str | None:
-        return None if value is None else check_model_source(value)
-
     @field_validator("generation_config")
     @classmethod
     def _config_source(cls, value: str) -> str:

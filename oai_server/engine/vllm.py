@@ -81,12 +81,18 @@ class VLLMEngine(Engine):
     """vLLM's `AsyncLLM`, started in-process; its engine core runs in a child process."""
 
     def __init__(
-        self, options: EngineSettings, *, resolve_model: Callable[[str], str] | None = None
+        self,
+        options: EngineSettings,
+        *,
+        resolve_model: Callable[[str], str] | None = None,
+        served_model_name: str | None = None,
     ) -> None:
         """`resolve_model`, if given, is the embedded model: it runs first in `start` with
         the dtype chosen for this CPU (to convert the weights at that precision) and
-        returns the model to load in place of `options.model`."""
+        returns the model to load in place of `options.model`. `served_model_name` is the
+        id clients use, which vLLM's own metrics are labelled with."""
         self._options = options
+        self._served_model_name = served_model_name
         self._resolve_model = resolve_model
         self._llm: AsyncLLM | None = None
         self._tokenizer: VLLMTokenizer | None = None
@@ -165,7 +171,7 @@ class VLLMEngine(Engine):
         from vllm.engine.arg_utils import AsyncEngineArgs
         from vllm.v1.engine.async_llm import AsyncLLM
 
-        args = vllm_args.engine_args(self._options, on_cpu)
+        args = vllm_args.engine_args(self._options, on_cpu, self._served_model_name)
         logger.debug("starting vLLM engine (%s): %s", "CPU" if on_cpu else "GPU", args)
         logger.info("loading the engine (%s)", "CPU" if on_cpu else "GPU")
         args["structured_outputs_config"] = StructuredOutputsConfig(

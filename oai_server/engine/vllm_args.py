@@ -76,7 +76,10 @@ def environment(name: str, value: str | None) -> Iterator[None]:
             os.environ[name] = before
 
 
-def engine_args(options: EngineSettings, on_cpu: bool) -> dict[str, Any]:
+def engine_args(
+    options: EngineSettings, on_cpu: bool, served_model_name: str | None = None
+) -> dict[str, Any]:
+    """vLLM's engine arguments for `options`; `served_model_name` is the id clients use."""
     enforce_eager = options.enforce_eager
     if enforce_eager is None:
         enforce_eager = on_cpu
@@ -86,6 +89,9 @@ def engine_args(options: EngineSettings, on_cpu: bool) -> dict[str, Any]:
         # xgrammar and guidance can do that; guidance covers the most of JSON Schema.
         "structured_outputs_config": {"backend": "guidance", "disable_any_whitespace": True},
         "model": options.model,
+        # vLLM labels its metrics (model_name) with this, as under `vllm serve
+        # --served-model-name`; left unset it would be the weights' path on this host.
+        "served_model_name": served_model_name,
         "dtype": options.dtype,
         "enforce_eager": enforce_eager,
         "seed": options.seed,

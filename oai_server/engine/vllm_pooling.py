@@ -30,8 +30,10 @@ _GENERATION_ONLY = ("structured_outputs_config", "generation_config", "override_
 class VLLMEmbeddingEngine(EmbeddingEngine):
     """vLLM's `AsyncLLM` running a pooling model; its engine core runs in a child process."""
 
-    def __init__(self, options: EngineSettings) -> None:
+    def __init__(self, options: EngineSettings, served_model_name: str | None = None) -> None:
+        """`served_model_name` labels vLLM's metrics (else they carry the weights' path)."""
         self._options = options
+        self._served_model_name = served_model_name
         self._llm: AsyncLLM | None = None
         self._tokenizer: VLLMTokenizer | None = None
         self._model_info: EmbeddingModelInfo | None = None
@@ -49,7 +51,7 @@ class VLLMEmbeddingEngine(EmbeddingEngine):
         on_cpu = current_platform.is_cpu()
         if on_cpu:
             vllm_args.configure_cpu(self._options)
-        args = vllm_args.engine_args(self._options, on_cpu)
+        args = vllm_args.engine_args(self._options, on_cpu, self._served_model_name)
         for name in _GENERATION_ONLY:
             args.pop(name, None)
         args["runner"] = "pooling"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
@@ -13,11 +12,6 @@ from oai_server.engine.types import GenerationStep, SamplingOptions, TokenLogpro
 from oai_server.errors import InternalServerError
 
 
-def new_request_id(prefix: str) -> str:
-    """An id in OpenAI's style, e.g. `chatcmpl-3f2a...`."""
-    return f"{prefix}-{uuid.uuid4().hex}"
-
-
 @dataclass
 class Usage:
     """Token counts of one request, updated as steps arrive."""
@@ -26,6 +20,10 @@ class Usage:
     completion_tokens: int = 0
     # Of the prompt tokens, those the engine's prefix cache held.
     cached_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
 
     def add(self, step: GenerationStep) -> None:
         self.prompt_tokens = step.prompt_tokens

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Callable
 
 import pydantic_core
 from starlette.responses import StreamingResponse
@@ -49,35 +48,15 @@ class TextEvents:
         )
 
 
-@dataclass
-class StreamTap:
-    """Sees a stream's events as they go out, for a consumer beside the client (the cache).
-
-    `events` collects every event; `ended(events)` is awaited once the last one has
-    gone out, before `[DONE]`; `abandoned()` is called instead if the stream fails or
-    is cancelled (its client gone). Collecting inside the encoder's own loop costs one
-    append per event, where a wrapping generator would cost a whole extra hop.
-    """
-
-    ended: Callable[[list[ResponseModel | TextDelta]], Awaitable[None]]
-    abandoned: Callable[[], None]
-    events: list[ResponseModel | TextDelta] = field(default_factory=list)
-
-
-async def encode(
-    stream: EventStream[ResponseModel], tap: StreamTap | None = None
-) -> AsyncIterator[bytes]:
+async def encode(stream: EventStream[ResponseModel]) -> AsyncIterator[bytes]:
     """The stream's events as SSE bytes; an error after the 200 becomes one error event.
 
     The status line has gone out by then, so the error travels in the stream, in the
     same envelope as any other error, and the stream still ends with `[DONE]`.
     """
     text_events: TextEvents | None = None
-    seen = None if tap is None else tap.events
     try:
         async for item in stream:
-            if seen is not None:
-                seen.append(item)
             if isinstance(item, TextDelta):
                 if text_events is None:
                     text_events = TextEvents(stream.chunk_of)
@@ -85,21 +64,10 @@ async def encode(
             else:
                 yield event(item)
     except Exception as exc:  # noqa: BLE001 - every failure must reach the client as an event
-        if tap is not None:
-            tap.abandoned()
         logger.warning("stream failed after it started: %r", exc)
         yield event(error_body(to_openai_error(exc)))
-    except BaseException:
-        if tap is not None:
-            tap.abandoned()
-        raise
-    else:
-        if tap is not None:
-            await tap.ended(tap.events)
     yield DONE
 
 
-def event_stream(
-    stream: EventStream[ResponseModel], tap: StreamTap | None = None
-) -> StreamingResponse:
-    return StreamingResponse(encode(stream, tap), media_type="text/event-stream", headers=HEADERS)
+def event_stream(stream: EventStream[ResponseModel]) -> StreamingResponse:
+    return StreamingResponse(encode(stream), media_type="text/event-stream", headers=HEADERS)

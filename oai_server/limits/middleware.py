@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from oai_server.auth.caller import caller
 from oai_server.auth.middleware import is_open
 from oai_server.error_responses import refuse
 from oai_server.errors import RateLimitError
@@ -26,7 +27,7 @@ class RateLimitMiddleware:
         if scope["type"] not in ("http", "websocket") or is_open(scope["path"]):
             await self.app(scope, receive, send)
             return
-        principal = scope.get("state", {}).get("principal")
+        principal = caller(scope)
         record = current_request.get()
         try:
             # A WebSocket session counts as one request; its tokens count as they go.

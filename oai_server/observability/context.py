@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import contextvars
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from oai_server.auth.caller import caller
 
 
 @dataclass
 class RequestRecord:
     request_id: str
-    # The scope's state, where AuthMiddleware puts the caller's key id.
-    state: dict[str, Any] = field(default_factory=dict)
+    # The request's ASGI scope, where AuthMiddleware puts the caller's key id.
+    scope: Mapping[str, Any] = field(default_factory=dict)
     method: str = ""
     path: str = ""
     began: float = field(default_factory=time.perf_counter)
@@ -33,8 +36,7 @@ class RequestRecord:
 
     @property
     def principal(self) -> str | None:
-        principal: str | None = self.state.get("principal")
-        return principal
+        return caller(self.scope)
 
     @property
     def total_tokens(self) -> int:

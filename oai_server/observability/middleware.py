@@ -66,7 +66,7 @@ class ObservabilityMiddleware:
         state = scope.setdefault("state", {})
         record = RequestRecord(
             request_id=_request_id(scope),
-            state=state,
+            scope=scope,
             method=scope.get("method", "WS"),
             path=scope["path"],
         )

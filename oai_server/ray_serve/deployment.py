@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from ray import serve
@@ -10,9 +9,9 @@ from ray.serve import Application, Deployment
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from oai_server.app import create_app
+from oai_server.ray_serve import ray_metrics
 from oai_server.ray_serve.engine import StartOnce, load_factory
 from oai_server.ray_serve.options import deployment_options
-from oai_server.ray_serve.ray_metrics import RayMetricsMirror
 from oai_server.settings import Settings
 
 DEPLOYMENT_NAME = "OAIServer"
@@ -57,9 +56,8 @@ class Replica:
         self.engine = StartOnce(load_factory(engine_factory)(self.settings))
         self.replica = serve.get_replica_context().replica_id.unique_id
         await self.engine.start()
-        self._app = create_app(self.settings, self.engine)
-        mirror = RayMetricsMirror(self._app.state.server.metrics.registry)
-        self._mirroring = asyncio.create_task(mirror.run())
+        # Ray's metrics mirror is one more feature: the app's lifespan starts and stops it.
+        self._app = create_app(self.settings, self.engine, extra=[ray_metrics.feature])
 
     def __serve_build_asgi_app__(self) -> ASGIApp:
         return ReplicaHeader(self._app, self.replica)
@@ -67,11 +65,6 @@ class Replica:
     async def check_health(self) -> None:
         """Serve's health probe: raises (and Serve replaces the replica) once the engine dies."""
         await self.engine.check_health()
-
-    async def __del__(self) -> None:
-        mirroring: asyncio.Task[None] | None = getattr(self, "_mirroring", None)
-        if mirroring is not None:  # None: the constructor failed
-            await RayMetricsMirror.stop(mirroring)
 
 
 # The app is built per replica (`__serve_build_asgi_app__`), not pickled from the driver.

@@ -19,7 +19,7 @@ def load_factory(path: str | None) -> EngineFactory:
     Only tests and custom engines pass a path (the tests pass the fake engine's).
     """
     if path is None:
-        from oai_server.__main__ import build_engine  # imports vLLM: only when used
+        from oai_server.engine.build import build_engine  # imports vLLM: only when used
 
         return build_engine
     module, _, name = path.partition(":")

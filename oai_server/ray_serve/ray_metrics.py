@@ -12,9 +12,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry
 from ray.serve import metrics as serve_metrics
+
+from oai_server.features import Feature
+
+if TYPE_CHECKING:
+    from oai_server.state import ServerState
 
 logger = logging.getLogger(__name__)
 
@@ -27,6 +33,7 @@ class RayMetricsMirror:
     def __init__(self, registry: CollectorRegistry) -> None:
         self.registry = registry
         self._gauges: dict[str, serve_metrics.Gauge] = {}
+        self._task: asyncio.Task[None] | None = None
 
     def copy_once(self) -> None:
         for family in self.registry.collect():
@@ -52,8 +59,18 @@ class RayMetricsMirror:
                 logger.exception("copying metrics to Ray failed")
             await asyncio.sleep(INTERVAL_S)
 
-    @staticmethod
-    async def stop(task: asyncio.Task[None]) -> None:
-        task.cancel()
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self.run())
+
+    async def stop(self) -> None:
+        if self._task is None:
+            return
+        self._task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
-            await task
+            await self._task
+
+
+def feature(state: ServerState) -> Feature[None]:
+    """The app's metrics, mirrored into Ray's while the app runs (`create_app(extra=...)`)."""
+    mirror = RayMetricsMirror(state.metrics.registry)
+    return Feature(None, start=mirror.start, stop=mirror.stop)

@@ -2,14 +2,14 @@
 
 Items live on the server for the life of the connection. Each response sees all of them
 through the model's chat template: the conversation is turned into the messages of a
-chat completion request, so the Realtime socket and `/v1/chat/completions` share one path.
+chat completion request (`oai_server.items.context`, as for the Responses API), so the
+Realtime socket and `/v1/chat/completions` share one path.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 from oai_server.errors import InvalidRequestError, NotFoundError
+from oai_server.items.context import Call, CallOutput, ContextItem, Said, oldest_to_drop
 from schemas.realtime import ContentPart, FunctionCallItem, FunctionCallOutputItem, MessageItem
 
 Item = MessageItem | FunctionCallItem | FunctionCallOutputItem
@@ -66,36 +66,26 @@ class Conversation:
     def delete(self, item_id: str) -> None:
         del self._items[self._index(item_id, "item_id")]
 
-    def drop_oldest(self) -> Item | None:
-        """Remove and return the oldest item, to make room; None when empty."""
-        return self._items.pop(0) if self._items else None
-
     def _index(self, item_id: str, param: str) -> int:
         for i, item in enumerate(self._items):
             if item.id == item_id:
                 return i
         raise NotFoundError(f"Item with item_id '{item_id}' not found.", param=param)
 
-    def messages(self, instructions: str) -> list[dict[str, Any]]:
-        """The conversation as chat messages, the instructions as its system message."""
-        out: list[dict[str, Any]] = []
-        if instructions:
-            out.append({"role": "system", "content": instructions})
-        for item in self._items:
-            if isinstance(item, MessageItem):
-                out.append({"role": item.role, "content": _text(item.content)})
-            elif isinstance(item, FunctionCallItem):
-                call = {
-                    "id": item.call_id or item.id or "",
-                    "type": "function",
-                    "function": {"name": item.name, "arguments": item.arguments},
-                }
-                previous = out[-1] if out else None
-                if previous is not None and previous["role"] == "assistant":
-                    # Parallel calls of one turn belong to one assistant message.
-                    previous.setdefault("tool_calls", []).append(call)
-                else:
-                    out.append({"role": "assistant", "content": None, "tool_calls": [call]})
-            else:
-                out.append({"role": "tool", "tool_call_id": item.call_id, "content": item.output})
-        return out
+    def context(self) -> list[ContextItem]:
+        """The items as the chat's context sees them."""
+        return [_context_item(item) for item in self._items]
+
+    def make_room(self) -> list[Item]:
+        """Drop the oldest items to make room, as `oldest_to_drop` says; return them."""
+        count = oldest_to_drop(self.context())
+        dropped, self._items = self._items[:count], self._items[count:]
+        return dropped
+
+
+def _context_item(item: Item) -> ContextItem:
+    if isinstance(item, MessageItem):
+        return Said(item.role, _text(item.content))
+    if isinstance(item, FunctionCallItem):
+        return Call(item.call_id or item.id or "", item.name, item.arguments)
+    return CallOutput(item.call_id, item.output)

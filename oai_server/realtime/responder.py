@@ -1,36 +1,41 @@
-"""One Realtime response: the chat service's events as Realtime server events.
+"""One Realtime response: the answer's item events as Realtime server events.
 
-The chat stream's text becomes an assistant message item (`response.output_text.delta`
-...), each tool call a `function_call` item (`response.function_call_arguments.delta`
-...). The items join the conversation as they start, so a cancelled response leaves
-what was said, marked incomplete.
+The text item becomes an assistant message item (`response.output_text.delta` ...),
+each call item a `function_call` item (`response.function_call_arguments.delta` ...).
+The items join the conversation as they start, so a cancelled response leaves what
+was said, marked incomplete.
 """
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
 from oai_server.error_responses import to_openai_error
+from oai_server.ids import new_id
+from oai_server.items.stream import (
+    ArgumentsAdded,
+    ItemAdded,
+    ItemStream,
+    ItemUpdate,
+    OutputItem,
+    TextAdded,
+    TextItem,
+)
 from oai_server.realtime.conversation import Conversation
 from oai_server.services.chat import ChatRequest, ChatService
-from oai_server.services.events import TextDelta
-from schemas.chat import ChatCompletionChunkChoice, CreateChatCompletionStreamResponse
-from schemas.common import CompletionUsage
+from oai_server.services.common import realtime_usage
 from schemas.realtime import (
     ArgumentsDeltaEvent,
     ArgumentsDoneEvent,
     ContentPart,
     ContentPartEvent,
     FunctionCallItem,
-    InputTokenDetails,
     ItemEvent,
     MaxOutputTokens,
     MessageItem,
     OutputItemEvent,
-    OutputTokenDetails,
     Response,
     ResponseEvent,
     ServerEvent,
@@ -47,10 +52,6 @@ Outcome = Literal["completed", "cancelled", "failed"]
 PartEvent = Literal["response.content_part.added", "response.content_part.done"]
 
 
-def new_id(prefix: str) -> str:
-    return f"{prefix}_{uuid.uuid4().hex[:24]}"
-
-
 def event_id() -> str:
     return new_id("event")
 
@@ -65,10 +66,8 @@ class Responder:
     max_output_tokens: MaxOutputTokens
     metadata: dict[str, str] | None = None
     output: list[MessageItem | FunctionCallItem] = field(default_factory=list)
-    usage: CompletionUsage | None = None
-    _text_item: MessageItem | None = None
-    _calls: dict[int, FunctionCallItem] = field(default_factory=dict)
-    _finish: str | None = None
+    usage: Usage | None = None
+    _items: ItemStream = field(default_factory=lambda: ItemStream(one_open=False))
 
     def response(
         self,
@@ -87,7 +86,7 @@ class Responder:
         if self.metadata is not None:
             out.metadata = self.metadata
         if self.usage is not None:
-            out.usage = _usage(self.usage)
+            out.usage = self.usage
         return out
 
     async def created(self) -> None:
@@ -100,41 +99,53 @@ class Responder:
     async def run(self, service: ChatService, chat: ChatRequest) -> None:
         """Stream the answer; return when it is whole (cancellation propagates)."""
         async for event in service.stream(chat):
-            if isinstance(event, TextDelta):
-                await self._text(event.text)
-            else:
-                await self._chunk(event)
+            for update in self._items.feed(event):
+                await self._encode(update)
+        self.usage = realtime_usage(chat.generation.usage)
         await self.finish_items("completed")
 
-    async def _chunk(self, chunk: CreateChatCompletionStreamResponse) -> None:
-        if chunk.usage is not None:
-            self.usage = chunk.usage
-        for choice in chunk.choices:
-            await self._choice(choice)
+    async def finish_items(self, status: Literal["completed", "incomplete"]) -> None:
+        """Close every item still open, as `status` (completed, or incomplete when cut)."""
+        for event in self._items.close(status):
+            await self._encode(event)
 
-    async def _choice(self, choice: ChatCompletionChunkChoice) -> None:
-        delta = choice.delta
-        if delta.content:
-            await self._text(delta.content)
-        for call in delta.tool_calls or ():
-            if call.id is not None:
-                name = call.function.name if call.function and call.function.name else ""
-                await self._start_call(call.index, call.id, name)
-            if call.function is not None and call.function.arguments:
-                await self._arguments(call.index, call.function.arguments)
-        if choice.finish_reason is not None:
-            self._finish = choice.finish_reason
+    async def _encode(self, event: ItemUpdate) -> None:
+        if isinstance(event, TextAdded):
+            await self._text(event)
+        elif isinstance(event, ArgumentsAdded):
+            await self._arguments(event)
+        elif isinstance(event, ItemAdded):
+            await self._added(event.item)
+        else:
+            await self._done(event.item)
 
-    async def _add_item(self, item: MessageItem | FunctionCallItem) -> int:
+    async def _added(self, added: OutputItem) -> None:
+        item: MessageItem | FunctionCallItem
+        if isinstance(added, TextItem):
+            item = MessageItem(
+                id=new_id("item"),
+                type="message",
+                role="assistant",
+                content=[],
+                status="in_progress",
+            )
+        else:
+            item = FunctionCallItem(
+                id=new_id("item"),
+                type="function_call",
+                call_id=added.call_id,
+                name=added.name,
+                arguments="",
+                status="in_progress",
+            )
         previous = self.conversation.add(item)
         self.output.append(item)
-        index = len(self.output) - 1
         await self.send(
             OutputItemEvent(
                 event_id=event_id(),
                 type="response.output_item.added",
                 response_id=self.response_id,
-                output_index=index,
+                output_index=added.index,
                 item=item,
             )
         )
@@ -146,31 +157,22 @@ class Responder:
                 previous_item_id=previous,
             )
         )
-        return index
-
-    async def _text(self, text: str) -> None:
-        item = self._text_item
-        if item is None:
-            item = MessageItem(
-                id=new_id("item"),
-                type="message",
-                role="assistant",
-                content=[],
-                status="in_progress",
-            )
-            self._text_item = item
-            index = await self._add_item(item)
+        if isinstance(item, MessageItem):
             item.content.append(ContentPart(type="output_text", text=""))
-            await self._part("response.content_part.added", item, index, "")
-        item.content[0].text = (item.content[0].text or "") + text
+            await self._part("response.content_part.added", item, added.index, "")
+
+    async def _text(self, event: TextAdded) -> None:
+        item = self.output[event.item.index]
+        assert isinstance(item, MessageItem)
+        item.content[0].text = (item.content[0].text or "") + event.text
         await self.send(
             TextDeltaEvent(
                 event_id=event_id(),
                 response_id=self.response_id,
                 item_id=item.id or "",
-                output_index=self.output.index(item),
+                output_index=event.item.index,
                 content_index=0,
-                delta=text,
+                delta=event.text,
             )
         )
 
@@ -187,81 +189,66 @@ class Responder:
             )
         )
 
-    async def _start_call(self, index: int, call_id: str, name: str) -> None:
-        item = FunctionCallItem(
-            id=new_id("item"),
-            type="function_call",
-            call_id=call_id,
-            name=name,
-            arguments="",
-            status="in_progress",
-        )
-        self._calls[index] = item
-        await self._add_item(item)
-
-    async def _arguments(self, index: int, text: str) -> None:
-        item = self._calls[index]
-        item.arguments += text
+    async def _arguments(self, event: ArgumentsAdded) -> None:
+        item = self.output[event.item.index]
+        assert isinstance(item, FunctionCallItem)
+        item.arguments = event.item.arguments
         await self.send(
             ArgumentsDeltaEvent(
                 event_id=event_id(),
                 response_id=self.response_id,
                 item_id=item.id or "",
-                output_index=self.output.index(item),
+                output_index=event.item.index,
                 call_id=item.call_id or "",
-                delta=text,
+                delta=event.text,
             )
         )
 
-    async def finish_items(self, status: Literal["completed", "incomplete"]) -> None:
-        """Close every item still open, as `status` (completed, or incomplete when cut)."""
-        for index, item in enumerate(self.output):
-            if item.status != "in_progress":
-                continue
-            item.status = status
-            if isinstance(item, MessageItem):
-                text = item.content[0].text or ""
-                common = {"response_id": self.response_id, "item_id": item.id or ""}
-                await self.send(
-                    TextDoneEvent(
-                        event_id=event_id(),
-                        output_index=index,
-                        content_index=0,
-                        text=text,
-                        **common,
-                    )
-                )
-                await self._part("response.content_part.done", item, index, text)
-            else:
-                await self.send(
-                    ArgumentsDoneEvent(
-                        event_id=event_id(),
-                        response_id=self.response_id,
-                        item_id=item.id or "",
-                        output_index=index,
-                        call_id=item.call_id or "",
-                        name=item.name,
-                        arguments=item.arguments,
-                    )
-                )
+    async def _done(self, done: OutputItem) -> None:
+        index = done.index
+        item = self.output[index]
+        item.status = done.status
+        if isinstance(item, MessageItem):
+            text = item.content[0].text or ""
             await self.send(
-                OutputItemEvent(
+                TextDoneEvent(
                     event_id=event_id(),
-                    type="response.output_item.done",
                     response_id=self.response_id,
+                    item_id=item.id or "",
                     output_index=index,
-                    item=item,
+                    content_index=0,
+                    text=text,
                 )
             )
+            await self._part("response.content_part.done", item, index, text)
+        else:
             await self.send(
-                ItemEvent(event_id=event_id(), type="conversation.item.done", item=item)
+                ArgumentsDoneEvent(
+                    event_id=event_id(),
+                    response_id=self.response_id,
+                    item_id=item.id or "",
+                    output_index=index,
+                    call_id=item.call_id or "",
+                    name=item.name,
+                    arguments=item.arguments,
+                )
             )
+        await self.send(
+            OutputItemEvent(
+                event_id=event_id(),
+                type="response.output_item.done",
+                response_id=self.response_id,
+                output_index=index,
+                item=item,
+            )
+        )
+        await self.send(ItemEvent(event_id=event_id(), type="conversation.item.done", item=item))
 
     async def done(self, outcome: Outcome, error: BaseException | None = None) -> None:
         """Send `response.done`: completed, incomplete (length), cancelled or failed."""
         details: StatusDetails | None = None
         status: Literal["completed", "cancelled", "failed", "incomplete"] = outcome
-        if outcome == "completed" and self._finish == "length":
+        if outcome == "completed" and self._items.finish_reason == "length":
             status = "incomplete"
             details = StatusDetails(type="incomplete", reason="max_output_tokens")
         elif outcome == "cancelled":
@@ -276,18 +263,3 @@ class Responder:
                 event_id=event_id(), type="response.done", response=self.response(status, details)
             )
         )
-
-
-def _usage(usage: CompletionUsage) -> Usage:
-    cached = 0
-    if usage.prompt_tokens_details is not None:
-        cached = usage.prompt_tokens_details.cached_tokens
-    return Usage(
-        total_tokens=usage.total_tokens,
-        input_tokens=usage.prompt_tokens,
-        output_tokens=usage.completion_tokens,
-        input_token_details=InputTokenDetails(
-            cached_tokens=cached, text_tokens=usage.prompt_tokens
-        ),
-        output_token_details=OutputTokenDetails(text_tokens=usage.completion_tokens),
-    )

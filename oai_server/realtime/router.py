@@ -12,7 +12,7 @@ from starlette.websockets import WebSocketDisconnect, WebSocketState
 from oai_server.errors import InvalidRequestError, OpenAIError
 from oai_server.realtime.session import RealtimeSession
 from oai_server.services.common import check_model
-from oai_server.state import ServerState
+from oai_server.state import ServerState, server_state
 from schemas.realtime import ServerEvent
 
 logger = logging.getLogger(__name__)
@@ -28,7 +28,7 @@ SUBPROTOCOL = "realtime"
 
 @router.websocket("/v1/realtime")
 async def realtime(websocket: WebSocket) -> None:
-    server: ServerState = websocket.app.state.server
+    server = server_state(websocket)
     offered = websocket.scope.get("subprotocols") or []
     await websocket.accept(subprotocol=SUBPROTOCOL if SUBPROTOCOL in offered else None)
     lock = asyncio.Lock()

@@ -22,8 +22,10 @@ from oai_server.errors import (
     InvalidRequestError,
     UnsupportedParameterError,
 )
+from oai_server.ids import new_id
+from oai_server.items.context import to_messages
 from oai_server.realtime.conversation import Conversation, check_text_only
-from oai_server.realtime.responder import Responder, event_id, new_id
+from oai_server.realtime.responder import Responder, event_id
 from oai_server.services.chat import ChatJob, ChatService
 from oai_server.services.common import check_model
 from schemas.chat import CreateChatCompletionRequest
@@ -289,22 +291,27 @@ class RealtimeSession:
             try:
                 job = self.chat.prepare(request)
             except ContextLengthExceededError:
-                if self.truncation == "disabled" or not len(conversation):
+                if self.truncation == "disabled" or not await self._make_room(conversation):
                     raise
                 if isinstance(self.truncation, RetentionRatio):
                     limit = self.chat.engine.model_info.max_model_len
                     target = self.truncation.retention_ratio * limit
-                await self._drop_oldest(conversation)
                 continue
-            if target is not None and len(job.prompt_token_ids) > target and len(conversation):
-                await self._drop_oldest(conversation)
+            if (
+                target is not None
+                and len(job.prompt_token_ids) > target
+                and await self._make_room(conversation)
+            ):
                 continue
             return job
 
-    async def _drop_oldest(self, conversation: Conversation) -> None:
-        dropped = conversation.drop_oldest()
-        if dropped is not None and dropped.id is not None and conversation is self.conversation:
-            await self.send(ItemDeleted(event_id=event_id(), item_id=dropped.id))
+    async def _make_room(self, conversation: Conversation) -> bool:
+        """Drop the oldest items; False when none may go."""
+        dropped = conversation.make_room()
+        for item in dropped:
+            if item.id is not None and conversation is self.conversation:
+                await self.send(ItemDeleted(event_id=event_id(), item_id=item.id))
+        return bool(dropped)
 
     def _request(
         self, params: ResponseParams, conversation: Conversation
@@ -315,7 +322,8 @@ class RealtimeSession:
         limit = params.max_output_tokens or self.max_output_tokens
         body: dict[str, Any] = {
             "model": self.model,
-            "messages": conversation.messages(instructions) or [{"role": "user", "content": ""}],
+            "messages": to_messages(instructions, conversation.context())
+            or [{"role": "user", "content": ""}],
             "stream": True,
             "stream_options": {"include_usage": True},
             "max_completion_tokens": None if limit == "inf" else limit,

@@ -3,16 +3,30 @@
 Built on the chat service's events (as the Realtime socket is) and kept on the store:
 `items` (Responses items <-> chat messages), `translate` (the request as a chat
 request), `stream` (chat events -> Responses events), `service` (one response, start to
-stored), `state` (responses and conversations on the store), `sse` (the event framing),
-`routes` and `conversations` (the HTTP endpoints).
+stored), `state` (responses and conversations on the store), `background` (responses
+generated after their request returned), `sse` (the event framing), `routes` and
+`conversations` (the HTTP endpoints). `feature` wires it into the app.
 """
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import TYPE_CHECKING
 
+from oai_server.features import Feature
 from oai_server.responses import conversations, routes
+from oai_server.responses.background import BackgroundRuns
 
-router = APIRouter()
-router.include_router(routes.router)
-router.include_router(conversations.router)
+if TYPE_CHECKING:
+    from oai_server.state import ServerState
+
+__all__ = ["feature"]
+
+
+def feature(state: ServerState) -> Feature[BackgroundRuns | None]:
+    """The routes, and the background responses (which need the store): created with the
+    app, and stopped at shutdown with every run stored as it ended."""
+    endpoints = [*routes.router.routes, *conversations.router.routes]
+    if state.store is None:
+        return Feature(None, endpoints)
+    runs = BackgroundRuns(state.engine.abort_all)
+    return Feature(runs, endpoints, stop=runs.stop)

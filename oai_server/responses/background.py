@@ -7,6 +7,10 @@ number (`GET /v1/responses/{id}?stream=true`). Polling reads the store, which th
 brings up to date when the response ends; `cancel` stops the task, and the response is
 stored as `cancelled`. The events live in this replica's memory: another replica
 serves polling (from the shared store) but not the stream.
+
+The runs live as long as the app: `stop` (at shutdown, after the HTTP drain) aborts
+what is still generating, and each run ends through its own failure path, stored whole as
+`failed` with an error saying the server stopped, so a poll after a restart reports it.
 """
 
 from __future__ import annotations
@@ -15,9 +19,10 @@ import asyncio
 import contextlib
 import logging
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
+from oai_server.errors import ServerShuttingDownError
 from oai_server.responses.service import ResponseJob, ResponsesService
 from oai_server.responses.sse import TEXT_DELTA, frame
 from oai_server.responses.stream import TextDeltaOut
@@ -26,6 +31,11 @@ from schemas.responses import Response, ResponseError
 logger = logging.getLogger(__name__)
 
 KEEP_FINISHED = 256  # finished runs whose events stay replayable
+# At shutdown: how long the aborted runs have to store how they ended.
+STOP_TIMEOUT_S = 5.0
+SHUTDOWN_MESSAGE = (
+    "The server is shutting down and could not finish this response; create it again."
+)
 
 
 @dataclass
@@ -59,10 +69,15 @@ class BackgroundRun:
 
 
 class BackgroundRuns:
-    """This replica's background responses, by id."""
+    """This replica's background responses, by id.
 
-    def __init__(self) -> None:
+    `abort_all` ends every generation in flight (each with `ServerShuttingDownError`).
+    """
+
+    def __init__(self, abort_all: Callable[[], Awaitable[None]]) -> None:
         self._runs: OrderedDict[str, BackgroundRun] = OrderedDict()
+        self._abort_all = abort_all
+        self._stopping = False
 
     def get(self, response_id: str, owner: str) -> BackgroundRun | None:
         run = self._runs.get(response_id)
@@ -81,6 +96,21 @@ class BackgroundRuns:
         self._trim()
         return run
 
+    async def stop(self) -> None:
+        """End the runs still going, each stored as failed before this returns."""
+        self._stopping = True
+        running = [run.task for run in self._runs.values() if run.task and not run.done]
+        if not running:
+            return
+        logger.info("stopping %d background responses", len(running))
+        await self._abort_all()
+        _, pending = await asyncio.wait(running, timeout=STOP_TIMEOUT_S)
+        # Not yet admitted to the engine (nothing to abort): cancelled, and stored as failed.
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending)
+
     async def cancel(self, run: BackgroundRun) -> Response:
         if run.task is not None and not run.done:
             run.task.cancel()
@@ -94,7 +124,10 @@ class BackgroundRuns:
             async for event in service.events(run.job, chat):
                 run._emit(TEXT_DELTA(event) if isinstance(event, TextDeltaOut) else frame(event))
         except asyncio.CancelledError:
-            run.response.status = "cancelled"
+            if self._stopping:
+                _fail(run.response, ServerShuttingDownError(SHUTDOWN_MESSAGE))
+            else:
+                run.response.status = "cancelled"
             for item in run.response.output:
                 if item.status == "in_progress":
                     item.status = "incomplete"
@@ -103,8 +136,7 @@ class BackgroundRuns:
             raise
         except Exception as exc:  # noqa: BLE001 - refused at admission: stored as failed
             logger.warning("background response %s failed: %r", run.response.id, exc)
-            run.response.status = "failed"
-            run.response.error = ResponseError(code="server_error", message=str(exc))
+            _fail(run.response, exc)
             if service.state is not None:
                 await service.state.finish(run.response)
         finally:
@@ -115,3 +147,8 @@ class BackgroundRuns:
         finished = [rid for rid, run in self._runs.items() if run.done]
         for rid in finished[: max(0, len(finished) - KEEP_FINISHED)]:
             del self._runs[rid]
+
+
+def _fail(response: Response, exc: Exception) -> None:
+    response.status = "failed"
+    response.error = ResponseError(code="server_error", message=str(exc))

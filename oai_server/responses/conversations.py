@@ -12,7 +12,8 @@ from fastapi import APIRouter, Request, Response
 
 from oai_server.http.answer import json_response
 from oai_server.http.parsing import parse_body
-from oai_server.responses.items import new_id, to_items
+from oai_server.ids import new_id
+from oai_server.responses.items import to_items
 from oai_server.responses.routes import item_query, stored_state
 from oai_server.responses.state import (
     CONVERSATION,
@@ -21,9 +22,10 @@ from oai_server.responses.state import (
     stored_item,
     wire_item,
 )
+from oai_server.services.metadata import check_metadata
 from oai_server.state import server_state
 from oai_server.store.interface import Record, StoredObject
-from oai_server.store.limits import check_metadata
+from oai_server.store.params import list_object
 from schemas.conversations import (
     AddConversationItems,
     Conversation,
@@ -32,7 +34,6 @@ from schemas.conversations import (
     CreateConversation,
     UpdateConversation,
 )
-from schemas.responses import Item
 
 router = APIRouter()
 
@@ -40,15 +41,6 @@ router = APIRouter()
 def _conversation(obj: StoredObject) -> Conversation:
     return Conversation(
         id=obj.id, created_at=obj.created_at // 1_000_000, metadata=dict(obj.metadata)
-    )
-
-
-def _item_list(data: list[Item], has_more: bool) -> ConversationItemList:
-    return ConversationItemList(
-        data=data,
-        first_id=data[0].id if data else "",
-        last_id=data[-1].id if data else "",
-        has_more=has_more,
     )
 
 
@@ -77,10 +69,10 @@ async def create_conversation(request: Request) -> Response:
 @router.get("/v1/conversations/{conversation_id}")
 async def retrieve_conversation(conversation_id: str, request: Request) -> Response:
     state = stored_state(request)
-    async with state.store.reading():
-        obj = await state.store.store.get(CONVERSATION, conversation_id, state.owner)
-    if obj is None:
-        raise conversation_not_found(conversation_id)
+    obj = await state.store.found(
+        lambda: state.store.store.get(CONVERSATION, conversation_id, state.owner),
+        conversation_not_found(conversation_id),
+    )
     return json_response(_conversation(obj))
 
 
@@ -90,22 +82,22 @@ async def update_conversation(conversation_id: str, request: Request) -> Respons
     body = await parse_body(request, UpdateConversation, settings.max_request_bytes)
     check_metadata(body.metadata)
     state = stored_state(request)
-    async with state.store.reading():
-        obj = await state.store.store.update(
+    obj = await state.store.found(
+        lambda: state.store.store.update(
             CONVERSATION, conversation_id, state.owner, metadata=body.metadata or {}
-        )
-    if obj is None:
-        raise conversation_not_found(conversation_id)
+        ),
+        conversation_not_found(conversation_id),
+    )
     return json_response(_conversation(obj))
 
 
 @router.delete("/v1/conversations/{conversation_id}")
 async def delete_conversation(conversation_id: str, request: Request) -> Response:
     state = stored_state(request)
-    async with state.store.reading():
-        deleted = await state.store.store.delete(CONVERSATION, conversation_id, state.owner)
-    if not deleted:
-        raise conversation_not_found(conversation_id)
+    await state.store.found(
+        lambda: state.store.store.delete(CONVERSATION, conversation_id, state.owner),
+        conversation_not_found(conversation_id),
+    )
     return json_response(ConversationDeleted(id=conversation_id, deleted=True))
 
 
@@ -113,11 +105,13 @@ async def delete_conversation(conversation_id: str, request: Request) -> Respons
 async def list_conversation_items(conversation_id: str, request: Request) -> Response:
     state = stored_state(request)
     query = item_query(request)
-    async with state.store.reading():
-        page = await state.store.store.list_items(CONVERSATION, conversation_id, state.owner, query)
-    if page is None:
-        raise conversation_not_found(conversation_id)
-    return json_response(_item_list([wire_item(i) for i in page.data], page.has_more))
+    page = await state.store.found(
+        lambda: state.store.store.list_items(CONVERSATION, conversation_id, state.owner, query),
+        conversation_not_found(conversation_id),
+    )
+    return json_response(
+        list_object(ConversationItemList, [wire_item(i) for i in page.data], page.has_more)
+    )
 
 
 @router.post("/v1/conversations/{conversation_id}/items")
@@ -126,16 +120,16 @@ async def add_conversation_items(conversation_id: str, request: Request) -> Resp
     body = await parse_body(request, AddConversationItems, settings.max_request_bytes)
     state = stored_state(request)
     items = to_items(body.items)
-    async with state.store.reading():
-        added = await state.store.store.append_items(
+    await state.store.found(
+        lambda: state.store.store.append_items(
             CONVERSATION,
             conversation_id,
             state.owner,
             [stored_item(i, CONVERSATION) for i in items],
-        )
-    if not added:
-        raise conversation_not_found(conversation_id)
-    return json_response(_item_list(items, False))
+        ),
+        conversation_not_found(conversation_id),
+    )
+    return json_response(list_object(ConversationItemList, items, False))
 
 
 @router.get("/v1/conversations/{conversation_id}/items/{item_id}")
@@ -143,10 +137,10 @@ async def retrieve_conversation_item(
     conversation_id: str, item_id: str, request: Request
 ) -> Response:
     state = stored_state(request)
-    async with state.store.reading():
-        item = await state.store.store.get_item(CONVERSATION, conversation_id, state.owner, item_id)
-    if item is None:
-        raise conversation_not_found(conversation_id)
+    item = await state.store.found(
+        lambda: state.store.store.get_item(CONVERSATION, conversation_id, state.owner, item_id),
+        conversation_not_found(conversation_id),
+    )
     return Response(json.dumps(item.body), media_type="application/json")
 
 

@@ -1,31 +1,23 @@
-"""Responses items: what a client sends, as stored items, and as chat messages.
+"""Responses items: what a client sends, as stored items, and as the chat's context.
 
 Every item a response sees, whether sent now, rebuilt from `previous_response_id` or
 read from a conversation, is first made one of the stored `Item` shapes (with an id and
-a status), then turned into the chat messages the model's template renders. So an
+a status), then into the neutral context items (`oai_server.items.context`) whose chat
+messages the model's template renders. So an
 earlier turn's function calls and their outputs reach the model the same way, whether
 the client sent them back or the server remembered them.
 """
 
 from __future__ import annotations
 
-import itertools
-import secrets
 from collections.abc import Sequence
 from typing import Any
 
 from pydantic import TypeAdapter
 
 from oai_server.errors import UnsupportedParameterError
-from schemas.chat import (
-    AssistantMessage,
-    ChatMessage,
-    FunctionCall,
-    SystemMessage,
-    ToolCall,
-    ToolMessage,
-    UserMessage,
-)
+from oai_server.ids import new_id
+from oai_server.items.context import Call, CallOutput, ContextItem, Said
 from schemas.responses import (
     FunctionCallInput,
     FunctionCallItem,
@@ -42,16 +34,6 @@ from schemas.responses import (
 )
 
 ITEM = TypeAdapter[Item](Item)
-
-
-# Ids are this process's random stem and a counter: unique across replicas (the stem)
-# and within one (the counter), and far cheaper than a fresh UUID for every item.
-_STEM = secrets.token_hex(10)
-_COUNTER = itertools.count()
-
-
-def new_id(prefix: str) -> str:
-    return f"{prefix}_{_STEM}{next(_COUNTER):012x}"
 
 
 def _texts(parts: Sequence[InputPart], param: str) -> list[str]:
@@ -137,47 +119,20 @@ def to_items(input_: str | Sequence[InputItem] | None) -> list[Item]:
     return items
 
 
-def _text(item: MessageItem) -> str:
-    return "".join(part.text for part in item.content)
-
-
 def _output_text(output: str | list[dict[str, Any]]) -> str:
     if isinstance(output, str):
         return output
     return "".join(str(part.get("text", "")) for part in output)
 
 
-def to_messages(instructions: str | None, items: Sequence[Item]) -> list[ChatMessage]:
-    """The chat messages for `instructions` and `items`, in order.
-
-    Consecutive function calls (and the assistant text just before them) become one
-    assistant message with several tool calls, as chat templates expect them.
-    """
-    messages: list[ChatMessage] = []
-    if instructions:
-        messages.append(SystemMessage(role="system", content=instructions))
+def to_context(items: Sequence[Item]) -> list[ContextItem]:
+    """The items as the chat's context sees them (`oai_server.items.context`)."""
+    out: list[ContextItem] = []
     for item in items:
         if isinstance(item, MessageItem):
-            text = _text(item)
-            if item.role == "assistant":
-                messages.append(AssistantMessage(role="assistant", content=text))
-            elif item.role == "user":
-                messages.append(UserMessage(role="user", content=text))
-            else:
-                messages.append(SystemMessage(role="system", content=text))
+            out.append(Said(item.role, "".join(part.text for part in item.content)))
         elif isinstance(item, FunctionCallItem):
-            call = ToolCall(
-                id=item.call_id, function=FunctionCall(name=item.name, arguments=item.arguments)
-            )
-            last = messages[-1] if messages else None
-            if isinstance(last, AssistantMessage):
-                last.tool_calls = [*(last.tool_calls or []), call]
-            else:
-                messages.append(AssistantMessage(role="assistant", tool_calls=[call]))
+            out.append(Call(item.call_id, item.name, item.arguments))
         else:
-            messages.append(
-                ToolMessage(
-                    role="tool", content=_output_text(item.output), tool_call_id=item.call_id
-                )
-            )
-    return messages
+            out.append(CallOutput(item.call_id, _output_text(item.output)))
+    return out

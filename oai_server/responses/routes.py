@@ -20,9 +20,8 @@ from oai_server.responses.state import (
 )
 from oai_server.state import server_state
 from oai_server.store.interface import ListQuery
-from oai_server.store.params import list_query
-from oai_server.store.routes import owner_of
-from oai_server.store.service import StoreService
+from oai_server.store.params import list_object, list_query
+from oai_server.store.service import owner_of
 from schemas.responses import (
     CreateResponse,
     InputTokens,
@@ -36,7 +35,7 @@ router = APIRouter()
 
 
 def response_state(request: Request) -> ResponseState | None:
-    store: StoreService | None = getattr(request.app.state, "store", None)
+    store = server_state(request).store
     return None if store is None else ResponseState(store, owner_of(request))
 
 
@@ -90,9 +89,9 @@ async def count_input_tokens(request: Request) -> Response:
 
 
 def background_runs(request: Request) -> BackgroundRuns:
-    runs: BackgroundRuns | None = getattr(request.app.state, "background_responses", None)
-    if runs is None:
-        runs = request.app.state.background_responses = BackgroundRuns()
+    runs = server_state(request).background
+    if runs is None:  # they need a store, which the caller has checked
+        raise InvalidRequestError("This server keeps no stored objects.")
     return runs
 
 
@@ -120,10 +119,10 @@ async def retrieve_response(response_id: str, request: Request) -> Response:
                 param="stream",
             )
         return frames_stream(run.follow(start))
-    async with state.store.reading():
-        obj = await state.store.store.get(RESPONSE, response_id, state.owner)
-    if obj is None:
-        raise response_not_found(response_id)
+    obj = await state.store.found(
+        lambda: state.store.store.get(RESPONSE, response_id, state.owner),
+        response_not_found(response_id),
+    )
     return json_response(ResponseObject.model_validate(obj.body))
 
 
@@ -133,10 +132,10 @@ async def cancel_response(response_id: str, request: Request) -> Response:
     run = background_runs(request).get(response_id, state.owner)
     if run is not None:
         return json_response(await background_runs(request).cancel(run))
-    async with state.store.reading():
-        obj = await state.store.store.get(RESPONSE, response_id, state.owner)
-    if obj is None:
-        raise response_not_found(response_id)
+    obj = await state.store.found(
+        lambda: state.store.store.get(RESPONSE, response_id, state.owner),
+        response_not_found(response_id),
+    )
     if not obj.body.get("background"):
         raise InvalidRequestError("Only background responses can be cancelled.")
     return json_response(ResponseObject.model_validate(obj.body))
@@ -145,10 +144,10 @@ async def cancel_response(response_id: str, request: Request) -> Response:
 @router.delete("/v1/responses/{response_id}")
 async def delete_response(response_id: str, request: Request) -> Response:
     state = stored_state(request)
-    async with state.store.reading():
-        deleted = await state.store.store.delete(RESPONSE, response_id, state.owner)
-    if not deleted:
-        raise response_not_found(response_id)
+    await state.store.found(
+        lambda: state.store.store.delete(RESPONSE, response_id, state.owner),
+        response_not_found(response_id),
+    )
     return json_response(ResponseDeleted(id=response_id, deleted=True))
 
 
@@ -157,16 +156,9 @@ async def list_input_items(response_id: str, request: Request) -> Response:
     state = stored_state(request)
     query = item_query(request)
     query = ListQuery(after=query.after, limit=query.limit, order=query.order, section="input")
-    async with state.store.reading():
-        page = await state.store.store.list_items(RESPONSE, response_id, state.owner, query)
-    if page is None:
-        raise response_not_found(response_id)
-    data = [wire_item(item) for item in page.data]
-    return json_response(
-        ResponseItemList(
-            data=data,
-            first_id=data[0].id if data else "",
-            last_id=data[-1].id if data else "",
-            has_more=page.has_more,
-        )
+    page = await state.store.found(
+        lambda: state.store.store.list_items(RESPONSE, response_id, state.owner, query),
+        response_not_found(response_id),
     )
+    data = [wire_item(item) for item in page.data]
+    return json_response(list_object(ResponseItemList, data, page.has_more))

@@ -14,12 +14,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from oai_server.errors import ContextLengthExceededError, OpenAIError
-from oai_server.responses.items import new_id, to_items
+from oai_server.ids import new_id
+from oai_server.items.context import oldest_to_drop
+from oai_server.responses.items import to_context, to_items
 from oai_server.responses.state import ResponseState, now_us
 from oai_server.responses.stream import ResponseRun, RunEvent
 from oai_server.responses.translate import chat_request, reject_unsupported
 from oai_server.services.chat import ChatJob, ChatRequest, ChatService
-from oai_server.store.limits import check_metadata
+from oai_server.services.metadata import check_metadata
 from schemas.response_events import ResponseLifecycleEvent
 from schemas.responses import (
     ConversationId,
@@ -93,18 +95,16 @@ class ResponsesService:
         self, req: CreateResponse | InputTokensRequest, items: Sequence[Item]
     ) -> ChatJob:
         """The chat job for `items`; with `truncation: auto`, the oldest items that do not
-        fit the context window are dropped (never the instructions, never the last item)."""
+        fit the context window are dropped (`oldest_to_drop`: never the instructions)."""
         start = 0
         while True:
             try:
                 return self.chat.prepare(chat_request(req, items[start:]))
             except ContextLengthExceededError as exc:
-                if req.truncation != "auto" or start >= len(items) - 1:
+                dropped = oldest_to_drop(to_context(items[start:]))
+                if req.truncation != "auto" or not dropped:
                     raise _renamed(exc) from None
-                start += 1
-                # A tool result never starts the context without the call it answers.
-                while start < len(items) - 1 and items[start].type == "function_call_output":
-                    start += 1
+                start += dropped
             except OpenAIError as exc:
                 raise _renamed(exc) from None
 

@@ -1,9 +1,9 @@
-"""One response's events: the chat service's events as Responses stream events.
+"""One response's events: the answer's item events as Responses stream events.
 
-The chat stream's text becomes an assistant message item (`response.output_text.delta`
-...), each tool call a `function_call` item (`response.function_call_arguments.delta`
-...), in OpenAI's order: an item is added, its content grows, it is done, and only
-then does the next item start. The last event carries the whole response, which is
+The text item becomes an assistant message (`response.output_text.delta` ...), each call
+item a `function_call` item (`response.function_call_arguments.delta` ...), in OpenAI's
+order: an item is added, its content grows, it is done, and only then does the next
+item start. The last event carries the whole response, which is
 exactly what a non-streamed call returns: that is the fold of these same events.
 """
 
@@ -15,11 +15,20 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from oai_server.error_responses import to_openai_error
-from oai_server.responses.items import new_id
+from oai_server.ids import new_id
+from oai_server.items.stream import (
+    ArgumentsAdded,
+    ItemAdded,
+    ItemDone,
+    ItemStream,
+    ItemUpdate,
+    OutputItem,
+    TextAdded,
+    TextItem,
+)
 from oai_server.responses.logprobs import event_logprobs, part_logprobs
 from oai_server.services.chat import ChatRequest, ChatService
-from oai_server.services.events import TextDelta
-from schemas.chat import ChatCompletionChunkChoice
+from oai_server.services.common import response_usage
 from schemas.response_events import (
     ArgumentsDeltaEvent,
     ArgumentsDoneEvent,
@@ -33,13 +42,10 @@ from schemas.response_events import (
 from schemas.responses import (
     FunctionCallItem,
     IncompleteDetails,
-    InputTokensDetails,
-    LogProb,
     MessageItem,
     OutputTextContent,
     Response,
     ResponseError,
-    ResponseUsage,
 )
 
 logger = logging.getLogger(__name__)
@@ -79,12 +85,9 @@ class ResponseRun:
     response: Response
     error: Exception | None = None
     _sequence: int = 0
-    _text: MessageItem | None = None
-    _call: FunctionCallItem | None = None
-    _finish: str | None = None
-    # Logprobs of tokens whose text has not come out yet (held back by the tool-call parser).
-    _logprobs: list[LogProb] = field(default_factory=list)
-    _pending: list[RunEvent] = field(default_factory=list)
+    _items: ItemStream = field(default_factory=lambda: ItemStream(one_open=True))
+    # Each message's id and text part, by output index: found once per token.
+    _parts: dict[int, tuple[str, OutputTextContent]] = field(default_factory=dict)
 
     def _next(self) -> int:
         self._sequence += 1
@@ -106,29 +109,23 @@ class ResponseRun:
         yield self.lifecycle("response.in_progress")
         try:
             async for event in service.stream(chat):
-                if isinstance(event, TextDelta):
-                    self._add_text(event.text)
-                else:
-                    for choice in event.choices:
-                        self._choice(choice)
-                for out in self._pending:
+                for out in self._encode(self._items.feed(event)):
                     yield out
-                self._pending.clear()
         except Exception as exc:  # noqa: BLE001 - a failure becomes `response.failed`
             logger.warning("response %s failed: %r", self.response.id, exc)
             self.error = exc
-            for out in self._close("incomplete"):
+            for out in self._encode(self._items.close("incomplete")):
                 yield out
             error = to_openai_error(exc)
             self.response.status = "failed"
             self.response.error = ResponseError(code="server_error", message=error.message)
-            self._finish_usage(chat)
+            self.response.usage = response_usage(chat.generation.usage)
             yield self.lifecycle("response.failed")
             return
-        incomplete = self._finish == "length"
-        for out in self._close("incomplete" if incomplete else "completed"):
+        incomplete = self._items.finish_reason == "length"
+        for out in self._encode(self._items.close("incomplete" if incomplete else "completed")):
             yield out
-        self._finish_usage(chat)
+        self.response.usage = response_usage(chat.generation.usage)
         if incomplete:
             self.response.status = "incomplete"
             self.response.incomplete_details = IncompleteDetails(reason="max_output_tokens")
@@ -138,121 +135,100 @@ class ResponseRun:
             self.response.completed_at = int(time.time())
             yield self.lifecycle("response.completed")
 
-    def _finish_usage(self, chat: ChatRequest) -> None:
-        usage = chat.generation.usage
-        self.response.usage = ResponseUsage(
-            input_tokens=usage.prompt_tokens,
-            input_tokens_details=InputTokensDetails(cached_tokens=usage.cached_tokens),
-            output_tokens=usage.completion_tokens,
-            total_tokens=usage.prompt_tokens + usage.completion_tokens,
-        )
+    def _encode(self, batch: list[ItemUpdate]) -> list[RunEvent]:
+        """One chat event's item events as Responses events, all built before any is sent."""
+        out: list[RunEvent] = []
+        for event in batch:
+            if isinstance(event, TextAdded):
+                out.append(self._text_delta(event))
+            elif isinstance(event, ArgumentsAdded):
+                call = self.response.output[event.item.index]
+                assert isinstance(call, FunctionCallItem)
+                call.arguments += event.text
+                out.append(
+                    ArgumentsDeltaEvent(
+                        item_id=call.id,
+                        output_index=event.item.index,
+                        delta=event.text,
+                        sequence_number=self._next(),
+                    )
+                )
+            elif isinstance(event, ItemAdded):
+                self._added(event.item, out)
+            else:
+                self._done(event, out)
+        return out
 
-    def _choice(self, choice: ChatCompletionChunkChoice) -> None:
-        delta = choice.delta
-        if choice.logprobs is not None and choice.logprobs.content:
-            self._logprobs += part_logprobs(choice.logprobs.content)
-        if delta.content:
-            self._add_text(delta.content)
-        for call in delta.tool_calls or ():
-            if call.id is not None:
-                name = call.function.name if call.function and call.function.name else ""
-                self._start_call(call.id, name)
-            if call.function is not None and call.function.arguments:
-                self._add_arguments(call.function.arguments)
-        if choice.finish_reason is not None:
-            self._finish = choice.finish_reason
-
-    def _add_item(self, item: MessageItem | FunctionCallItem) -> int:
+    def _added(self, added: OutputItem, out: list[RunEvent]) -> None:
+        item: MessageItem | FunctionCallItem
+        if isinstance(added, TextItem):
+            item = MessageItem(id=new_id("msg"), role="assistant", status="in_progress", content=[])
+        else:
+            item = FunctionCallItem(
+                id=new_id("fc"),
+                call_id=added.call_id,
+                name=added.name,
+                arguments="",
+                status="in_progress",
+            )
         self.response.output.append(item)
-        index = len(self.response.output) - 1
-        self._pending.append(
+        out.append(
             OutputItemEvent(
                 type="response.output_item.added",
-                output_index=index,
+                output_index=added.index,
                 sequence_number=self._next(),
                 item=item,
             )
         )
-        return index
+        if isinstance(item, MessageItem):
+            part = OutputTextContent(text="")
+            item.content.append(part)
+            self._parts[added.index] = (item.id, part)
+            out.append(self._part_event("response.content_part.added", item, added.index))
 
-    def _add_text(self, text: str) -> None:
-        item = self._text
-        if item is None:
-            self._pending.extend(self._close("completed"))
-            item = self._text = MessageItem(
-                id=new_id("msg"), role="assistant", status="in_progress", content=[]
-            )
-            index = self._add_item(item)
-            item.content.append(OutputTextContent(text=""))
-            self._pending.append(self._part_event("response.content_part.added", item, index))
-        part = item.content[0]
-        assert isinstance(part, OutputTextContent)
-        part.text += text
-        index = len(self.response.output) - 1
-        if not self._logprobs:
-            self._pending.append(TextDeltaOut(item.id, index, text, self._next()))
-            return
-        logprobs, self._logprobs = self._logprobs, []
+    def _text_delta(self, event: TextAdded) -> RunEvent:
+        item_id, part = self._parts[event.item.index]
+        part.text += event.text
+        if not event.logprobs:
+            return TextDeltaOut(item_id, event.item.index, event.text, self._next())
+        logprobs = part_logprobs(event.logprobs)
         part.logprobs += logprobs
-        self._pending.append(
-            OutputTextDeltaEvent(
-                item_id=item.id,
-                output_index=index,
-                content_index=0,
-                delta=text,
-                sequence_number=self._next(),
-                logprobs=event_logprobs(logprobs),
-            )
+        return OutputTextDeltaEvent(
+            item_id=item_id,
+            output_index=event.item.index,
+            content_index=0,
+            delta=event.text,
+            sequence_number=self._next(),
+            logprobs=event_logprobs(logprobs),
         )
 
-    def _part_event(self, kind: str, item: MessageItem, index: int) -> ContentPartEvent:
+    @staticmethod
+    def _part(item: object) -> OutputTextContent:
+        assert isinstance(item, MessageItem)
         part = item.content[0]
         assert isinstance(part, OutputTextContent)
+        return part
+
+    def _part_event(self, kind: str, item: MessageItem, index: int) -> ContentPartEvent:
         return ContentPartEvent.model_validate(
             {
                 "type": kind,
                 "item_id": item.id,
                 "output_index": index,
                 "content_index": 0,
-                "part": part,
+                "part": self._part(item),
                 "sequence_number": self._next(),
             }
         )
 
-    def _start_call(self, call_id: str, name: str) -> None:
-        self._pending.extend(self._close("completed"))
-        self._logprobs = []  # the call's own tokens: no text part to carry them
-        self._call = FunctionCallItem(
-            id=new_id("fc"), call_id=call_id, name=name, arguments="", status="in_progress"
-        )
-        self._add_item(self._call)
-
-    def _add_arguments(self, arguments: str) -> None:
-        call = self._call
-        if call is None:
-            return
-        call.arguments += arguments
-        self._pending.append(
-            ArgumentsDeltaEvent(
-                item_id=call.id,
-                output_index=len(self.response.output) - 1,
-                delta=arguments,
-                sequence_number=self._next(),
-            )
-        )
-
-    def _close(self, status: str) -> list[ResponseStreamEvent]:
-        """The events that finish the open item, if any."""
-        out: list[ResponseStreamEvent] = []
-        item: MessageItem | FunctionCallItem
-        index = len(self.response.output) - 1
-        if self._text is not None:
-            item, self._text = self._text, None
-            part = item.content[0]
-            assert isinstance(part, OutputTextContent)
+    def _done(self, event: ItemDone, out: list[RunEvent]) -> None:
+        """The events that finish an item."""
+        index = event.item.index
+        item = self.response.output[index]
+        if isinstance(item, MessageItem):
+            part = self._part(item)
             # The last tokens' (such as the end of text's) when no text followed them.
-            part.logprobs += self._logprobs
-            self._logprobs = []
+            part.logprobs += part_logprobs(event.logprobs)
             out.append(
                 OutputTextDoneEvent(
                     item_id=item.id,
@@ -264,22 +240,18 @@ class ResponseRun:
                 )
             )
             out.append(self._part_event("response.content_part.done", item, index))
-            item.status = "completed" if status == "completed" else "incomplete"
-        elif self._call is not None:
-            call, self._call = self._call, None
+        else:
+            assert isinstance(item, FunctionCallItem)
             out.append(
                 ArgumentsDoneEvent(
-                    item_id=call.id,
-                    name=call.name,
+                    item_id=item.id,
+                    name=item.name,
                     output_index=index,
-                    arguments=call.arguments,
+                    arguments=item.arguments,
                     sequence_number=self._next(),
                 )
             )
-            call.status = "completed" if status == "completed" else "incomplete"
-            item = call
-        else:
-            return out
+        item.status = event.item.status
         out.append(
             OutputItemEvent(
                 type="response.output_item.done",
@@ -288,4 +260,3 @@ class ResponseRun:
                 item=item,
             )
         )
-        return out

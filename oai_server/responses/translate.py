@@ -11,7 +11,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from oai_server.errors import InvalidRequestError, UnsupportedParameterError
-from oai_server.responses.items import to_messages
+from oai_server.items.context import to_messages
+from oai_server.responses.items import to_context
 from schemas.chat import (
     ChatCompletionTool,
     CreateChatCompletionRequest,
@@ -124,7 +125,7 @@ def chat_request(
     req: CreateResponse | InputTokensRequest, items: Sequence[Item]
 ) -> CreateChatCompletionRequest:
     """The chat request for `req` answering after the context `items`."""
-    messages = to_messages(req.instructions, items)
+    messages = to_messages(req.instructions, to_context(items))
     if not messages:
         raise InvalidRequestError("The request has no input.", param="input")
     chat = CreateChatCompletionRequest(

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Request, Response
 
-from oai_server.http.answer import answer
+from oai_server.http.answer import GenerationService, answer
 from oai_server.http.parsing import parse_body
+from oai_server.services.metadata import check_metadata
 from oai_server.state import server_state
-from oai_server.store.hook import recording
 from schemas.chat import CreateChatCompletionRequest
 
 router = APIRouter()
@@ -17,8 +19,13 @@ router = APIRouter()
 async def create_chat_completion(request: Request) -> Response:
     server = server_state(request)
     req = await parse_body(request, CreateChatCompletionRequest, server.settings.max_request_bytes)
-    service = recording(request, req, server.chat)
-    if server.cache is not None and service is server.chat:
-        # A completion to be stored is always the engine's (see oai_server/cache).
-        return await server.cache.chat(request, req)
+    check_metadata(req.metadata)  # OpenAI's limits hold whether or not it is stored
+    # A completion to be stored is the engine's answer, never the cache's (see oai_server/cache).
+    store = server.store
+    recorded = None if store is None else store.recording(request, req, server.chat)
+    service: GenerationService[CreateChatCompletionRequest, Any, Any] = server.chat
+    if recorded is not None:
+        service = recorded
+    elif server.cache is not None:
+        service = server.cache.chat(request)
     return await answer(request, req, service)

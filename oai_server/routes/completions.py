@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Request, Response
 
-from oai_server.http.answer import answer
+from oai_server.http.answer import GenerationService, answer
 from oai_server.http.parsing import parse_body
 from oai_server.state import server_state
 from schemas.completions import CreateCompletionRequest
@@ -16,6 +18,7 @@ router = APIRouter()
 async def create_completion(request: Request) -> Response:
     server = server_state(request)
     req = await parse_body(request, CreateCompletionRequest, server.settings.max_request_bytes)
+    service: GenerationService[CreateCompletionRequest, Any, Any] = server.completions
     if server.cache is not None:
-        return await server.cache.completions(request, req)
-    return await answer(request, req, server.completions)
+        service = server.cache.completions(request)
+    return await answer(request, req, service)

@@ -6,7 +6,6 @@ from pathlib import Path
 
 from fastapi import APIRouter, Request, Response
 
-from oai_server.embeddings.service import EmbeddingService
 from oai_server.http.answer import json_response
 from oai_server.models import ServedModel
 from oai_server.settings import EMBEDDED_MODEL_NAME, Settings
@@ -31,10 +30,10 @@ def model_root(settings: Settings) -> str:
     return model  # a hub id, say "HuggingFaceTB/SmolLM2-135M-Instruct"
 
 
-def _model(server: ServerState, served: ServedModel, request: Request) -> Model:
+def _model(server: ServerState, served: ServedModel) -> Model:
     if served.kind == "embedding":
-        embeddings: EmbeddingService | None = request.app.state.embeddings
-        max_model_len = None if embeddings is None else embeddings.engine.model_info.max_model_len
+        embedder = server.embedder
+        max_model_len = None if embedder is None else embedder.model_info.max_model_len
     else:
         max_model_len = server.engine.model_info.max_model_len
     return Model(
@@ -51,11 +50,11 @@ def _model(server: ServerState, served: ServedModel, request: Request) -> Model:
 async def list_models(request: Request) -> Response:
     server = server_state(request)
     return json_response(
-        ListModelsResponse(data=[_model(server, served, request) for served in server.models])
+        ListModelsResponse(data=[_model(server, served) for served in server.models])
     )
 
 
 @router.get("/v1/models/{model:path}")
 async def retrieve_model(model: str, request: Request) -> Response:
     server = server_state(request)
-    return json_response(_model(server, server.models.get(model), request))
+    return json_response(_model(server, server.models.get(model)))

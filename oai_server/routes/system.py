@@ -20,14 +20,13 @@ async def health(request: Request) -> Response:
     `store` says whether stored completions can be written and read ("ok") or not
     ("degraded"): answers do not depend on it, so a degraded store never makes this a 503.
     """
-    await server_state(request).engine.check_health()
-    embeddings = request.app.state.embeddings
-    if embeddings is not None:
-        await embeddings.engine.check_health()
+    server = server_state(request)
+    await server.engine.check_health()
+    if server.embedder is not None:
+        await server.embedder.check_health()
     body = {"status": "ok"}
-    store = getattr(request.app.state, "store", None)
-    if store is not None:
-        body["store"] = store.health.status
+    if server.store is not None:
+        body["store"] = server.store.health.status
     return JSONResponse(body)
 
 

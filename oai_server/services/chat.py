@@ -15,10 +15,11 @@ from oai_server.engine.protocol import Engine
 from oai_server.engine.types import SamplingOptions
 from oai_server.errors import InvalidRequestError
 from oai_server.generation.chat_template import render_prompt
-from oai_server.generation.engine_request import Generation, new_request_id
+from oai_server.generation.engine_request import Generation
 from oai_server.generation.logprobs import chat_logprobs
 from oai_server.generation.sampling import build_options, resolve_max_tokens
 from oai_server.generation.work_limits import WorkLimits, check_options_token_ids
+from oai_server.ids import new_request_id
 from oai_server.models import ModelRegistry
 from oai_server.services.chat_assembler import ChatAssembler
 from oai_server.services.chat_choice import ChoiceState
@@ -39,6 +40,7 @@ from schemas.chat import (
     CreateChatCompletionResponse,
     CreateChatCompletionStreamResponse,
 )
+from schemas.common import CompletionUsage
 
 ChatEvent = CreateChatCompletionStreamResponse | TextDelta
 
@@ -143,24 +145,60 @@ class ChatService:
             assembler.add(event)
         return assembler.result()
 
-    def _chunk(
-        self, chat: ChatRequest, opts: StreamSettings, choice: ChatCompletionChunkChoice | None
+    def chunk(
+        self,
+        id_: str,
+        created: int,
+        model: str,
+        opts: StreamSettings,
+        choice: ChatCompletionChunkChoice | None,
+        usage: CompletionUsage | None = None,
     ) -> CreateChatCompletionStreamResponse:
+        """A chunk of the answer `id_` of `model` (the base model's name, or an adapter's),
+        as streamed live and as the response cache replays it.
+
+        With `include_usage`, `usage` is null unless given (the last chunk, or continuous stats).
+        """
         out = CreateChatCompletionStreamResponse(
-            id=chat.generation.request_id,
-            created=chat.created,
-            # The name asked for: the base model's, or an adapter's.
-            model=chat.req.model,
+            id=id_,
+            created=created,
+            model=model,
             choices=[] if choice is None else [choice],
         )
         if opts.include_usage:
-            out.usage = usage_of(chat.generation.usage) if opts.continuous_usage else None
+            out.usage = usage
         return out
+
+    def text_chunk(
+        self,
+        id_: str,
+        created: int,
+        model: str,
+        opts: StreamSettings,
+        index: int,
+        text: str,
+        usage: CompletionUsage | None = None,
+    ) -> CreateChatCompletionStreamResponse:
+        """The chunk a `TextDelta` of the answer `id_` stands for."""
+        return self.chunk(
+            id_, created, model, opts, _choice(index, ChatCompletionDelta(content=text)), usage
+        )
+
+    def _chunk(
+        self, chat: ChatRequest, opts: StreamSettings, choice: ChatCompletionChunkChoice | None
+    ) -> CreateChatCompletionStreamResponse:
+        usage = usage_of(chat.generation.usage) if opts.continuous_usage else None
+        return self.chunk(
+            chat.generation.request_id, chat.created, chat.req.model, opts, choice, usage
+        )
 
     def _text_chunk(
         self, chat: ChatRequest, opts: StreamSettings, index: int, text: str
     ) -> CreateChatCompletionStreamResponse:
-        return self._chunk(chat, opts, _choice(index, ChatCompletionDelta(content=text)))
+        usage = usage_of(chat.generation.usage) if opts.continuous_usage else None
+        return self.text_chunk(
+            chat.generation.request_id, chat.created, chat.req.model, opts, index, text, usage
+        )
 
     async def _events(self, chat: ChatRequest, opts: StreamSettings) -> AsyncIterator[ChatEvent]:
         generation = chat.generation

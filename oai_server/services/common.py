@@ -1,4 +1,4 @@
-"""What the chat and completions services share: checks, finish reasons, usage."""
+"""What the services share: checks, finish reasons, and usage in each API's shape."""
 
 from __future__ import annotations
 
@@ -19,6 +19,9 @@ from oai_server.structured.limits import check_schema
 from schemas.chat import CreateChatCompletionRequest
 from schemas.common import CompletionUsage, PromptTokensDetails, ResponseFormat, StreamOptions
 from schemas.completions import CreateCompletionRequest
+from schemas.realtime import InputTokenDetails, OutputTokenDetails
+from schemas.realtime import Usage as RealtimeUsage
+from schemas.responses import InputTokensDetails, ResponseUsage
 
 
 def check_model(
@@ -104,12 +107,37 @@ def finish_reason(reason: FinishReason) -> Literal["stop", "length"]:
     assert_never(reason)
 
 
+# One request's token counts in each API's shape: chat and completions, Realtime, Responses.
+
+
 def usage_of(usage: Usage) -> CompletionUsage:
     return CompletionUsage(
         prompt_tokens=usage.prompt_tokens,
         completion_tokens=usage.completion_tokens,
-        total_tokens=usage.prompt_tokens + usage.completion_tokens,
+        total_tokens=usage.total_tokens,
         prompt_tokens_details=PromptTokensDetails(cached_tokens=usage.cached_tokens),
+    )
+
+
+def realtime_usage(usage: Usage) -> RealtimeUsage:
+    """A Realtime response's usage: this server's tokens are all text."""
+    return RealtimeUsage(
+        total_tokens=usage.total_tokens,
+        input_tokens=usage.prompt_tokens,
+        output_tokens=usage.completion_tokens,
+        input_token_details=InputTokenDetails(
+            cached_tokens=usage.cached_tokens, text_tokens=usage.prompt_tokens
+        ),
+        output_token_details=OutputTokenDetails(text_tokens=usage.completion_tokens),
+    )
+
+
+def response_usage(usage: Usage) -> ResponseUsage:
+    return ResponseUsage(
+        input_tokens=usage.prompt_tokens,
+        input_tokens_details=InputTokensDetails(cached_tokens=usage.cached_tokens),
+        output_tokens=usage.completion_tokens,
+        total_tokens=usage.total_tokens,
     )
 
 

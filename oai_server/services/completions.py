@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from oai_server.engine.protocol import Engine
 from oai_server.engine.types import ChoiceDelta, FinishReason, SamplingOptions
 from oai_server.errors import InvalidRequestError
-from oai_server.generation.engine_request import Generation, Usage, new_request_id
+from oai_server.generation.engine_request import Generation, Usage
 from oai_server.generation.logprobs import completion_logprobs, merge_completion_logprobs
 from oai_server.generation.sampling import build_options, resolve_max_tokens
 from oai_server.generation.work_limits import (
@@ -18,6 +18,7 @@ from oai_server.generation.work_limits import (
     check_options_token_ids,
     check_token_ids,
 )
+from oai_server.ids import new_request_id
 from oai_server.models import ModelRegistry
 from oai_server.services.common import (
     StreamSettings,
@@ -29,6 +30,7 @@ from oai_server.services.common import (
 )
 from oai_server.services.completion_assembler import CompletionAssembler
 from oai_server.services.events import EventStream, TextDelta
+from schemas.common import CompletionUsage
 from schemas.completions import (
     CompletionChoice,
     CompletionLogprobs,
@@ -319,15 +321,39 @@ class CompletionService:
             ),
         )
 
+    def chunk(
+        self,
+        id_: str,
+        created: int,
+        model: str,
+        opts: StreamSettings,
+        choices: list[CompletionChoice],
+        usage: CompletionUsage | None = None,
+    ) -> CreateCompletionResponse:
+        """A chunk of the answer `id_` of `model` (the base model's name, or an adapter's),
+        as streamed live and as the response cache replays it.
+
+        With `include_usage`, `usage` is null unless given (the last chunk, or continuous stats).
+        """
+        out = CreateCompletionResponse(
+            id=id_, created=created, model=model, choices=choices
+        )
+        if opts.include_usage:
+            out.usage = usage
+        return out
+
+    def text_chunk(
+        self, id_: str, created: int, model: str, opts: StreamSettings, index: int, text: str
+    ) -> CreateCompletionResponse:
+        """The chunk a `TextDelta` of the answer `id_` stands for."""
+        choice = CompletionChoice(index=index, text=text, logprobs=None, finish_reason=None)
+        return self.chunk(id_, created, model, opts, [choice])
+
     def _chunk(
         self, batch: Batch, opts: StreamSettings, choices: list[CompletionChoice]
     ) -> CreateCompletionResponse:
-        out = CreateCompletionResponse(
-            id=batch.id, created=batch.created, model=batch.req.model, choices=choices
-        )
-        if opts.include_usage:
-            out.usage = usage_of(batch.usage()) if opts.continuous_usage else None
-        return out
+        usage = usage_of(batch.usage()) if opts.continuous_usage else None
+        return self.chunk(batch.id, batch.created, batch.req.model, opts, choices, usage)
 
     async def _events(
         self, batch: Batch, opts: StreamSettings

@@ -1,11 +1,11 @@
 """Where chat completions reach the store: one wrapper around the chat service.
 
-`recording(request, req, service)` checks the request's `metadata` (OpenAI's limits hold
-whether or not it is stored) and, when the answer is to be stored (`store: true`, or the
-operator's `store_all`), returns the service wrapped so that each finished answer is
-queued for storing: a whole answer as returned, a streamed one folded from the chunks
-the client got. An answer that does not finish (the client left mid-stream or before a
-whole answer was ready, or generation failed) is not stored, only counted
+`StoreService.recording(request, req, service)`, when the answer is to be stored
+(`store: true`, or the operator's `store_all`), returns the service wrapped so that each
+finished answer is queued for storing: a whole answer as returned, a streamed one folded
+from the chunks the client got (else None: the route answers with the plain or cached
+service). An answer that does not finish (the client left mid-stream or before a whole
+answer was ready, or generation failed) is not stored, only counted
 (`oai_store_incomplete_total`): OpenAI stores completions, not fragments.
 """
 
@@ -13,21 +13,20 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-
-from fastapi import Request
+from typing import TYPE_CHECKING
 
 from oai_server.services.chat import ChatEvent, ChatJob, ChatRequest, ChatService
 from oai_server.services.chat_assembler import ChatAssembler
 from oai_server.services.common import usage_of
 from oai_server.services.events import EventStream
-from oai_server.store.limits import check_metadata
-from oai_server.store.routes import owner_of
-from oai_server.store.service import StoreService
 from schemas.chat import (
     CreateChatCompletionRequest,
     CreateChatCompletionResponse,
     CreateChatCompletionStreamResponse,
 )
+
+if TYPE_CHECKING:
+    from oai_server.store.service import StoreService
 
 
 @dataclass
@@ -76,14 +75,3 @@ class RecordingChat:
                 self.store.record(chat.req, response, self.owner)
             else:
                 self.store.metrics.incomplete.inc()
-
-
-def recording(
-    request: Request, req: CreateChatCompletionRequest, service: ChatService
-) -> ChatService | RecordingChat:
-    """`service`, wrapped to store its answers if `req` is to be stored."""
-    check_metadata(req.metadata)
-    store: StoreService | None = getattr(request.app.state, "store", None)
-    if store is None or not store.wants(req):
-        return service
-    return RecordingChat(service, store, owner_of(request))

@@ -1,11 +1,17 @@
-"""List parameters from a query string: `after`, `limit`, `order`, `model`, `metadata[k]=v`."""
+"""A list's parameters from a query string (`after`, `limit`, `order`, `model`,
+`metadata[k]=v`), and the list object that answers it."""
 
 from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from starlette.datastructures import QueryParams
 
 from oai_server.errors import InvalidRequestError
 from oai_server.store.interface import CursorNotFoundError, ListQuery, Order
+
+L = TypeVar("L")
 
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 100
@@ -67,4 +73,14 @@ def bad_cursor(exc: CursorNotFoundError) -> InvalidRequestError:
         f"Invalid 'after': no {exc.what} with id '{exc.args[0]}' in this list.",
         param="after",
         code="invalid_value",
+    )
+
+
+def list_object(make: Callable[..., L], data: Sequence[Any], has_more: bool) -> L:
+    """`make` (a list schema) of `data`: OpenAI's envelope, with the ids to page from."""
+    return make(
+        data=data,
+        first_id=data[0].id if data else "",
+        last_id=data[-1].id if data else "",
+        has_more=has_more,
     )

@@ -6,11 +6,17 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TypeVar
 
-from oai_server.errors import StoreUnavailableError
+from starlette.requests import HTTPConnection
+
+from oai_server.auth.caller import caller
+from oai_server.errors import NotFoundError, StoreUnavailableError
+from oai_server.services.chat import ChatService
 from oai_server.store.chat_records import completion_record
 from oai_server.store.health import StoreHealth
+from oai_server.store.hook import RecordingChat
 from oai_server.store.interface import CursorNotFoundError, Store
 from oai_server.store.metrics import StoreMetrics
 from oai_server.store.params import bad_cursor
@@ -18,6 +24,7 @@ from oai_server.store.writer import StoreWriter
 from schemas.chat import CreateChatCompletionRequest, CreateChatCompletionResponse
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 MIGRATE_TIMEOUT_S = 15.0
 # How long a read waits for this replica's own queued writes (read-your-writes).
@@ -25,6 +32,11 @@ SETTLE_TIMEOUT_S = 2.0
 DRAIN_TIMEOUT_S = 5.0
 RETENTION_INTERVAL_S = 3600.0
 DAY_US = 86_400 * 1_000_000
+
+
+def owner_of(connection: HTTPConnection) -> str:
+    """Whose stored objects this request sees: its caller's, or "" (everyone's) without keys."""
+    return caller(connection.scope) or ""
 
 
 class StoreService:
@@ -72,6 +84,14 @@ class StoreService:
     def wants(self, req: CreateChatCompletionRequest) -> bool:
         return bool(req.store) or self.store_all
 
+    def recording(
+        self, connection: HTTPConnection, req: CreateChatCompletionRequest, service: ChatService
+    ) -> RecordingChat | None:
+        """`service`, wrapped to store its answers, if `req` is to be stored; else None."""
+        if not self.wants(req):
+            return None
+        return RecordingChat(service, self, owner_of(connection))
+
     def record(
         self,
         req: CreateChatCompletionRequest,
@@ -101,6 +121,15 @@ class StoreService:
                 "Stored objects are unavailable right now; the answer itself is not affected. "
                 "Try again shortly."
             ) from None
+
+    async def found(self, read: Callable[[], Awaitable[T | None]], missing: NotFoundError) -> T:
+        """What `read` finds (as `reading` reads it); `missing` (a 404) when it finds nothing:
+        None, or False from a delete."""
+        async with self.reading():
+            result = await read()
+        if result is None or result is False:
+            raise missing
+        return result
 
     async def purge_expired(self) -> int:
         """Delete what is older than the retention period; how many went."""

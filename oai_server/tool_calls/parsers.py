@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import abc
 import json
-import uuid
 from dataclasses import dataclass
+
+from oai_server.ids import new_call_id
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,10 +40,6 @@ class CallArguments:
 
 
 Event = Content | CallStart | CallArguments
-
-
-def new_call_id() -> str:
-    return f"call_{uuid.uuid4().hex[:24]}"
 
 
 class OutputParser(abc.ABC):

@@ -7,13 +7,18 @@ for the key when the API answers 401.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from fastapi import FastAPI
+from starlette.requests import Request
 from starlette.responses import FileResponse, Response
+from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import Scope
 
-from oai_server.settings import Settings
+from oai_server.features import Feature
+
+if TYPE_CHECKING:
+    from oai_server.state import ServerState
 
 STATIC_DIR = Path(__file__).parent / "static"
 ASSETS_PATH = "/ui"
@@ -35,17 +40,22 @@ class _Assets(StaticFiles):
         return response
 
 
-def install(app: FastAPI, settings: Settings) -> None:
-    """Mount the chat page on `app`, unless `settings.web_ui` is off.
+def feature(state: ServerState) -> Feature[None]:
+    """The page at `/` and its files, unless `--no-web-ui`.
 
-    Call it after the API routes are included, so they take precedence.
+    Its routes come last: the API's routes take precedence over the page's paths.
     """
-    if not settings.web_ui:
-        return
+    if not state.settings.web_ui:
+        return Feature(None)
     index = STATIC_DIR / "index.html"
 
-    @app.get("/", include_in_schema=False)
-    async def chat_page() -> FileResponse:
+    async def chat_page(request: Request) -> Response:
         return FileResponse(index, headers={**_HEADERS, "Content-Security-Policy": _CSP})
 
-    app.mount(ASSETS_PATH, _Assets(directory=STATIC_DIR), name="web-ui")
+    return Feature(
+        None,
+        [
+            Route("/", chat_page, methods=["GET"], include_in_schema=False),
+            Mount(ASSETS_PATH, _Assets(directory=STATIC_DIR), name="web-ui"),
+        ],
+    )

@@ -28,7 +28,7 @@ async def embedding_app(
     """The app with both engines started, and a client talking to it in-process."""
     engine = FakeEngine()
     embedder = embedder or FakeEmbeddingEngine()
-    app = create_app(Settings(**settings), engine, embedder)
+    app = create_app(Settings(**settings), engine, embedder=embedder)
     async with app.router.lifespan_context(app):
         for _ in range(100):
             try:

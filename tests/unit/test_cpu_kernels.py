@@ -90,9 +90,17 @@ def test_ready_lines_say_where_what_how_long_and_how_to_stop() -> None:
 
     assert lines[0].startswith("ready in ")
     assert "http://127.0.0.1:9000/v1, model m (float32)" in lines[0]
-    assert "curl http://127.0.0.1:9000/v1/chat/completions" in lines[1]
-    assert '"model": "m"' in lines[1]
-    assert "Ctrl-C to stop" in lines[2]
+    assert lines[1] == "  chat: http://127.0.0.1:9000/"
+    assert "curl http://127.0.0.1:9000/v1/chat/completions" in lines[2]
+    assert '"model": "m"' in lines[2]
+    assert "Ctrl-C to stop" in lines[3]
+
+
+def test_ready_lines_name_no_chat_page_without_the_web_ui() -> None:
+    lines = ready_message(host="::", port=9000, model="m", dtype=None, web_ui=False)
+
+    assert not any("chat:" in line for line in lines)
+    assert "Ctrl-C to stop" in lines[-1]
 
 
 def test_info_level_silences_the_engine_libraries(monkeypatch: pytest.MonkeyPatch) -> None:

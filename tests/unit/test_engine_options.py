@@ -54,3 +54,10 @@ def test_engine_args_pick_eager_on_cpu_only() -> None:
     assert gpu["tensor_parallel_size"] == 1
     assert cpu["max_model_len"] == 1024
     assert "max_num_seqs" not in cpu  # None means vLLM's default
+
+
+def test_engine_args_name_the_served_model_not_the_weights() -> None:
+    # vLLM labels its own metrics with this name; unset, they would show the weights' path.
+    options = EngineSettings(model="/home/someone/.cache/weights")
+    args = _engine_args(options, on_cpu=True, served_model_name="smollm2-135m-instruct")
+    assert args["served_model_name"] == "smollm2-135m-instruct"

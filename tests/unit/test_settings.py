@@ -107,3 +107,16 @@ def test_bad_values_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_unknown_flag_is_an_error() -> None:
     with pytest.raises(SystemExit):
         parse("--no-such-flag", "1")
+
+
+def test_response_cache_redis_is_the_shared_redis_url() -> None:
+    shared = "redis://redis:6379/0"
+    assert parse("--redis-url", shared, "--response-cache", "redis").response_cache_redis == shared
+    own = "redis://cache:6379/1"
+    assert parse("--redis-url", shared, "--response-cache", own).response_cache_redis == own
+    assert parse("--redis-url", shared, "--response-cache", "memory").response_cache_redis is None
+
+
+def test_response_cache_redis_needs_a_redis_url() -> None:
+    with pytest.raises(ValidationError, match="--redis-url"):
+        Settings(response_cache="redis")

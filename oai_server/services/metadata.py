@@ -1,4 +1,5 @@
-"""OpenAI's limits on `metadata`: 16 pairs, keys up to 64 characters, values up to 512."""
+"""OpenAI's limits on a request's `metadata` (chat, responses, conversations, stored objects):
+16 pairs, keys up to 64 characters, values up to 512."""
 
 from __future__ import annotations
 

@@ -1,0 +1,45 @@
+"""How a feature is wired into the app: one function, one `Feature`.
+
+Each feature package (`store`, `cache`, `responses`, `realtime`, `auth`, `limits`, `web`,
+and Ray's metrics mirror) exposes `feature(state) -> Feature`: given the typed state with
+the shared services (settings, engine, chat, completions, metrics, ...), it returns its
+routes, its middleware, the service it offers the others (put on the state by `app.py`),
+and what must run while the app runs. `create_app` calls them in one place, in order,
+and its lifespan starts them in that order and stops them in the reverse one, so a
+SIGTERM drains and closes everything a feature holds (writers, tasks, connections).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Generic, TypeVar
+
+from starlette.middleware import Middleware
+from starlette.routing import BaseRoute
+
+if TYPE_CHECKING:
+    from oai_server.state import ServerState
+
+S = TypeVar("S", covariant=True)
+Hook = Callable[[], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class Feature(Generic[S]):
+    """What one feature adds to the app."""
+
+    # What the feature offers the rest of the app (None: nothing).
+    service: S
+    # Added after the core API's routes, in feature order.
+    routes: Sequence[BaseRoute] = ()
+    # Outermost first; all inside the core's (CORS, request id and log, drain).
+    middleware: Sequence[Middleware] = ()
+    # Awaited at start-up, before the app takes requests (the engine loads meanwhile).
+    start: Hook | None = None
+    # Awaited at shutdown, after the requests in flight were drained.
+    stop: Hook | None = None
+
+
+# A feature not in `oai_server` itself (Ray's metrics mirror): `create_app(..., extra=[...])`.
+FeatureFactory = Callable[["ServerState"], Feature[object]]

@@ -1,0 +1,98 @@
+"""A conversation's items as the chat messages the model sees, and how it makes room.
+
+Both the Realtime session and a Responses request first turn their own items into these
+neutral ones, so an earlier turn's function calls and their outputs reach the model's
+template the same way, and the same conversation is cut the same way, whichever API
+carries it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from schemas.chat import (
+    AssistantMessage,
+    ChatMessage,
+    FunctionCall,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Said:
+    """A message: someone's text."""
+
+    role: Literal["system", "developer", "user", "assistant"]
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """A function call the assistant made."""
+
+    call_id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True, slots=True)
+class CallOutput:
+    """What a function call returned."""
+
+    call_id: str
+    output: str
+
+
+ContextItem = Said | Call | CallOutput
+
+
+def to_messages(instructions: str | None, items: Sequence[ContextItem]) -> list[ChatMessage]:
+    """The chat messages for `instructions` and `items`, in order.
+
+    Consecutive function calls (and the assistant text just before them) become one
+    assistant message with several tool calls, as chat templates expect them.
+    """
+    messages: list[ChatMessage] = []
+    if instructions:
+        messages.append(SystemMessage(role="system", content=instructions))
+    for item in items:
+        if isinstance(item, Said):
+            if item.role == "assistant":
+                messages.append(AssistantMessage(role="assistant", content=item.text))
+            elif item.role == "user":
+                messages.append(UserMessage(role="user", content=item.text))
+            else:
+                messages.append(SystemMessage(role="system", content=item.text))
+        elif isinstance(item, Call):
+            call = ToolCall(
+                id=item.call_id, function=FunctionCall(name=item.name, arguments=item.arguments)
+            )
+            last = messages[-1] if messages else None
+            if isinstance(last, AssistantMessage):
+                last.tool_calls = [*(last.tool_calls or []), call]
+            else:
+                messages.append(AssistantMessage(role="assistant", tool_calls=[call]))
+        else:
+            messages.append(
+                ToolMessage(role="tool", content=item.output, tool_call_id=item.call_id)
+            )
+    return messages
+
+
+def oldest_to_drop(items: Sequence[ContextItem]) -> int:
+    """How many of the oldest items to drop to make room; 0 when nothing may go.
+
+    The last item (what is being answered) always stays, and a function's output never
+    starts the context without the call it answers: it goes with that call.
+    """
+    if len(items) < 2:
+        return 0
+    count = 1
+    while count < len(items) - 1 and isinstance(items[count], CallOutput):
+        count += 1
+    return count
