@@ -96,8 +96,13 @@ EXPOSED_HEADERS = [
 
 
 def _registry(settings: Settings, embedder: EmbeddingEngine | None) -> ModelRegistry:
-    """The chat model, and the embedding model when there is one: the names clients use."""
-    models = ModelRegistry([ServedModel(settings.model_name, "chat", model_root(settings))])
+    """The chat model, its LoRA adapters, and the embedding model when there is one: the
+    names clients use."""
+    base = settings.model_name
+    models = ModelRegistry([ServedModel(base, "chat", model_root(settings))])
+    for name in settings.lora_paths():
+        # `root` is the adapter's name, as `vllm serve` lists it, never where it lies.
+        models.add(ServedModel(name, "chat", name, parent=base))
     embedding_name = settings.embedding_model_name
     if embedder is not None and embedding_name is not None:
         models.add(ServedModel(embedding_name, "embedding", embedding_name))

@@ -49,7 +49,8 @@ def replay_stream(
             yield endpoint.usage_chunk(id_, created, req.model, entry.usage)
 
     return EventStream(
-        stream(), lambda index, text: endpoint.text_chunk(id_, created, req.model, opts, index, text)
+        stream(),
+        lambda index, text: endpoint.text_chunk(id_, created, req.model, opts, index, text),
     )
 
 

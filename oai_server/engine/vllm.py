@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Collection, Sequence
@@ -28,12 +27,12 @@ from oai_server.engine.types import (
     StructuredOutput,
     TokenLogprob,
 )
+from oai_server.engine.vllm_lora import VLLMAdapters
 from oai_server.errors import (
     EngineDeadError,
     EngineNotReadyError,
     EngineOverloadedError,
     InvalidRequestError,
-    ModelNotFoundError,
 )
 
 if TYPE_CHECKING:
@@ -103,46 +102,27 @@ class VLLMEngine(Engine):
         # The engine's processes (core, workers), noted once started: if the core is
         # killed its workers are orphaned, out of reach of a later look at our children.
         self._processes: list[Any] = []
-        # Adapters served, by name: vLLM's `LoRARequest` for each (ids are never reused,
-        # so an adapter loaded again under a name is never mistaken for the old one).
-        self._adapters: dict[str, Any] = {}
-        self._adapter_ids = itertools.count(1)
+        self._adapters = VLLMAdapters()
 
     async def start(self) -> None:
         await asyncio.to_thread(self._start_blocking)
+        llm = self._ready_llm()
+        if self._options.lora_enabled and self.plan is not None:
+            await self._adapters.add_null_adapter(llm, llm.model_config.hf_config)
         for name, path in self._options.lora_paths().items():
             check_adapter(path, self._options.max_lora_rank, param="lora_modules")
             await self.load_adapter(name, path)
 
     async def load_adapter(self, name: str, path: str) -> None:
-        from vllm.lora.request import LoRARequest
-        from vllm.v1.engine.exceptions import EngineDeadError as VLLMEngineDeadError
-
         llm = self._ready_llm()
         if not self._options.lora_enabled:
             raise InvalidRequestError(
                 "This server was started without LoRA (--enable-lora).", param="lora_path"
             )
-        request = LoRARequest(name, next(self._adapter_ids), path)
-        try:
-            # Loaded and activated now, in the engine core: a bad adapter fails here, as
-            # an answer to this call, not in the middle of a batch of other requests.
-            await llm.add_lora(request)
-        except VLLMEngineDeadError as exc:
-            raise EngineDeadError("The engine has stopped; restart the server.") from exc
-        except Exception as exc:  # noqa: BLE001 - the core's failure comes back as a bare Exception
-            logger.warning("adapter %s could not be loaded: %s", name, exc)
-            raise InvalidRequestError(
-                f"The adapter '{name}' could not be loaded: its weights do not fit this "
-                "model or cannot be read.",
-                param="lora_path",
-            ) from None
-        self._adapters[name] = request
+        await self._adapters.load(llm, name, path)
 
     async def unload_adapter(self, name: str) -> None:
-        request = self._adapters.pop(name, None)
-        if request is not None and self._llm is not None and not self._llm.errored:
-            await self._llm.remove_lora(request.lora_int_id)
+        await self._adapters.unload(self._llm, name)
 
     def _start_blocking(self) -> None:
         began = time.monotonic()
@@ -205,6 +185,7 @@ class VLLMEngine(Engine):
             await asyncio.to_thread(llm.shutdown)
         reap(self._processes)
         self._processes = []
+        self._adapters.close()
 
     @property
     def model_info(self) -> ModelInfo:
@@ -248,11 +229,7 @@ class VLLMEngine(Engine):
                 "'priority' needs the server started with --scheduling-policy priority.",
                 param="priority",
             )
-        lora_request = None
-        if options.adapter is not None:
-            lora_request = self._adapters.get(options.adapter)
-            if lora_request is None:
-                raise ModelNotFoundError(f"The model '{options.adapter}' does not exist.")
+        lora_request = self._adapters.request_for(options.adapter)
         prompt_tokens = len(prompt_token_ids)
         first = True
         try:

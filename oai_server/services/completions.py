@@ -335,9 +335,7 @@ class CompletionService:
 
         With `include_usage`, `usage` is null unless given (the last chunk, or continuous stats).
         """
-        out = CreateCompletionResponse(
-            id=id_, created=created, model=model, choices=choices
-        )
+        out = CreateCompletionResponse(id=id_, created=created, model=model, choices=choices)
         if opts.include_usage:
             out.usage = usage
         return out

@@ -91,7 +91,9 @@ def test_each_adapter_answers_its_own_way(lora_server: Server) -> None:
     assert completion.json()["model"] == "ad2"
 
 
-async def test_a_mixed_burst_gets_each_adapter_its_own_answer(lora_server: Server) -> None:
+async def test_a_mixed_burst_gets_each_model_its_own_answer(lora_server: Server) -> None:
+    """The base model and two adapters in one batch: each answers as when asked alone (on
+    CPU the base model's requests carry the null adapter, see engine/vllm_lora.py)."""
     alone = {m: chat(lora_server, m) for m in (MODEL, "ad1", "ad2")}
     body = {"messages": QUESTION, "max_tokens": MAX_TOKENS, "temperature": 0}
     transport = AsyncValidatingTransport()

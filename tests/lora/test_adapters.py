@@ -208,8 +208,10 @@ def test_lora_flags_reach_the_engine_as_vllm_names_them(module: str, adapters: P
         Settings,
         cli_args=["--lora-modules", module, "--max-loras", "2", "--max-lora-rank", "8"],
     )
-    args = engine_args(settings, on_cpu=True)
+    args = engine_args(settings, on_cpu=False)
     assert (args["enable_lora"], args["max_loras"], args["max_lora_rank"]) == (True, 2, 8)
+    # On CPU, one slot more for the null adapter of base-model requests.
+    assert engine_args(settings, on_cpu=True)["max_loras"] == 3
     assert "enable_lora" not in engine_args(Settings(), on_cpu=True)
     assert engine_args(Settings(lora_dir=adapters), on_cpu=True)["enable_lora"] is True
     for bad in ("ad1", "=x", f"ad1={adapters / 'nowhere'}"):
