@@ -14,6 +14,10 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field, field_validator
 from pydantic_settings import NoDecode
 
+# What --lora-modules takes: name=path (the chart's values schema checks it too).
+NAME_EQUALS_PATH = r"^[^=]+=.+$"
+LoraModule = Annotated[str, Field(pattern=NAME_EQUALS_PATH)]
+
 
 def check_model_source(value: str) -> str:
     """`value`, unless it is written as a path (absolute, or starting with . or ~) and no
@@ -107,7 +111,7 @@ class EngineSettings(BaseModel):
         description="Serve LoRA adapters on the model (implied by --lora-modules, --lora-dir and "
         "--allow-runtime-lora); the engine then runs in eager mode.",
     )
-    lora_modules: Annotated[list[str], NoDecode] = Field(
+    lora_modules: Annotated[list[LoraModule], NoDecode] = Field(
         default_factory=list,
         description="A LoRA adapter to serve as name=path (an adapter directory in PEFT "
         "layout); repeat the flag for several, or give them comma-separated in "
