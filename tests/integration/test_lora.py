@@ -27,8 +27,9 @@ MAX_TOKENS = 12
 @pytest.fixture(scope="module")
 def lora_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("adapters")
-    write_adapter(root / "by-name", seed=3)
-    write_adapter(root / "runtime", seed=4)
+    # The weights of ad1 and ad2 (see lora_server), so each must answer as that one does.
+    write_adapter(root / "by-name", seed=1)
+    write_adapter(root / "runtime", seed=2)
     write_adapter(root / "wide", seed=5, rank=16)
     write_adapter(root / "other-base", seed=6, hidden=512)
     (root / "not-an-adapter").mkdir()
@@ -111,7 +112,9 @@ async def test_a_mixed_burst_gets_each_model_its_own_answer(lora_server: Server)
 
 
 def test_an_adapter_of_lora_dir_loads_on_first_use(lora_server: Server) -> None:
-    assert chat(lora_server, "by-name") != chat(lora_server, MODEL)
+    by_name = chat(lora_server, "by-name")
+    assert by_name == chat(lora_server, "ad1")
+    assert by_name != chat(lora_server, MODEL)
     ids = [m["id"] for m in httpx.get(f"{lora_server.base_url}/models", timeout=10).json()["data"]]
     assert "by-name" in ids
     for bad in ("..", ".hidden", "a/b"):
@@ -123,7 +126,7 @@ def test_an_adapter_of_lora_dir_loads_on_first_use(lora_server: Server) -> None:
 def test_load_use_unload_at_run_time(lora_server: Server, lora_dir: Path) -> None:
     loaded = post(lora_server, "/v1/load_lora_adapter", {"lora_name": "rt", "lora_path": "runtime"})
     assert loaded.status_code == 200, loaded.text
-    assert chat(lora_server, "rt") != chat(lora_server, MODEL)
+    assert chat(lora_server, "rt") == chat(lora_server, "ad2")
     again = post(lora_server, "/v1/load_lora_adapter", {"lora_name": "rt", "lora_path": "runtime"})
     assert again.status_code == 400
     assert again.json()["error"]["param"] == "lora_name"
