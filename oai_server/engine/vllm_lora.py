@@ -45,6 +45,7 @@ class VLLMAdapters:
         from vllm.lora.request import LoRARequest
         from vllm.v1.engine.exceptions import EngineDeadError as VLLMEngineDeadError
 
+        check_shapes(Path(path), llm.model_config.hf_config)
         request = LoRARequest(name, next(self._ids), path)
         try:
             await llm.add_lora(request)
@@ -113,3 +114,42 @@ def _write_null_adapter(directory: Path, hf_config: Any) -> None:
     save_file(tensors, str(directory / "adapter_model.safetensors"))
     config = {"peft_type": "LORA", "r": 1, "lora_alpha": 1, "target_modules": ["q_proj"]}
     (directory / "adapter_config.json").write_text(json.dumps(config), encoding="utf-8")
+
+
+# Modules whose input (lora_A's columns) or output (lora_B's rows) is the model's hidden size.
+_READ_HIDDEN = frozenset({"q_proj", "k_proj", "v_proj", "gate_proj", "up_proj"})
+_WRITE_HIDDEN = frozenset({"o_proj", "down_proj"})
+
+
+def check_shapes(directory: Path, hf_config: Any) -> None:
+    """Refuse weights shaped for another base model: vLLM copies a smaller matrix into its
+    slot without a word (measured: an adapter for a 512-wide model loaded on a 576-wide
+    one), so the hidden size is checked here, from the safetensors header alone."""
+    weights = directory / "adapter_model.safetensors"
+    hidden = getattr(hf_config, "hidden_size", None)
+    if not weights.is_file() or not isinstance(hidden, int):
+        return
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(weights), framework="numpy") as tensors:
+            shapes = {key: list(tensors.get_slice(key).get_shape()) for key in tensors.keys()}  # noqa: SIM118 - safe_open is not a mapping
+    except Exception:  # noqa: BLE001 - any unreadable header is the same 400
+        raise InvalidRequestError(
+            "The adapter's adapter_model.safetensors cannot be read.", param="lora_path"
+        ) from None
+    for key, shape in shapes.items():
+        module = key.split(".lora_")[0].rsplit(".", 1)[-1]
+        if len(shape) != 2:
+            continue
+        size = None
+        if ".lora_A." in key and module in _READ_HIDDEN:
+            size = shape[1]
+        elif ".lora_B." in key and module in _WRITE_HIDDEN:
+            size = shape[0]
+        if size is not None and size != hidden:
+            raise InvalidRequestError(
+                f"The adapter is for another base model: {module} is {size} wide in it, "
+                f"{hidden} in this model.",
+                param="lora_path",
+            )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
@@ -15,10 +16,11 @@ from pydantic_settings import CliApp
 from oai_server.app import create_app
 from oai_server.engine.fake import FakeEngine
 from oai_server.engine.vllm_args import engine_args
+from oai_server.engine.vllm_lora import check_shapes
 from oai_server.errors import InvalidRequestError
 from oai_server.models.registry import DuplicateModelError
 from oai_server.settings import Settings
-from tests.lora.adapter import write_adapter
+from tests.lora.adapter import HIDDEN, write_adapter
 from tests.realtime.conftest import client_for, events_until, realtime_server
 from tests.unit.conftest import MODEL, chat_body, serve
 
@@ -217,3 +219,15 @@ def test_lora_flags_reach_the_engine_as_vllm_names_them(module: str, adapters: P
     for bad in ("ad1", "=x", f"ad1={adapters / 'nowhere'}"):
         with pytest.raises(ValueError, match="lora_modules"):
             Settings(lora_modules=[bad])
+
+
+def test_weights_for_another_base_model_are_refused_before_the_engine(tmp_path: Path) -> None:
+    """vLLM copies a narrower matrix into its slot without a word; the header is checked."""
+    config = SimpleNamespace(hidden_size=HIDDEN)
+    check_shapes(write_adapter(tmp_path / "fits", seed=1), config)
+    with pytest.raises(InvalidRequestError, match="another base model"):
+        check_shapes(write_adapter(tmp_path / "other", seed=1, hidden=512), config)
+    corrupt = write_adapter(tmp_path / "corrupt", seed=1)
+    (corrupt / "adapter_model.safetensors").write_bytes(b"\x00" * 64 + b"not safetensors")
+    with pytest.raises(InvalidRequestError, match="cannot be read"):
+        check_shapes(corrupt, config)
