@@ -26,6 +26,7 @@ from oai_server import (
     cache,
     embeddings,
     limits,
+    lora,
     realtime,
     responses,
     store,
@@ -39,6 +40,7 @@ from oai_server.generation.chat_template import load_template
 from oai_server.generation.work_limits import WorkLimits
 from oai_server.lifecycle import Lifecycle, LifecycleMiddleware
 from oai_server.models import ModelRegistry, ServedModel
+from oai_server.models.adapters import AdapterEngine
 from oai_server.observability.engine import InstrumentedEngine
 from oai_server.observability.metrics import Metrics
 from oai_server.observability.middleware import ObservabilityMiddleware
@@ -96,8 +98,13 @@ EXPOSED_HEADERS = [
 
 
 def _registry(settings: Settings, embedder: EmbeddingEngine | None) -> ModelRegistry:
-    """The chat model, and the embedding model when there is one: the names clients use."""
-    models = ModelRegistry([ServedModel(settings.model_name, "chat", model_root(settings))])
+    """The chat model, its LoRA adapters, and the embedding model when there is one: the
+    names clients use."""
+    base = settings.model_name
+    models = ModelRegistry([ServedModel(base, "chat", model_root(settings))])
+    for name in settings.lora_paths():
+        # `root` is the adapter's name, as `vllm serve` lists it, never where it lies.
+        models.add(ServedModel(name, "chat", name, parent=base))
     embedding_name = settings.embedding_model_name
     if embedder is not None and embedding_name is not None:
         models.add(ServedModel(embedding_name, "embedding", embedding_name))
@@ -107,10 +114,17 @@ def _registry(settings: Settings, embedder: EmbeddingEngine | None) -> ModelRegi
 def _core(settings: Settings, engine: Engine, embedder: EmbeddingEngine | None) -> ServerState:
     """The shared services, before any feature."""
     metrics = Metrics(engine.running_requests, lambda: served.waiting_requests())
-    served = InstrumentedEngine(engine, metrics, keep_prompt_text=settings.log_request_text)
+    registry = _registry(settings, embedder)
+    adapters = None
+    if settings.lora_enabled:
+        adapters = AdapterEngine(
+            engine, registry, settings.model_name, settings.lora_dir, settings.max_lora_rank
+        )
+    served = InstrumentedEngine(
+        adapters or engine, metrics, keep_prompt_text=settings.log_request_text
+    )
     chat_template = load_template(settings.chat_template)
     work = WorkLimits(settings.max_request_tokens, settings.max_request_prompts)
-    registry = _registry(settings, embedder)
     return ServerState(
         settings=settings,
         engine=served,
@@ -124,6 +138,7 @@ def _core(settings: Settings, engine: Engine, embedder: EmbeddingEngine | None) 
         created=int(time.time()),
         dependencies=Dependencies(metrics.registry),
         models=registry,
+        adapters=adapters,
         embedder=embedder,
     )
 
@@ -150,6 +165,7 @@ def _features(state: ServerState, extra: Sequence[FeatureFactory]) -> list[Featu
         answered,
         batch.feature(state),
         realtime.feature(state),
+        lora.feature(state),
         # Middleware in this order, inside the core's: keys, then limits (per key).
         auth.feature(state),
         limited,

@@ -71,6 +71,17 @@ class Settings(BaseSettings, EngineSettings):
         "on its own engine: all-minilm-l6-v2 is the embedded all-MiniLM-L6-v2; else a "
         "Hugging Face id or local directory; none serves no embeddings.",
     )
+    lora_dir: Path | None = Field(
+        None,
+        description="A directory of LoRA adapters (one subdirectory each, in PEFT layout): a "
+        "request whose model names one loads it on first use; the only place "
+        "--allow-runtime-lora may load from.",
+    )
+    allow_runtime_lora: bool = Field(
+        False,
+        description="Serve POST /v1/load_lora_adapter and /v1/unload_lora_adapter (paths "
+        "inside --lora-dir only, behind the API keys).",
+    )
     chat_template: Path | None = Field(
         None, description="A Jinja chat template file that replaces the model's own."
     )
@@ -223,7 +234,7 @@ class Settings(BaseSettings, EngineSettings):
         False, description="Put prompts in the access log (default: counts only, never text)."
     )
 
-    @field_validator("api_key", "cors_allow_origins", mode="before")
+    @field_validator("api_key", "cors_allow_origins", "lora_modules", mode="before")
     @classmethod
     def _comma_separated(cls, value: Any) -> Any:
         """A list from the environment: comma-separated, or a JSON array (as the chart writes)."""
@@ -281,6 +292,11 @@ class Settings(BaseSettings, EngineSettings):
         if self.response_cache in ("off", "memory"):
             return None
         return self.response_cache
+
+    @property
+    def lora_enabled(self) -> bool:
+        """Adapters from --lora-dir or loaded at run time need the engine's LoRA too."""
+        return super().lora_enabled or self.lora_dir is not None or self.allow_runtime_lora
 
     @property
     def model_name(self) -> str:

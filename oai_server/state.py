@@ -14,6 +14,7 @@ from starlette.requests import HTTPConnection
 from oai_server.engine.pooling import EmbeddingEngine
 from oai_server.lifecycle import Lifecycle
 from oai_server.models import ModelRegistry
+from oai_server.models.adapters import AdapterEngine
 from oai_server.observability.engine import InstrumentedEngine
 from oai_server.observability.metrics import Metrics
 from oai_server.resilience import Dependencies
@@ -47,6 +48,8 @@ class ServerState:
     dependencies: Dependencies
     # Every model served, by the name clients use.
     models: ModelRegistry = field(default_factory=ModelRegistry)
+    # Adapters of the chat model loaded after start-up, when the server serves LoRA.
+    adapters: AdapterEngine | None = None
     # The embedding model's engine, when one is served (`--embedding-model`).
     embedder: EmbeddingEngine | None = None
     # Set by `create_app` from each feature's `service`, in feature order.

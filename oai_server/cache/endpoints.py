@@ -45,7 +45,6 @@ class Endpoint(ABC, Generic[Req, Job, Handle]):
     kind: str
     id_prefix: str
     chunk_model: type[ResponseModel]
-    model_name: str
     service: GenerationService[Req, Job, Handle]
 
     @abstractmethod
@@ -69,12 +68,14 @@ class Endpoint(ABC, Generic[Req, Job, Handle]):
 
     @abstractmethod
     def text_chunk(
-        self, id_: str, created: int, opts: StreamSettings, index: int, text: str
+        self, id_: str, created: int, model: str, opts: StreamSettings, index: int, text: str
     ) -> ResponseModel:
-        """The chunk a `TextDelta` stands for, as the service builds it."""
+        """The chunk a `TextDelta` of an answer of `model` stands for, as the service builds it."""
 
     @abstractmethod
-    def usage_chunk(self, id_: str, created: int, usage: CompletionUsage) -> ResponseModel:
+    def usage_chunk(
+        self, id_: str, created: int, model: str, usage: CompletionUsage
+    ) -> ResponseModel:
         """The last chunk of a stream that asked for usage, as the service builds it."""
 
     @abstractmethod
@@ -106,7 +107,6 @@ class ChatEndpoint(Endpoint[CreateChatCompletionRequest, ChatJob, ChatRequest]):
     def __init__(self, service: ChatService) -> None:
         self.service = service
         self.tool_parser = service.tool_parser
-        self.model_name = service.model_name
 
     def options(self, job: ChatJob) -> Sequence[SamplingOptions]:
         return (job.options,)
@@ -122,7 +122,8 @@ class ChatEndpoint(Endpoint[CreateChatCompletionRequest, ChatJob, ChatRequest]):
         elif isinstance(choice, NamedToolChoice):
             choice = {"function": choice.function.name}
         return {
-            "model": self.model_name,
+            # The name asked for: the base model's, or an adapter's.
+            "model": req.model,
             "options": options_material(job.options),
             # The template may leave tools out of the prompt; they still shape the answer.
             "tools": [t.model_dump(mode="json", exclude_none=True) for t in tools],
@@ -139,12 +140,14 @@ class ChatEndpoint(Endpoint[CreateChatCompletionRequest, ChatJob, ChatRequest]):
         return handle.generation.request_id, handle.created
 
     def text_chunk(
-        self, id_: str, created: int, opts: StreamSettings, index: int, text: str
+        self, id_: str, created: int, model: str, opts: StreamSettings, index: int, text: str
     ) -> ResponseModel:
-        return self.service.text_chunk(id_, created, opts, index, text)
+        return self.service.text_chunk(id_, created, model, opts, index, text)
 
-    def usage_chunk(self, id_: str, created: int, usage: CompletionUsage) -> ResponseModel:
-        return self.service.chunk(id_, created, WITH_USAGE, None, usage)
+    def usage_chunk(
+        self, id_: str, created: int, model: str, usage: CompletionUsage
+    ) -> ResponseModel:
+        return self.service.chunk(id_, created, model, WITH_USAGE, None, usage)
 
     def assemble(
         self,
@@ -158,7 +161,7 @@ class ChatEndpoint(Endpoint[CreateChatCompletionRequest, ChatJob, ChatRequest]):
         for event in events:
             assert isinstance(event, TextDelta | CreateChatCompletionStreamResponse)
             assembler.add(event)
-        assembler.add(self.usage_chunk(id_, created, usage))  # type: ignore[arg-type]
+        assembler.add(self.usage_chunk(id_, created, req.model, usage))  # type: ignore[arg-type]
         return assembler.result()
 
 
@@ -170,7 +173,6 @@ class CompletionsEndpoint(Endpoint[CreateCompletionRequest, CompletionJob, Batch
 
     def __init__(self, service: CompletionService) -> None:
         self.service = service
-        self.model_name = service.model_name
 
     def options(self, job: CompletionJob) -> Sequence[SamplingOptions]:
         return job.options
@@ -180,7 +182,8 @@ class CompletionsEndpoint(Endpoint[CreateCompletionRequest, CompletionJob, Batch
 
     def key_material(self, req: CreateCompletionRequest, job: CompletionJob) -> dict[str, Any]:
         return {
-            "model": self.model_name,
+            # The name asked for: the base model's, or an adapter's.
+            "model": req.model,
             "options": [options_material(o) for o in job.options],
             "n": job.n,
             "echo": bool(req.echo),
@@ -195,12 +198,14 @@ class CompletionsEndpoint(Endpoint[CreateCompletionRequest, CompletionJob, Batch
         return handle.id, handle.created
 
     def text_chunk(
-        self, id_: str, created: int, opts: StreamSettings, index: int, text: str
+        self, id_: str, created: int, model: str, opts: StreamSettings, index: int, text: str
     ) -> ResponseModel:
-        return self.service.text_chunk(id_, created, opts, index, text)
+        return self.service.text_chunk(id_, created, model, opts, index, text)
 
-    def usage_chunk(self, id_: str, created: int, usage: CompletionUsage) -> ResponseModel:
-        return self.service.chunk(id_, created, WITH_USAGE, [], usage)
+    def usage_chunk(
+        self, id_: str, created: int, model: str, usage: CompletionUsage
+    ) -> ResponseModel:
+        return self.service.chunk(id_, created, model, WITH_USAGE, [], usage)
 
     def assemble(
         self,
@@ -214,8 +219,8 @@ class CompletionsEndpoint(Endpoint[CreateCompletionRequest, CompletionJob, Batch
         for event in events:
             assert isinstance(event, TextDelta | CreateCompletionResponse)
             assembler.add(event)
-        assembler.add(self.usage_chunk(id_, created, usage))  # type: ignore[arg-type]
-        return assembler.result(id_, created, self.model_name)
+        assembler.add(self.usage_chunk(id_, created, req.model, usage))  # type: ignore[arg-type]
+        return assembler.result(id_, created, req.model)
 
     def whole_only(self, job: CompletionJob) -> bool:
         # `best_of` ranks whole samples, so the service answers it whole, never as a stream.

@@ -57,10 +57,11 @@ def replay_stream(
         for event in events:
             yield event
         if opts.include_usage:
-            yield endpoint.usage_chunk(id_, created, entry.usage)
+            yield endpoint.usage_chunk(id_, created, req.model, entry.usage)
 
     return EventStream(
-        stream(), lambda index, text: endpoint.text_chunk(id_, created, opts, index, text)
+        stream(),
+        lambda index, text: endpoint.text_chunk(id_, created, req.model, opts, index, text),
     )
 
 

@@ -25,7 +25,7 @@ from oai_server.engine.types import (
     SamplingDefaults,
     SamplingOptions,
 )
-from oai_server.errors import EngineDeadError, EngineNotReadyError
+from oai_server.errors import EngineDeadError, EngineNotReadyError, ModelNotFoundError
 
 # vLLM's default block size: its prefix cache reuses whole blocks of tokens.
 CACHE_BLOCK_TOKENS = 16
@@ -109,6 +109,10 @@ class FakeEngine(Engine):
     # Report prompt tokens an earlier call shared as cached (off: the benchmarks' floor
     # must not pay for comparing every prompt with every earlier one).
     prefix_cache: bool = False
+    # LoRA adapters served, {name: path}; a request to one is answered "[name] " + reply.
+    adapters: dict[str, str] = field(default_factory=dict)
+    # Raised by `load_adapter` (say, the error for weights of another model's shape).
+    adapter_fault: Exception | None = None
     calls: list[Call] = field(default_factory=list)
     aborted: list[str] = field(default_factory=list)
     _ready: bool = False
@@ -148,6 +152,14 @@ class FakeEngine(Engine):
     def running_requests(self) -> int:
         return len(self._running)
 
+    async def load_adapter(self, name: str, path: str) -> None:
+        if self.adapter_fault is not None:
+            raise self.adapter_fault
+        self.adapters[name] = path
+
+    async def unload_adapter(self, name: str) -> None:
+        self.adapters.pop(name, None)
+
     async def abort(self, request_id: str) -> None:
         if request_id in self._running:
             self._running.discard(request_id)
@@ -172,12 +184,14 @@ class FakeEngine(Engine):
         best = min(best, len(prompt) - 1)
         return best - best % CACHE_BLOCK_TOKENS
 
-    def _pieces(self, prompt_token_ids: list[int]) -> list[str]:
+    def _pieces(self, prompt_token_ids: list[int], adapter: str | None) -> list[str]:
         if self.tokens is not None:
             return self.tokens
         reply = self.reply
         if self.reply_for is not None:
             reply = self.reply_for(FakeTokenizer().decode(prompt_token_ids))
+        if adapter is not None:
+            reply = f"[{adapter}] {reply}"
         words = reply.split(" ")
         return [w if i == 0 else " " + w for i, w in enumerate(words)]
 
@@ -186,10 +200,12 @@ class FakeEngine(Engine):
     ) -> AsyncIterator[GenerationStep]:
         await self.check_health()
         check_priority(options, self.scheduling_policy)
+        if options.adapter is not None and options.adapter not in self.adapters:
+            raise ModelNotFoundError(f"The model '{options.adapter}' does not exist.")
         cached = self._prefix_cached(prompt_token_ids, options.cache_salt)
         self.calls.append(Call(request_id, list(prompt_token_ids), options))
         self._running.add(request_id)
-        pieces = self._pieces(prompt_token_ids)
+        pieces = self._pieces(prompt_token_ids, options.adapter)
         texts = [""] * options.n
         done = [False] * options.n
         try:

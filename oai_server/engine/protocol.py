@@ -87,6 +87,19 @@ class Engine(abc.ABC):
         """
 
     @abc.abstractmethod
+    async def load_adapter(self, name: str, path: str) -> None:
+        """Load the LoRA adapter at `path` (already checked by `lora.check_adapter`) to
+        answer requests whose `SamplingOptions.adapter` is `name`.
+
+        Raises `InvalidRequestError` if the engine cannot serve it (off, weights that do
+        not fit the model, a corrupt file); the engine and its other adapters go on.
+        """
+
+    @abc.abstractmethod
+    async def unload_adapter(self, name: str) -> None:
+        """Forget the adapter `name`; a no-op if it is not loaded."""
+
+    @abc.abstractmethod
     async def abort(self, request_id: str) -> None:
         """Stop generating for `request_id`; a no-op if it already finished."""
 

@@ -9,9 +9,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
+from pydantic_settings import NoDecode
+
+# What --lora-modules takes: name=path (the chart's values schema checks it too).
+NAME_EQUALS_PATH = r"^[^=]+=.+$"
+LoraModule = Annotated[str, Field(pattern=NAME_EQUALS_PATH)]
 
 
 def check_model_source(value: str) -> str:
@@ -103,6 +108,50 @@ class EngineSettings(BaseModel):
         description="JSON object of sampling defaults laid over --generation-config, e.g. "
         "'{\"temperature\": 0.5}'.",
     )
+
+    enable_lora: bool = Field(
+        False,
+        description="Serve LoRA adapters on the model (implied by --lora-modules, --lora-dir and "
+        "--allow-runtime-lora); the engine then runs in eager mode.",
+    )
+    lora_modules: Annotated[list[LoraModule], NoDecode] = Field(
+        default_factory=list,
+        description="A LoRA adapter to serve as name=path (an adapter directory in PEFT "
+        "layout); repeat the flag for several, or give them comma-separated in "
+        "OAI_LORA_MODULES. Requests whose model is the name get the adapter.",
+    )
+    max_loras: int = Field(1, ge=1, description="Most distinct adapters in one engine batch.")
+    max_lora_rank: int = Field(16, ge=1, description="Highest adapter rank the engine serves.")
+    max_cpu_loras: int | None = Field(
+        None,
+        ge=1,
+        description="Adapters kept loaded in memory (least recently used goes first); "
+        "default: --max-loras.",
+    )
+
+    @property
+    def lora_enabled(self) -> bool:
+        """Whether the engine is started able to serve adapters."""
+        return self.enable_lora or bool(self.lora_modules)
+
+    def lora_paths(self) -> dict[str, str]:
+        """--lora-modules as {name: path}."""
+        return dict(module.split("=", 1) for module in self.lora_modules)
+
+    @field_validator("lora_modules")
+    @classmethod
+    def _lora_form(cls, value: list[str]) -> list[str]:
+        names: set[str] = set()
+        for module in value:
+            name, sep, path = module.partition("=")
+            if not sep or not name or not path:
+                raise ValueError(f"{module!r} is not name=path")
+            if name in names:
+                raise ValueError(f"two adapters are named {name!r}")
+            if not Path(path).expanduser().is_dir():
+                raise ValueError(f"no adapter directory at {path}")
+            names.add(name)
+        return value
 
     @field_validator("generation_config")
     @classmethod

@@ -81,6 +81,8 @@ class SamplingOptions:
     priority: int = 0
     # Prefix-cache blocks are shared only between requests of the same salt (None: unsalted).
     cache_salt: str | None = None
+    # The LoRA adapter to answer with, by its served name; None: the base model.
+    adapter: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from typing import TYPE_CHECKING, Any, get_args
 
 from oai_server.engine import cpu, vllm_args
+from oai_server.engine.lora import check_adapter
 from oai_server.engine.protocol import Engine, Tokenizer, check_priority
 from oai_server.engine.settings import EngineSettings
 from oai_server.engine.types import (
@@ -26,6 +27,7 @@ from oai_server.engine.types import (
     StructuredOutput,
     TokenLogprob,
 )
+from oai_server.engine.vllm_lora import VLLMAdapters
 from oai_server.errors import (
     EngineDeadError,
     EngineNotReadyError,
@@ -100,9 +102,27 @@ class VLLMEngine(Engine):
         # The engine's processes (core, workers), noted once started: if the core is
         # killed its workers are orphaned, out of reach of a later look at our children.
         self._processes: list[Any] = []
+        self._adapters = VLLMAdapters()
 
     async def start(self) -> None:
         await asyncio.to_thread(self._start_blocking)
+        llm = self._ready_llm()
+        if self._options.lora_enabled and self.plan is not None:
+            await self._adapters.add_null_adapter(llm, llm.model_config.hf_config)
+        for name, path in self._options.lora_paths().items():
+            check_adapter(path, self._options.max_lora_rank, param="lora_modules")
+            await self.load_adapter(name, path)
+
+    async def load_adapter(self, name: str, path: str) -> None:
+        llm = self._ready_llm()
+        if not self._options.lora_enabled:
+            raise InvalidRequestError(
+                "This server was started without LoRA (--enable-lora).", param="lora_path"
+            )
+        await self._adapters.load(llm, name, path)
+
+    async def unload_adapter(self, name: str) -> None:
+        await self._adapters.unload(self._llm, name)
 
     def _start_blocking(self) -> None:
         began = time.monotonic()
@@ -171,6 +191,7 @@ class VLLMEngine(Engine):
             await asyncio.to_thread(llm.shutdown)
         reap(self._processes)
         self._processes = []
+        self._adapters.close()
 
     @property
     def model_info(self) -> ModelInfo:
@@ -210,6 +231,7 @@ class VLLMEngine(Engine):
 
         llm = self._ready_llm()
         check_priority(options, self._options.scheduling_policy)
+        lora_request = self._adapters.request_for(options.adapter)
         prompt_tokens = len(prompt_token_ids)
         first = True
         try:
@@ -218,6 +240,7 @@ class VLLMEngine(Engine):
                 tokens_input(prompt_token_ids, cache_salt=options.cache_salt),
                 self._make_params(options),
                 request_id,
+                lora_request=lora_request,
                 priority=options.priority,
             ):
                 step = GenerationStep(

@@ -108,6 +108,14 @@ def engine_args(
         # vLLM's progress bar while it loads the weights (under a second on CPU): debug only.
         "use_tqdm_on_load": logger.isEnabledFor(logging.DEBUG),
     }
+    if options.lora_enabled:
+        # On CPU one slot more holds the null adapter of base-model requests (vllm_lora.py).
+        extra = 1 if on_cpu else 0
+        args["enable_lora"] = True
+        args["max_loras"] = options.max_loras + extra
+        args["max_lora_rank"] = options.max_lora_rank
+        if options.max_cpu_loras is not None:
+            args["max_cpu_loras"] = options.max_cpu_loras + extra
     if not on_cpu:
         args["tensor_parallel_size"] = options.tensor_parallel_size
         args["gpu_memory_utilization"] = options.gpu_memory_utilization

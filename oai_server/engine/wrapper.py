@@ -37,6 +37,12 @@ class EngineWrapper(Engine):
     ) -> AsyncIterator[GenerationStep]:
         return self.inner.generate(request_id, prompt_token_ids, options)
 
+    async def load_adapter(self, name: str, path: str) -> None:
+        await self.inner.load_adapter(name, path)
+
+    async def unload_adapter(self, name: str) -> None:
+        await self.inner.unload_adapter(name)
+
     async def abort(self, request_id: str) -> None:
         await self.inner.abort(request_id)
 

@@ -8,7 +8,7 @@ model is this name, and may it do this?", with the OpenAI error a client should 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Literal
 
@@ -44,6 +44,9 @@ class ModelRegistry:
 
     def __init__(self, models: Iterable[ServedModel] = ()) -> None:
         self._models: dict[str, ServedModel] = {}
+        # Finds a model not yet served that a request may name (an adapter in --lora-dir,
+        # loaded on first use); it raises the 400 for a name it must refuse.
+        self.resolver: Callable[[str, str], ServedModel | None] | None = None
         for model in models:
             self.add(model)
 
@@ -53,15 +56,32 @@ class ModelRegistry:
             raise DuplicateModelError(f"two models are served as '{model.name}'")
         self._models[model.name] = model
 
+    def serves(self, name: str) -> bool:
+        """Whether `name` is served now (not merely could be, on first use)."""
+        return name in self._models
+
+    def remove(self, name: str) -> None:
+        """Serve `name` no more."""
+        self._models.pop(name, None)
+
     def __iter__(self) -> Iterator[ServedModel]:
         return iter(self._models.values())
 
     def __contains__(self, name: object) -> bool:
-        return name in self._models
+        """Whether `name` is served, or would be on first use."""
+        if name in self._models:
+            return True
+        return (
+            isinstance(name, str)
+            and self.resolver is not None
+            and bool(self.resolver(name, "model"))
+        )
 
     def get(self, name: str, *, param: str = "model") -> ServedModel:
         """The model served as `name`; else a 404 `model_not_found` naming it."""
         model = self._models.get(name)
+        if model is None and self.resolver is not None:
+            model = self.resolver(name, param)
         if model is None:
             served = ", ".join(f"'{m}'" for m in self._models) or "no model"
             raise ModelNotFoundError(

@@ -11,7 +11,7 @@ from starlette.websockets import WebSocketDisconnect, WebSocketState
 
 from oai_server.auth.caller import caller
 from oai_server.auth.salt import salt_for
-from oai_server.errors import InvalidRequestError, ModelNotFoundError
+from oai_server.errors import InvalidRequestError, OpenAIError
 from oai_server.realtime.session import RealtimeSession
 from oai_server.services.common import check_model
 from oai_server.state import ServerState, server_state
@@ -42,12 +42,12 @@ async def realtime(websocket: WebSocket) -> None:
             await websocket.send_text(event.to_json().decode())
 
     salt = salt_for(caller(websocket.scope), None, shared=server.settings.prefix_cache_shared)
-    session = RealtimeSession(server.chat, send, salt)
     model = websocket.query_params.get("model")
+    session = RealtimeSession(server.chat, send, model, salt)
     try:
         if model is not None:
-            check_model(model, server.settings.model_name)
-    except ModelNotFoundError as exc:
+            check_model(model, server.settings.model_name, models=server.models)
+    except OpenAIError as exc:
         await session.error(exc, None)
         await websocket.close(POLICY_VIOLATION, "unknown model")
         return

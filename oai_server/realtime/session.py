@@ -69,9 +69,17 @@ _TEXT_ONLY = "This server does text only: audio input and output are not support
 class RealtimeSession:
     """The state of one connection, and a handler for each client event."""
 
-    def __init__(self, chat: ChatService, send: Send, cache_salt: str | None = None) -> None:
+    def __init__(
+        self,
+        chat: ChatService,
+        send: Send,
+        model: str | None = None,
+        cache_salt: str | None = None,
+    ) -> None:
         self.chat = chat
         self.send = send
+        # The model the session answers with: the base model, or one of its adapters.
+        self.model = model or chat.model_name
         # The API key's prefix-cache salt (oai_server/auth/salt.py), for every response.
         self.cache_salt = cache_salt
         self.id = new_id("sess")
@@ -86,7 +94,7 @@ class RealtimeSession:
     def session(self) -> Session:
         return Session(
             id=self.id,
-            model=self.chat.model_name,
+            model=self.model,
             output_modalities=["text"],
             instructions=self.instructions,
             tools=self.tools,
@@ -161,7 +169,10 @@ class RealtimeSession:
 
     async def _update(self, config: SessionConfig) -> None:
         if config.model is not None:
-            check_model(config.model, self.chat.model_name, param="session.model")
+            check_model(
+                config.model, self.chat.model_name, param="session.model", models=self.chat.models
+            )
+            self.model = config.model
         if config.instructions is not None:
             self.instructions = config.instructions
         if config.max_output_tokens is not None:
@@ -318,7 +329,7 @@ class RealtimeSession:
         choice = self.tool_choice if params.tool_choice is None else params.tool_choice
         limit = params.max_output_tokens or self.max_output_tokens
         body: dict[str, Any] = {
-            "model": self.chat.model_name,
+            "model": self.model,
             "messages": to_messages(instructions, conversation.context())
             or [{"role": "user", "content": ""}],
             "stream": True,

@@ -93,7 +93,7 @@ class ChatService:
 
     def prepare(self, req: CreateChatCompletionRequest) -> ChatJob:
         """Validate `req` and convert it into the engine's prompt and options."""
-        check_model(req.model, self.model_name, models=self.models)
+        adapter = check_model(req.model, self.model_name, models=self.models)
         reject_unsupported(req)
         tools = plan_tools(req, self.tool_parser)
         structured = structured_output(req.response_format)
@@ -118,6 +118,7 @@ class ChatService:
             defaults=model.sampling_defaults,
             logprobs=_logprobs_count(req),
             structured=structured,
+            adapter=adapter,
         )
         self.limits.check_work([prompt], [options], prompt_param="messages")
         check_options_token_ids(options, self.engine.model_info.vocab_size)
@@ -148,18 +149,20 @@ class ChatService:
         self,
         id_: str,
         created: int,
+        model: str,
         opts: StreamSettings,
         choice: ChatCompletionChunkChoice | None,
         usage: CompletionUsage | None = None,
     ) -> CreateChatCompletionStreamResponse:
-        """A chunk of the answer `id_`, as streamed live and as the response cache replays it.
+        """A chunk of the answer `id_` of `model` (the base model's name, or an adapter's),
+        as streamed live and as the response cache replays it.
 
         With `include_usage`, `usage` is null unless given (the last chunk, or continuous stats).
         """
         out = CreateChatCompletionStreamResponse(
             id=id_,
             created=created,
-            model=self.model_name,
+            model=model,
             choices=[] if choice is None else [choice],
         )
         if opts.include_usage:
@@ -170,6 +173,7 @@ class ChatService:
         self,
         id_: str,
         created: int,
+        model: str,
         opts: StreamSettings,
         index: int,
         text: str,
@@ -177,20 +181,24 @@ class ChatService:
     ) -> CreateChatCompletionStreamResponse:
         """The chunk a `TextDelta` of the answer `id_` stands for."""
         return self.chunk(
-            id_, created, opts, _choice(index, ChatCompletionDelta(content=text)), usage
+            id_, created, model, opts, _choice(index, ChatCompletionDelta(content=text)), usage
         )
 
     def _chunk(
         self, chat: ChatRequest, opts: StreamSettings, choice: ChatCompletionChunkChoice | None
     ) -> CreateChatCompletionStreamResponse:
         usage = usage_of(chat.generation.usage) if opts.continuous_usage else None
-        return self.chunk(chat.generation.request_id, chat.created, opts, choice, usage)
+        return self.chunk(
+            chat.generation.request_id, chat.created, chat.req.model, opts, choice, usage
+        )
 
     def _text_chunk(
         self, chat: ChatRequest, opts: StreamSettings, index: int, text: str
     ) -> CreateChatCompletionStreamResponse:
         usage = usage_of(chat.generation.usage) if opts.continuous_usage else None
-        return self.text_chunk(chat.generation.request_id, chat.created, opts, index, text, usage)
+        return self.text_chunk(
+            chat.generation.request_id, chat.created, chat.req.model, opts, index, text, usage
+        )
 
     async def _events(self, chat: ChatRequest, opts: StreamSettings) -> AsyncIterator[ChatEvent]:
         generation = chat.generation

@@ -26,18 +26,22 @@ from schemas.responses import InputTokensDetails, ResponseUsage
 
 def check_model(
     requested: str, served: str, param: str = "model", models: ModelRegistry | None = None
-) -> None:
-    """Raise `ModelNotFoundError` unless `requested` is the model this server serves (a 400
-    when `models` serves it as another kind: an embedding model asked for chat)."""
+) -> str | None:
+    """The LoRA adapter `requested` names (None: the base model `served`).
+
+    Raise `ModelNotFoundError` unless `requested` is the model this server serves or one
+    of its adapters (a 400 when `models` serves it as another kind: an embedding model
+    asked for chat)."""
     if requested == served:
-        return
+        return None
     if models is not None and requested in models:
-        models.find(requested, "chat", param=param)
-    else:
-        raise ModelNotFoundError(
-            f"The model '{requested}' does not exist. This server serves '{served}'.",
-            param=param,
-        )
+        model = models.find(requested, "chat", param=param)
+        if model.parent == served:
+            return model.name
+    raise ModelNotFoundError(
+        f"The model '{requested}' does not exist. This server serves '{served}'.",
+        param=param,
+    )
 
 
 def _unsupported(param: str, what: str) -> UnsupportedParameterError:

@@ -178,7 +178,7 @@ class CompletionService:
 
     def prepare(self, req: CreateCompletionRequest) -> CompletionJob:
         """Validate `req` and convert it into one engine prompt and options per prompt."""
-        check_model(req.model, self.model_name, models=self.models)
+        adapter = check_model(req.model, self.model_name, models=self.models)
         reject_unsupported(req)
         samples = self._check(req)
         prompts = self._prompts(req)
@@ -206,6 +206,7 @@ class CompletionService:
                 logprobs=logprobs,
                 prompt_logprobs=req.logprobs if req.echo and req.logprobs is not None else None,
                 structured=structured_output(req.response_format),
+                adapter=adapter,
             )
             for budget in budgets
         ]
@@ -258,7 +259,7 @@ class CompletionService:
         assembler = CompletionAssembler(with_logprobs=batch.req.logprobs is not None)
         async for event in self._events(batch, StreamSettings(True, False)):
             assembler.add(event)
-        return assembler.result(batch.id, batch.created, self.model_name)
+        return assembler.result(batch.id, batch.created, batch.req.model)
 
     async def _best_of(self, batch: Batch) -> CreateCompletionResponse:
         """Draw `best_of` samples per prompt, keep the `n` with the best logprob per token."""
@@ -281,7 +282,7 @@ class CompletionService:
         return CreateCompletionResponse(
             id=batch.id,
             created=batch.created,
-            model=self.model_name,
+            model=batch.req.model,
             choices=choices,
             usage=usage_of(batch.usage()),
         )
@@ -324,33 +325,33 @@ class CompletionService:
         self,
         id_: str,
         created: int,
+        model: str,
         opts: StreamSettings,
         choices: list[CompletionChoice],
         usage: CompletionUsage | None = None,
     ) -> CreateCompletionResponse:
-        """A chunk of the answer `id_`, as streamed live and as the response cache replays it.
+        """A chunk of the answer `id_` of `model` (the base model's name, or an adapter's),
+        as streamed live and as the response cache replays it.
 
         With `include_usage`, `usage` is null unless given (the last chunk, or continuous stats).
         """
-        out = CreateCompletionResponse(
-            id=id_, created=created, model=self.model_name, choices=choices
-        )
+        out = CreateCompletionResponse(id=id_, created=created, model=model, choices=choices)
         if opts.include_usage:
             out.usage = usage
         return out
 
     def text_chunk(
-        self, id_: str, created: int, opts: StreamSettings, index: int, text: str
+        self, id_: str, created: int, model: str, opts: StreamSettings, index: int, text: str
     ) -> CreateCompletionResponse:
         """The chunk a `TextDelta` of the answer `id_` stands for."""
         choice = CompletionChoice(index=index, text=text, logprobs=None, finish_reason=None)
-        return self.chunk(id_, created, opts, [choice])
+        return self.chunk(id_, created, model, opts, [choice])
 
     def _chunk(
         self, batch: Batch, opts: StreamSettings, choices: list[CompletionChoice]
     ) -> CreateCompletionResponse:
         usage = usage_of(batch.usage()) if opts.continuous_usage else None
-        return self.chunk(batch.id, batch.created, opts, choices, usage)
+        return self.chunk(batch.id, batch.created, batch.req.model, opts, choices, usage)
 
     async def _events(
         self, batch: Batch, opts: StreamSettings

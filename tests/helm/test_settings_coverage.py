@@ -16,6 +16,7 @@ from typing import Any
 import helm_python
 import pytest
 
+from oai_server.engine.settings import NAME_EQUALS_PATH
 from oai_server.settings import Settings
 from tests.helm.chart import env, render
 from tests.helm.settings_schema import camel_case, read_values_schema, server_properties
@@ -31,6 +32,8 @@ def sample(schema: dict[str, Any]) -> Any:
         return schema["const"]
     if "anyOf" in schema:
         return sample(schema["anyOf"][0])
+    if schema.get("pattern") == NAME_EQUALS_PATH:
+        return "sample=/"
     kind = schema.get("type")
     if kind == "boolean":
         return True

@@ -1,0 +1,162 @@
+"""LoRA adapters on the real engine: one server with LoRA on serves the base model, two
+adapters from `--lora-modules`, adapters of `--lora-dir` by name, and adapters loaded at
+run time. The adapters are written by the tests (tests/lora/adapter.py): nothing is
+downloaded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conformance import AsyncValidatingTransport, ValidatingTransport
+from tests.integration.conftest import MODEL, SDK_TIMEOUT_S, Server, run_server
+from tests.lora.adapter import write_adapter
+
+pytestmark = pytest.mark.integration
+
+QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
+MAX_TOKENS = 12
+
+
+@pytest.fixture(scope="module")
+def lora_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("adapters")
+    # The weights of ad1 and ad2 (see lora_server), so each must answer as that one does.
+    write_adapter(root / "by-name", seed=1)
+    write_adapter(root / "runtime", seed=2)
+    write_adapter(root / "wide", seed=5, rank=16)
+    write_adapter(root / "other-base", seed=6, hidden=512)
+    (root / "not-an-adapter").mkdir()
+    corrupt = write_adapter(root / "corrupt", seed=7)
+    (corrupt / "adapter_model.safetensors").write_bytes(b"\x00" * 64 + b"not safetensors")
+    return root
+
+
+@pytest.fixture(scope="module")
+def lora_server(lora_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    modules = tmp_path_factory.mktemp("modules")
+    flags = (
+        *("--lora-modules", f"ad1={write_adapter(modules / 'ad1', seed=1)}"),
+        *("--lora-modules", f"ad2={write_adapter(modules / 'ad2', seed=2)}"),
+        *("--lora-dir", str(lora_dir), "--allow-runtime-lora"),
+        *("--max-lora-rank", "8", "--max-loras", "2", "--max-cpu-loras", "4"),
+    )
+    with run_server(tmp_path_factory.mktemp("lora"), *flags) as running:
+        yield running
+
+
+def post(server: Server, path: str, body: dict[str, Any]) -> httpx.Response:
+    with httpx.Client(transport=ValidatingTransport(), timeout=SDK_TIMEOUT_S) as http:
+        return http.post(f"{server.root}{path}", json=body)
+
+
+def chat(server: Server, model: str) -> str:
+    body = {"model": model, "messages": QUESTION, "max_tokens": MAX_TOKENS, "temperature": 0}
+    response = post(server, "/v1/chat/completions", body)
+    assert response.status_code == 200, response.text
+    assert response.json()["model"] == model
+    return str(response.json()["choices"][0]["message"]["content"])
+
+
+def test_models_lists_adapters_under_their_base(lora_server: Server) -> None:
+    data = httpx.get(f"{lora_server.base_url}/models", timeout=10).json()["data"]
+    by_id = {m["id"]: m for m in data}
+    for name in ("ad1", "ad2"):
+        assert by_id[name]["parent"] == MODEL
+        assert by_id[name]["root"] == name
+    assert by_id[MODEL]["parent"] is None
+
+
+def test_each_adapter_answers_its_own_way(lora_server: Server) -> None:
+    base, ad1, ad2 = (chat(lora_server, m) for m in (MODEL, "ad1", "ad2"))
+    assert len({base, ad1, ad2}) == 3, (base, ad1, ad2)
+    # Greedy: asked again, each answers the same.
+    assert chat(lora_server, "ad1") == ad1
+    completion = post(
+        lora_server,
+        "/v1/completions",
+        {
+            "model": "ad2",
+            "prompt": "The capital of France is",
+            "max_tokens": MAX_TOKENS,
+            "temperature": 0,
+        },
+    )
+    assert completion.status_code == 200, completion.text
+    assert completion.json()["model"] == "ad2"
+
+
+async def test_a_mixed_burst_gets_each_model_its_own_answer(lora_server: Server) -> None:
+    """The base model and two adapters in one batch: each answers as when asked alone (on
+    CPU the base model's requests carry the null adapter, see engine/vllm_lora.py)."""
+    alone = {m: chat(lora_server, m) for m in (MODEL, "ad1", "ad2")}
+    body = {"messages": QUESTION, "max_tokens": MAX_TOKENS, "temperature": 0}
+    transport = AsyncValidatingTransport()
+    async with httpx.AsyncClient(transport=transport, timeout=SDK_TIMEOUT_S) as http:
+
+        async def ask(model: str) -> tuple[str, str]:
+            url = f"{lora_server.base_url}/chat/completions"
+            response = await http.post(url, json={**body, "model": model})
+            assert response.status_code == 200, response.text
+            return model, response.json()["choices"][0]["message"]["content"]
+
+        answers = await asyncio.gather(*(ask(m) for m in [MODEL, "ad1", "ad2"] * 3))
+    for model, text in answers:
+        assert text == alone[model], model
+
+
+def test_an_adapter_of_lora_dir_loads_on_first_use(lora_server: Server) -> None:
+    by_name = chat(lora_server, "by-name")
+    assert by_name == chat(lora_server, "ad1")
+    assert by_name != chat(lora_server, MODEL)
+    ids = [m["id"] for m in httpx.get(f"{lora_server.base_url}/models", timeout=10).json()["data"]]
+    assert "by-name" in ids
+    for bad in ("..", ".hidden", "a/b"):
+        response = post(lora_server, "/v1/chat/completions", {"model": bad, "messages": QUESTION})
+        assert response.status_code == 400, response.text
+        assert response.json()["error"]["param"] == "model"
+
+
+def test_load_use_unload_at_run_time(lora_server: Server, lora_dir: Path) -> None:
+    loaded = post(lora_server, "/v1/load_lora_adapter", {"lora_name": "rt", "lora_path": "runtime"})
+    assert loaded.status_code == 200, loaded.text
+    assert chat(lora_server, "rt") == chat(lora_server, "ad2")
+    again = post(lora_server, "/v1/load_lora_adapter", {"lora_name": "rt", "lora_path": "runtime"})
+    assert again.status_code == 400
+    assert again.json()["error"]["param"] == "lora_name"
+    assert post(lora_server, "/v1/unload_lora_adapter", {"lora_name": "rt"}).status_code == 200
+    gone = post(lora_server, "/v1/chat/completions", {"model": "rt", "messages": QUESTION})
+    assert gone.status_code == 404
+    assert gone.json()["error"]["code"] == "model_not_found"
+    unknown = post(lora_server, "/v1/unload_lora_adapter", {"lora_name": "rt"})
+    assert unknown.status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("name", "path", "param"),
+    [
+        ("wide", "wide", "lora_path"),  # rank 16 over --max-lora-rank 8
+        ("other", "other-base", "lora_path"),  # weights shaped for another model
+        ("none", "not-an-adapter", "lora_path"),
+        ("corrupt", "corrupt", "lora_path"),
+        ("outside", "../", "lora_path"),
+        (MODEL, "runtime", "lora_name"),  # the base model's own name
+        ("ad1", "runtime", "lora_name"),
+    ],
+)
+def test_a_bad_adapter_is_a_400_and_harms_nothing(
+    lora_server: Server, name: str, path: str, param: str
+) -> None:
+    before = chat(lora_server, "ad1")
+    response = post(lora_server, "/v1/load_lora_adapter", {"lora_name": name, "lora_path": path})
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]["param"] == param
+    assert "/tmp" not in response.text
+    assert httpx.get(f"{lora_server.root}/health", timeout=10).status_code == 200
+    assert chat(lora_server, "ad1") == before
