@@ -7,15 +7,14 @@ engine) import fast and without vllm installed.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Collection, Sequence
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, get_args
 
 from oai_server.engine import cpu, vllm_args
 from oai_server.engine.lora import check_adapter
-from oai_server.engine.protocol import Engine, Tokenizer, check_priority
+from oai_server.engine.protocol import Engine, check_priority
 from oai_server.engine.settings import EngineSettings
 from oai_server.engine.types import (
     ChoiceDelta,
@@ -27,6 +26,7 @@ from oai_server.engine.types import (
     StructuredOutput,
     TokenLogprob,
 )
+from oai_server.engine.vllm_holder import AsyncLLMHolder, engine_processes
 from oai_server.engine.vllm_lora import VLLMAdapters
 from oai_server.errors import (
     EngineDeadError,
@@ -36,47 +36,12 @@ from oai_server.errors import (
 )
 
 if TYPE_CHECKING:
-    from vllm.v1.engine.async_llm import AsyncLLM
+    pass
 
 logger = logging.getLogger(__name__)
 
 
-class VLLMTokenizer(Tokenizer):
-    """The engine's own Hugging Face tokenizer, so server and engine count alike."""
-
-    def __init__(self, hf_tokenizer: Any) -> None:
-        self._tok = hf_tokenizer
-
-    def encode(self, text: str, *, add_special_tokens: bool = True) -> list[int]:
-        return list(self._tok.encode(text, add_special_tokens=add_special_tokens))
-
-    def decode(self, token_ids: Sequence[int]) -> str:
-        return str(self._tok.decode(list(token_ids)))
-
-    def apply_chat_template(
-        self,
-        messages: list[dict[str, Any]],
-        *,
-        add_generation_prompt: bool,
-        continue_final_message: bool = False,
-        chat_template: str | None = None,
-        tools: list[dict[str, Any]] | None = None,
-        template_kwargs: dict[str, Any] | None = None,
-    ) -> str:
-        return str(
-            self._tok.apply_chat_template(
-                messages,
-                tools=tools,
-                chat_template=chat_template,
-                add_generation_prompt=add_generation_prompt,
-                continue_final_message=continue_final_message,
-                tokenize=False,
-                **(template_kwargs or {}),
-            )
-        )
-
-
-class VLLMEngine(Engine):
+class VLLMEngine(AsyncLLMHolder, Engine):
     """vLLM's `AsyncLLM`, started in-process; its engine core runs in a child process."""
 
     def __init__(
@@ -90,18 +55,14 @@ class VLLMEngine(Engine):
         the dtype chosen for this CPU (to convert the weights at that precision) and
         returns the model to load in place of `options.model`. `served_model_name` is the
         id clients use, which vLLM's own metrics are labelled with."""
+        super().__init__()
         self._options = options
         self._served_model_name = served_model_name
         self._resolve_model = resolve_model
-        self._llm: AsyncLLM | None = None
-        self._tokenizer: VLLMTokenizer | None = None
         self._model_info: ModelInfo | None = None
         self._make_params: Any = None
         # The CPU kernels and dtype chosen at start (None on GPU).
         self.plan: cpu.KernelPlan | None = None
-        # The engine's processes (core, workers), noted once started: if the core is
-        # killed its workers are orphaned, out of reach of a later look at our children.
-        self._processes: list[Any] = []
         self._adapters = VLLMAdapters()
 
     async def start(self) -> None:
@@ -161,12 +122,10 @@ class VLLMEngine(Engine):
         with vllm_args.environment("LD_PRELOAD", preload):
             # The engine core is spawned here and reads LD_PRELOAD when it starts.
             llm = AsyncLLM.from_engine_args(AsyncEngineArgs(**args))
-        hf_tokenizer = llm.get_tokenizer()
-        self._tokenizer = VLLMTokenizer(hf_tokenizer)
         self._model_info = ModelInfo(
             max_model_len=llm.model_config.max_model_len,
             source=self._options.model or "",
-            vocab_size=len(hf_tokenizer),
+            vocab_size=len(llm.get_tokenizer()),
             dtype=str(llm.model_config.dtype).removeprefix("torch."),
             kernels=None if self.plan is None else self.plan.describe(),
             sampling_defaults=SamplingDefaults.of(llm.model_config.get_diff_sampling_param()),
@@ -175,22 +134,17 @@ class VLLMEngine(Engine):
         if defaults:
             logger.info("sampling defaults from the model's generation config: %s", defaults)
         self._make_params = _params_factory()
-        self._llm = llm
+        self._hold(llm, known)
         # vLLM keeps an import error for good (vllm.multimodal.media.audio's
         # `_torchcodec_import_exc`, raised while this frame imported vllm); its traceback
         # holds, through each frame's f_back, this frame and its locals for the life of the
         # process. Holding `llm` here would keep the engine alive past `stop` until
         # interpreter exit, where its __del__ calls vLLM globals already set to None.
         del llm
-        self._processes = engine_processes(known)
         logger.debug("vLLM engine ready in %.1f s", time.monotonic() - began)
 
     async def stop(self) -> None:
-        llm, self._llm = self._llm, None
-        if llm is not None:
-            await asyncio.to_thread(llm.shutdown)
-        reap(self._processes)
-        self._processes = []
+        await super().stop()
         self._adapters.close()
 
     @property
@@ -198,25 +152,6 @@ class VLLMEngine(Engine):
         if self._model_info is None:
             raise EngineNotReadyError("The engine is still loading the model.")
         return self._model_info
-
-    @property
-    def tokenizer(self) -> Tokenizer:
-        if self._tokenizer is None:
-            raise EngineNotReadyError("The engine is still loading the model.")
-        return self._tokenizer
-
-    def _ready_llm(self) -> AsyncLLM:
-        if self._llm is None:
-            raise EngineNotReadyError("The engine is still loading the model.")
-        if self._llm.errored:
-            raise EngineDeadError("The engine has stopped; restart the server.")
-        return self._llm
-
-    async def check_health(self) -> None:
-        self._ready_llm()
-
-    def running_requests(self) -> int:
-        return 0 if self._llm is None else self._llm.get_num_unfinished_requests()
 
     async def abort(self, request_id: str) -> None:
         if self._llm is not None and not self._llm.errored:
@@ -292,44 +227,6 @@ def _finish_reason(reason: str | None) -> FinishReason | None:
         logger.error("unknown finish reason from the engine: %r", reason)
         return "error"
     return known
-
-
-def engine_processes(known: Collection[int] = ()) -> list[Any]:
-    """This process's descendants now but those in `known` (another engine's): the
-    engine's core and workers, not Python's own helpers (multiprocessing's resource
-    tracker). psutil comes with vLLM."""
-    import psutil
-
-    found = []
-    for process in psutil.Process().children(recursive=True):
-        with contextlib.suppress(psutil.Error):
-            if process.pid in known:
-                continue
-            if "resource_tracker" not in " ".join(process.cmdline()):
-                found.append(process)
-    return found
-
-
-def _alive(process: Any) -> bool:
-    import psutil
-
-    try:
-        return bool(process.is_running() and process.status() != psutil.STATUS_ZOMBIE)
-    except psutil.Error:
-        return False
-
-
-def reap(processes: list[Any]) -> None:
-    """Kill whatever of `processes` outlived the engine's shutdown (the workers of a
-    core that was killed keep running otherwise, and hold the interpreter's exit)."""
-    import psutil
-
-    alive = [p for p in processes if _alive(p)]
-    for process in alive:
-        logger.warning("killing engine process %d left running", process.pid)
-        with contextlib.suppress(psutil.Error):
-            process.kill()
-    psutil.wait_procs(alive, timeout=5)
 
 
 def _queue_time(stats: Any) -> float | None:

@@ -9,17 +9,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from oai_server.engine import vllm_args
 from oai_server.engine.pooling import EmbeddingEngine, EmbeddingModelInfo
-from oai_server.engine.protocol import Tokenizer
 from oai_server.engine.settings import EngineSettings
-from oai_server.engine.vllm import VLLMTokenizer, engine_processes, reap
+from oai_server.engine.vllm_holder import AsyncLLMHolder, engine_processes
 from oai_server.errors import EngineDeadError, EngineNotReadyError, InvalidRequestError
 
 if TYPE_CHECKING:
-    from vllm.v1.engine.async_llm import AsyncLLM
+    pass
 
 logger = logging.getLogger(__name__)
 
@@ -27,17 +26,17 @@ logger = logging.getLogger(__name__)
 _GENERATION_ONLY = ("structured_outputs_config", "generation_config", "override_generation_config")
 
 
-class VLLMEmbeddingEngine(EmbeddingEngine):
+class VLLMEmbeddingEngine(AsyncLLMHolder, EmbeddingEngine):
     """vLLM's `AsyncLLM` running a pooling model; its engine core runs in a child process."""
+
+    _what = "embedding engine"
 
     def __init__(self, options: EngineSettings, served_model_name: str | None = None) -> None:
         """`served_model_name` labels vLLM's metrics (else they carry the weights' path)."""
+        super().__init__()
         self._options = options
         self._served_model_name = served_model_name
-        self._llm: AsyncLLM | None = None
-        self._tokenizer: VLLMTokenizer | None = None
         self._model_info: EmbeddingModelInfo | None = None
-        self._processes: list[Any] = []
 
     async def start(self) -> None:
         await asyncio.to_thread(self._start_blocking)
@@ -64,7 +63,6 @@ class VLLMEmbeddingEngine(EmbeddingEngine):
         llm = AsyncLLM.from_engine_args(AsyncEngineArgs(**args))
         hf_tokenizer = llm.get_tokenizer()
         config = llm.model_config
-        self._tokenizer = VLLMTokenizer(hf_tokenizer)
         self._model_info = EmbeddingModelInfo(
             max_model_len=config.max_model_len,
             source=self._options.model or "",
@@ -73,42 +71,15 @@ class VLLMEmbeddingEngine(EmbeddingEngine):
             matryoshka=bool(config.is_matryoshka),
             dtype=str(config.dtype).removeprefix("torch."),
         )
-        self._llm = llm
+        self._hold(llm, known)
         del llm  # nothing but `self` may keep the engine alive past `stop` (see VLLMEngine)
-        self._processes = engine_processes(known)
         logger.debug("vLLM embedding engine ready in %.1f s", time.monotonic() - began)
-
-    async def stop(self) -> None:
-        llm, self._llm = self._llm, None
-        if llm is not None:
-            await asyncio.to_thread(llm.shutdown)
-        reap(self._processes)
-        self._processes = []
 
     @property
     def model_info(self) -> EmbeddingModelInfo:
         if self._model_info is None:
             raise EngineNotReadyError("The embedding engine is still loading the model.")
         return self._model_info
-
-    @property
-    def tokenizer(self) -> Tokenizer:
-        if self._tokenizer is None:
-            raise EngineNotReadyError("The embedding engine is still loading the model.")
-        return self._tokenizer
-
-    def _ready_llm(self) -> AsyncLLM:
-        if self._llm is None:
-            raise EngineNotReadyError("The embedding engine is still loading the model.")
-        if self._llm.errored:
-            raise EngineDeadError("The embedding engine has stopped; restart the server.")
-        return self._llm
-
-    async def check_health(self) -> None:
-        self._ready_llm()
-
-    def running_requests(self) -> int:
-        return 0 if self._llm is None else self._llm.get_num_unfinished_requests()
 
     async def embed(
         self, request_id: str, prompt_token_ids: list[int], dimensions: int | None = None

@@ -1,0 +1,140 @@
+"""What both vLLM adapters (chat and embeddings) keep of their `AsyncLLM`: the engine
+itself, its tokenizer and its processes; ready or not, alive or not; and how it stops.
+
+vllm is not imported here (only its types, for the checker): each adapter imports it in
+its `start`, so that importing the server does not import the engine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Collection, Sequence
+from typing import TYPE_CHECKING, Any
+
+from oai_server.engine.protocol import Tokenizer
+from oai_server.errors import EngineDeadError, EngineNotReadyError
+
+if TYPE_CHECKING:
+    from vllm.v1.engine.async_llm import AsyncLLM
+
+logger = logging.getLogger(__name__)
+
+
+class VLLMTokenizer(Tokenizer):
+    """The engine's own Hugging Face tokenizer, so server and engine count alike."""
+
+    def __init__(self, hf_tokenizer: Any) -> None:
+        self._tok = hf_tokenizer
+
+    def encode(self, text: str, *, add_special_tokens: bool = True) -> list[int]:
+        return list(self._tok.encode(text, add_special_tokens=add_special_tokens))
+
+    def decode(self, token_ids: Sequence[int]) -> str:
+        return str(self._tok.decode(list(token_ids)))
+
+    def apply_chat_template(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        add_generation_prompt: bool,
+        continue_final_message: bool = False,
+        chat_template: str | None = None,
+        tools: list[dict[str, Any]] | None = None,
+        template_kwargs: dict[str, Any] | None = None,
+    ) -> str:
+        return str(
+            self._tok.apply_chat_template(
+                messages,
+                tools=tools,
+                chat_template=chat_template,
+                add_generation_prompt=add_generation_prompt,
+                continue_final_message=continue_final_message,
+                tokenize=False,
+                **(template_kwargs or {}),
+            )
+        )
+
+
+class AsyncLLMHolder:
+    """An `AsyncLLM` once started; `_what` names the engine in what a client is told."""
+
+    _what = "engine"
+
+    def __init__(self) -> None:
+        self._llm: AsyncLLM | None = None
+        self._tokenizer: VLLMTokenizer | None = None
+        # The engine's processes (core, workers), noted once started: if the core is
+        # killed its workers are orphaned, out of reach of a later look at our children.
+        self._processes: list[Any] = []
+
+    def _hold(self, llm: AsyncLLM, known: Collection[int]) -> None:
+        """Keep `llm` (started while the processes in `known` already ran)."""
+        self._tokenizer = VLLMTokenizer(llm.get_tokenizer())
+        self._llm = llm
+        self._processes = engine_processes(known)
+
+    async def stop(self) -> None:
+        llm, self._llm = self._llm, None
+        if llm is not None:
+            await asyncio.to_thread(llm.shutdown)
+        reap(self._processes)
+        self._processes = []
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        if self._tokenizer is None:
+            raise EngineNotReadyError(f"The {self._what} is still loading the model.")
+        return self._tokenizer
+
+    def _ready_llm(self) -> AsyncLLM:
+        if self._llm is None:
+            raise EngineNotReadyError(f"The {self._what} is still loading the model.")
+        if self._llm.errored:
+            raise EngineDeadError(f"The {self._what} has stopped; restart the server.")
+        return self._llm
+
+    async def check_health(self) -> None:
+        self._ready_llm()
+
+    def running_requests(self) -> int:
+        return 0 if self._llm is None else self._llm.get_num_unfinished_requests()
+
+
+def engine_processes(known: Collection[int] = ()) -> list[Any]:
+    """This process's descendants now but those in `known` (another engine's): the
+    engine's core and workers, not Python's own helpers (multiprocessing's resource
+    tracker). psutil comes with vLLM."""
+    import psutil
+
+    found = []
+    for process in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            if process.pid in known:
+                continue
+            if "resource_tracker" not in " ".join(process.cmdline()):
+                found.append(process)
+    return found
+
+
+def _alive(process: Any) -> bool:
+    import psutil
+
+    try:
+        return bool(process.is_running() and process.status() != psutil.STATUS_ZOMBIE)
+    except psutil.Error:
+        return False
+
+
+def reap(processes: list[Any]) -> None:
+    """Kill whatever of `processes` outlived the engine's shutdown (the workers of a
+    core that was killed keep running otherwise, and hold the interpreter's exit)."""
+    import psutil
+
+    alive = [p for p in processes if _alive(p)]
+    for process in alive:
+        logger.warning("killing engine process %d left running", process.pid)
+        with contextlib.suppress(psutil.Error):
+            process.kill()
+    psutil.wait_procs(alive, timeout=5)
