@@ -57,14 +57,18 @@ async def test_lower_priority_value_runs_first(scheduled: Server) -> None:
         body = _body(max_tokens=1500, ignore_eos=True, stream=True)
         async with http.stream("POST", "/v1/completions", json=body) as blocker:
             assert blocker.status_code == 200
-            await anext(blocker.aiter_lines())
+            lines = blocker.aiter_lines()
+            await anext(lines)
             late = asyncio.create_task(complete(http, 5))
             await _until_waiting(scheduled, 1)
             early = asyncio.create_task(complete(http, -5))
             await _until_waiting(scheduled, 2)
             # Counted here, a request is still on its way to the engine core's queue (a
-            # hop of milliseconds); the blocker runs for minutes, so waiting is free.
+            # hop of milliseconds); the core takes new requests in between its steps, so
+            # once the blocker has streamed a few more chunks both are in its queue.
             await asyncio.sleep(2)
+            for _ in range(6):
+                await anext(lines)
         await asyncio.wait_for(asyncio.gather(late, early), 120)
     # Arrived second, ran first: under first-come-first-served it would be [5, -5].
     assert finished == [-5, 5]
