@@ -12,15 +12,22 @@ first bytes and its `x-replica` header.
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import AsyncIterator
 from typing import Any, cast
 
+from ray.exceptions import RayActorError
 from ray.serve.handle import DeploymentHandle, DeploymentResponseGenerator
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.types import Message
 
 from oai_server.ray_serve.affinity import ResponseReplicas
+
+logger = logging.getLogger(__name__)
+
+# Tries of a request whose replica dies before answering (one per replica it may meet).
+_ATTEMPTS = 3
 
 # What a replica's app needs of the HTTP scope (not the proxy's own entries).
 SCOPE_KEYS = (
@@ -56,14 +63,34 @@ class Gateway:
             if len(body) > self.max_bytes:
                 break  # the replica refuses it (413): no need to read further
         hint = self.responses.hint(body) if request.method == "POST" else None
-        # A streaming handle (`stream=True`) answers with a generator.
-        messages = cast(DeploymentResponseGenerator[Message], self.server.remote(scope, body, hint))
-        start: Message = await messages.__anext__()
+        messages, start = await self._start(scope, body, hint)
         headers: list[tuple[bytes, bytes]] = start.get("headers", [])
         replica = next((v.decode() for k, v in headers if k == self.replica_header), "")
         response = StreamingResponse(self._body(messages, replica), start["status"])
         response.raw_headers = list(headers)
         return response
+
+    async def _start(
+        self, scope: dict[str, Any], body: bytes, hint: Any
+    ) -> tuple[DeploymentResponseGenerator[Message], Message]:
+        """The answer's messages and its first one (status and headers).
+
+        A replica that died, or is being replaced, before its first message has sent the
+        client nothing: the request goes to another replica, as the router now sees it,
+        rather than failing (its affinity is lost, never the request).
+        """
+        for attempt in range(1, _ATTEMPTS + 1):
+            # A streaming handle (`stream=True`) answers with a generator.
+            messages = cast(
+                DeploymentResponseGenerator[Message], self.server.remote(scope, body, hint)
+            )
+            try:
+                return messages, await messages.__anext__()
+            except RayActorError:
+                if attempt == _ATTEMPTS:
+                    raise
+                logger.warning("replica gone before answering; request sent again (%d)", attempt)
+        raise AssertionError("unreachable")
 
     async def _body(
         self, messages: DeploymentResponseGenerator[Message], replica: str

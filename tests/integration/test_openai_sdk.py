@@ -8,6 +8,7 @@ import httpx
 import openai
 import pytest
 
+from oai_server.engine.embedded_embedding import EMBEDDED_EMBEDDING_MODEL_NAME as EMBEDDING_MODEL
 from tests.conformance import AsyncValidatingTransport, ValidatingTransport
 from tests.integration.conftest import MODEL, SDK_TIMEOUT_S, Server
 
@@ -154,7 +155,9 @@ def test_completions_streamed_and_not(client: openai.OpenAI) -> None:
 
 
 def test_models_endpoints(client: openai.OpenAI) -> None:
-    assert [m.id for m in client.models.list()] == [MODEL]
+    # The chat model, then the embedding model served beside it by default.
+    assert [m.id for m in client.models.list()] == [MODEL, EMBEDDING_MODEL]
     assert client.models.retrieve(MODEL).id == MODEL
+    assert client.models.retrieve(EMBEDDING_MODEL).id == EMBEDDING_MODEL
     with pytest.raises(openai.NotFoundError):
         client.models.retrieve("gpt-4o")
