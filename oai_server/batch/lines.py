@@ -8,6 +8,7 @@ answered later by that same service, so its `body` is what the live endpoint ans
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +29,9 @@ NOT_NOW = (EngineDeadError, EngineNotReadyError, EngineOverloadedError, ServerSh
 
 # What an endpoint takes: its request schema and the service that answers it.
 Endpoint = tuple[type[GenerationRequest], GenerationService[Any, Any, Any]]
+# What the live route does to a body before its service sees it, for the batch's owner:
+# the key's cache salt and the service tier it is served at.
+Shape = Callable[[GenerationRequest], GenerationRequest]
 
 
 @dataclass(frozen=True)
@@ -42,7 +46,7 @@ def _refused(line: int, code: str, message: str, param: str | None = None) -> Ba
 
 
 def _request(
-    position: int, raw: bytes, url: str, endpoint: Endpoint, seen: set[str]
+    position: int, raw: bytes, url: str, endpoint: Endpoint, shape: Shape, seen: set[str]
 ) -> Request | BatchError:
     line = position + 1
     try:
@@ -69,7 +73,7 @@ def _request(
     body = item.get("body")
     try:
         # Strict, as the live endpoint parses it ("5" is not an integer).
-        req = schema.model_validate_json(json.dumps(body), strict=True)
+        req = shape(schema.model_validate_json(json.dumps(body), strict=True))
         service.prepare(req)
     except Exception as exc:  # noqa: BLE001 - whatever the endpoint refuses with
         error = to_openai_error(exc)
@@ -78,7 +82,7 @@ def _request(
 
 
 def read_requests(
-    content: bytes, url: str, endpoint: Endpoint
+    content: bytes, url: str, endpoint: Endpoint, shape: Shape
 ) -> tuple[list[Request], list[BatchError]]:
     """Every line of a batch's input file as a request, or why it is refused."""
     requests: list[Request] = []
@@ -87,7 +91,7 @@ def read_requests(
     for position, raw in enumerate(content.splitlines()):
         if not raw.strip():
             continue  # a trailing newline, or a blank line, is no request
-        read = _request(position, raw, url, endpoint, seen)
+        read = _request(position, raw, url, endpoint, shape, seen)
         if isinstance(read, Request):
             requests.append(read)
         else:

@@ -26,12 +26,14 @@ from oai_server.batch.lines import (
     NOT_NOW,
     Endpoint,
     Request,
+    Shape,
     answer_line,
     expired_line,
     read_requests,
 )
 from oai_server.batch.metrics import BatchMetrics
 from oai_server.batch.records import BatchRecords, Line, StoredFile, now_us
+from oai_server.generation.service_tier import BATCH_PRIORITY
 from oai_server.ids import new_id
 from schemas.batch import BatchErrors
 
@@ -39,8 +41,6 @@ logger = logging.getLogger(__name__)
 
 POLL_S = 1.0
 ADMIT_POLL_S = 0.01
-# vLLM: lower runs first; batch lines run after every request that names no priority.
-BATCH_PRIORITY = 2**31 - 1
 
 
 class BatchRunner:
@@ -50,6 +50,7 @@ class BatchRunner:
         endpoints: Mapping[str, Endpoint],
         metrics: BatchMetrics,
         *,
+        shape: Callable[[str], Shape],
         waiting: Callable[[], int],
         health: Callable[[], Awaitable[None]],
         database_up: Callable[[], bool],
@@ -59,6 +60,7 @@ class BatchRunner:
     ) -> None:
         self.records = records
         self.endpoints = endpoints
+        self.shape = shape
         self.metrics = metrics
         self.waiting = waiting
         self.health = health
@@ -129,7 +131,9 @@ class BatchRunner:
         if content is None:
             await self._fail(batch_id, body, "file_not_found", "The input file was deleted.")
             return
-        requests, errors = read_requests(content, body["endpoint"], endpoint)
+        owner = await self.records.owner(batch_id)
+        shape = self.shape(owner or "")
+        requests, errors = read_requests(content, body["endpoint"], endpoint, shape)
         if body["status"] == "validating":
             if errors:
                 body["errors"] = BatchErrors(data=errors).model_dump(mode="json", exclude_none=True)
