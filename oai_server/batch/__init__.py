@@ -62,7 +62,7 @@ def feature(state: ServerState) -> Feature[BatchRunner | None]:
         shape=shape,
         waiting=state.engine.waiting_requests,
         health=state.engine.check_health,
-        database_up=lambda: store.breaker.up,
+        breaker=store.breaker,
         max_in_flight=settings.batch_max_in_flight,
         lease_s=settings.batch_lease_seconds,
         priority=settings.scheduling_policy == "priority",
