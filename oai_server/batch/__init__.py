@@ -23,6 +23,7 @@ from oai_server.store.sql import SQLStore
 from schemas.chat import CreateChatCompletionRequest
 from schemas.common import GenerationRequest
 from schemas.completions import CreateCompletionRequest
+from schemas.embeddings import CreateEmbeddingRequest
 
 if TYPE_CHECKING:
     from oai_server.state import ServerState
@@ -41,6 +42,9 @@ def feature(state: ServerState) -> Feature[BatchRunner | None]:
         "/v1/chat/completions": (CreateChatCompletionRequest, state.chat),
         "/v1/completions": (CreateCompletionRequest, state.completions),
     }
+    if state.embeddings is not None:
+        # The embedding model's own engine: the chat engine's queue does not gate it.
+        endpoints["/v1/embeddings"] = (CreateEmbeddingRequest, state.embeddings)
     records = BatchRecords(database.engine)
 
     def shape(owner: str) -> Shape:

@@ -19,7 +19,7 @@ import contextlib
 import json
 import logging
 import secrets
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any, TypeVar
 
 from oai_server.batch.lines import (
@@ -35,8 +35,9 @@ from oai_server.batch.metrics import BatchMetrics
 from oai_server.batch.records import BatchRecords, Line, StoredFile, now_us
 from oai_server.generation.service_tier import BATCH_PRIORITY
 from oai_server.ids import new_id
-from oai_server.resilience import Breaker
+from oai_server.resilience import Breaker, DependencyDownError
 from schemas.batch import BatchErrors
+from schemas.common import GenerationRequest
 
 logger = logging.getLogger(__name__)
 
@@ -223,7 +224,7 @@ class BatchRunner:
         self.in_flight -= 1
 
     async def _line(self, batch_id: str, request: Request, endpoint: Endpoint) -> None:
-        if self.priority:
+        if self.priority and isinstance(request.body, GenerationRequest):
             request = Request(
                 request.position,
                 request.custom_id,
@@ -233,11 +234,23 @@ class BatchRunner:
         await self._db(self.records.add_line(batch_id, Line(request.position, failed, line)))
         self.metrics.line(failed, line)
 
-    def _db(self, work: Awaitable[T], deadline_s: float | None = None) -> Awaitable[T]:
+    async def _db(self, work: Coroutine[Any, Any, T], deadline_s: float | None = None) -> T:
         """`work` on the database within `deadline_s` (else `CALL_S`); at once
         `DependencyDownError` while the breaker holds it down. Either leaves the batch to
-        resume in a later round."""
-        return self.breaker.call(work, CALL_S if deadline_s is None else deadline_s)
+        resume in a later round.
+
+        Unlike `Breaker.call`, a call cut short is waited for while it unwinds: the runner
+        is off the request path, and a stopping server must not close the database under a
+        query of its still running (that hung the event loop's shutdown)."""
+        if not self.breaker.up:
+            work.close()
+            raise DependencyDownError(self.breaker.name)
+        try:
+            async with asyncio.timeout(CALL_S if deadline_s is None else deadline_s):
+                return await work
+        except TimeoutError as exc:
+            self.breaker.failed(exc, at_once=True)  # the store's users stop waiting on it too
+            raise
 
     async def _watch(self, batch_id: str, body: dict[str, Any]) -> None:
         """Renew the lease; return when the batch is cancelled or expires."""

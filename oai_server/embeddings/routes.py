@@ -17,9 +17,9 @@ router = APIRouter()
 async def create_embedding(request: Request) -> Response:
     server = server_state(request)
     req = await parse_body(request, CreateEmbeddingRequest, server.settings.max_request_bytes)
-    server.models.find(req.model, "embedding")
     service = server.embeddings
-    if service is None:  # a registry that names an embedding model has its service
+    if service is None:
+        server.models.find(req.model, "embedding")  # a 4xx naming the models there are
         raise InvalidRequestError("This server serves no embedding model.", param="model")
-    job = service.prepare(req)
+    job = service.prepare(req)  # the model checked there, for batch lines as well
     return json_response(await service.create(job))
