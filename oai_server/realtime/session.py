@@ -248,7 +248,9 @@ class RealtimeSession:
         elif params.conversation == "none":
             conversation = Conversation()
         job = await self._prepare(params, conversation)
-        keep = conversation if params.conversation != "none" else Conversation()
+        # `conversation: "none"` keeps the output out of every conversation; otherwise it
+        # joins the session's, even when `input` gave the response a context of its own.
+        keep = None if params.conversation == "none" else self.conversation
         responder = Responder(
             new_id("resp"),
             keep,
