@@ -120,7 +120,9 @@ async def test_tokens_are_reserved_up_front_and_settled() -> None:
             return await http.post(CHAT, json=body, headers=_auth(key))
 
         holding = asyncio.create_task(hold())
-        while not engine.running_requests():  # noqa: ASYNC110 - polling the fake engine
+        deadline = time.monotonic() + 10
+        while not engine.running_requests():  # polling the fake engine
+            assert time.monotonic() < deadline, "the request never reached the engine"
             await asyncio.sleep(0.01)
         # While 900 are reserved by a request in flight, another 900 do not fit.
         refused = await http.post(CHAT, json=body, headers=_auth(key))

@@ -83,6 +83,21 @@ WATCH_STREAM = """() => {
 }"""
 
 
+# The list's scrollTop once the user's scroll has come to rest (unchanged over ten
+# animation frames), however slowly a loaded machine draws them.
+SETTLED_SCROLL = """async () => {
+  const s = document.getElementById('messages');
+  const frame = () => new Promise((r) => requestAnimationFrame(r));
+  let last = s.scrollTop, still = 0;
+  while (still < 10) {
+    await frame();
+    still = s.scrollTop === last ? still + 1 : 0;
+    last = s.scrollTop;
+  }
+  return last;
+}"""
+
+
 def conversation(n: int) -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = []
     for i in range(n):
@@ -180,9 +195,8 @@ def test_auto_scroll_stops_when_the_user_scrolls_up(page: Page, live: Serve) -> 
         assert page.evaluate(at_end)  # following the reply
         page.hover("#messages")
         page.mouse.wheel(0, -800)
-        page.wait_for_timeout(200)
-        held = page.evaluate("() => document.getElementById('messages').scrollTop")
         expect(page.locator("#jump")).to_be_visible()
+        held = page.evaluate(SETTLED_SCROLL)
         wait_reply(page)
         assert page.evaluate("() => document.getElementById('messages').scrollTop") == held
         assert not page.evaluate(at_end)
