@@ -108,8 +108,10 @@ async def test_a_client_that_disconnects_aborts_its_engine_request(url: str) -> 
                 chunks += (await anext(lines)).startswith("data: ")
             assert await running_on(http, url, replica) == 1
         left = time.monotonic()  # the connection is closed here
+        # Well before the stream's own end (20 s): generous for a loaded machine, where
+        # the cancel crosses the proxy and the replica's actor.
         while await running_on(http, url, replica) != 0:
-            assert time.monotonic() - left < 3, "the replica kept generating for nobody"
+            assert time.monotonic() - left < 10, "the replica kept generating for nobody"
             await asyncio.sleep(0.05)
 
 
