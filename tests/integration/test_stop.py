@@ -20,6 +20,7 @@ import pytest
 
 from tests.conformance import async_validating_client
 from tests.integration.conftest import MODEL, Server, run_server
+from tests.production.processes import until_draining
 
 pytestmark = pytest.mark.integration
 
@@ -92,9 +93,8 @@ async def test_sigterm_drains_real_requests_in_flight(tmp_path: Path) -> None:
             metrics = (await http.get("/metrics")).text
             signalled = time.monotonic()
             server.proc.send_signal(signal.SIGTERM)
-            await asyncio.sleep(0.2)
-            async with httpx.AsyncClient(base_url=server.root, timeout=10) as fresh:
-                health = await fresh.get("/health")
+            async with async_validating_client(base_url=server.root, timeout=10) as fresh:
+                health = await until_draining(fresh)
             finished = await asyncio.gather(whole_short, short)
             finished_s = time.monotonic() - signalled
             cut = await asyncio.gather(whole_long, long)

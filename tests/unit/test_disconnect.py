@@ -35,7 +35,9 @@ async def live_server(engine: FakeEngine) -> AsyncIterator[str]:
         yield url
 
 
-async def eventually(condition: Callable[[], bool], within: float = 1.0) -> bool:
+async def eventually(condition: Callable[[], bool], within: float = 10.0) -> bool:
+    """Whether `condition()` comes to hold within `within` seconds (polled; it returns as
+    soon as it holds, so a generous wait costs a passing test nothing)."""
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
         if condition():
