@@ -1,12 +1,15 @@
 """`python -m benchmarks embeddings`: `/v1/embeddings` against `vllm serve --runner pooling`.
 
-Three servers in turn, each alone on the machine: ours with the chat model and the embedded
-embedding model (as shipped), `vllm serve` on the same embedding directory with the same
-dtype and thread binding, and ours with the chat model alone (`--embedding-model none`).
+Three servers in turn, each alone on the machine: ours with the chat model alone
+(`--embedding-model none`), ours with the chat model and the embedded embedding model (as
+shipped), and `vllm serve` on the same embedding directory with the same dtype and thread
+binding (the two of ours one after the other, so their chat figures are the closest in time).
 For each request batch size (inputs per request) the same texts go to both embedding
 servers at the same concurrency: inputs/s, tokens/s and the ratio ours / vLLM. For each
 server: seconds to healthy and the PSS of its process tree once idle. On both of ours, the
-same chat load (output tokens/s): what an idle embedding engine costs the chat model.
+same chat load (output tokens/s): what an idle embedding engine costs the chat model, with
+the CPU its processes took meanwhile; and on ours the chat load again while one client
+embeds 32 inputs at a time without pause: what a busy one costs.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from benchmarks.proc_stats import tree_memory
+from benchmarks.proc_stats import PROC, process_tree, task_cpu_seconds, tree_memory
 from benchmarks.server_process import ServerProcess, free_port
 
 if TYPE_CHECKING:
@@ -72,13 +75,13 @@ def texts(count: int, offset: int = 0) -> list[str]:
 def _commands(port: int, model_dir: str) -> dict[str, list[str]]:
     ours = [sys.executable, "-m", "oai_server", "--host", "127.0.0.1", "--port", str(port)]
     return {
+        "ours, chat only": [*ours, "--embedding-model", "none"],
         "ours": [*ours, "--embedding-model", NAME],
         "vllm": [
             *(sys.executable, "-m", "benchmarks.vllm_launcher", "serve", model_dir),
             *("--runner", "pooling", "--dtype", "float32", "--enforce-eager"),
             *("--served-model-name", NAME, "--host", "127.0.0.1", "--port", str(port)),
         ],
-        "ours, chat only": [*ours, "--embedding-model", "none"],
     }
 
 
@@ -130,6 +133,58 @@ async def _chat(base: str, requests: int, concurrency: int) -> float:
         return generated / (time.perf_counter() - began)
 
 
+async def _chat_while_embedding(base: str, requests: int, concurrency: int) -> float:
+    """`_chat`'s figure while one client embeds 32 inputs per request, back to back."""
+    stop = asyncio.Event()
+
+    async def embed() -> None:
+        async with httpx.AsyncClient(timeout=600, trust_env=False) as client:
+            i = 0
+            while not stop.is_set():
+                body = {"model": NAME, "input": texts(32, i * 32), "encoding_format": "float"}
+                (await client.post(f"{base}/v1/embeddings", json=body)).raise_for_status()
+                i += 1
+
+    embedding = asyncio.create_task(embed())
+    try:
+        return await _chat(base, requests, concurrency)
+    finally:
+        stop.set()
+        await embedding
+
+
+def _start_ticks(pid: int) -> int:
+    """When process `pid` started, in clock ticks since boot (field 22 of its stat)."""
+    text = (PROC / str(pid) / "stat").read_text()
+    return int(text.rsplit(")", 1)[1].split()[19])
+
+
+def embedding_engine(server_pid: int) -> list[int]:
+    """The embedding engine's processes in our server: the engine core started last (the
+    chat engine loads first, see `oai_server.app`) and its children."""
+    cores = [
+        pid
+        for pid in process_tree(server_pid)
+        if (PROC / str(pid) / "comm").read_text().startswith("VLLM::EngineCor")
+    ]
+    return process_tree(max(cores, key=_start_ticks))
+
+
+def _chat_figures(base: str, server_pid: int, requests: int, embeds: bool) -> dict[str, float]:
+    """Chat output tokens/s; beside the embedding engine, its CPU meanwhile (% of a core)
+    and the chat figure again while it is busy."""
+    pids = embedding_engine(server_pid) if embeds else []
+    cpu_before = sum(task_cpu_seconds(pid) for pid in pids)
+    began = time.perf_counter()
+    figures = {"chat_tokens_per_s": asyncio.run(_chat(base, requests, 16))}
+    if embeds:
+        spent = sum(task_cpu_seconds(pid) for pid in pids) - cpu_before
+        figures["idle_embedding_cpu_pct"] = 100 * spent / (time.perf_counter() - began)
+        busy = asyncio.run(_chat_while_embedding(base, requests, 16))
+        figures["chat_tokens_per_s_embedding_busy"] = busy
+    return figures
+
+
 def _measure(args: argparse.Namespace) -> dict[str, Any]:
     from oai_server.engine.embedded_embedding import locate_embedding_model
 
@@ -150,9 +205,8 @@ def _measure(args: argparse.Namespace) -> dict[str, Any]:
             memory = tree_memory(server.pid)
             entry: dict[str, Any] = {"start_s": server.started_s, "pss_mib": memory.pss_mib}
             if label != "vllm":
-                entry["chat_tokens_per_s"] = asyncio.run(
-                    _chat(server.root_url, args.chat_requests, 16)
-                )
+                embeds = "chat only" not in label
+                entry.update(_chat_figures(server.root_url, server.pid, args.chat_requests, embeds))
             if "chat only" not in label:
                 for batch, requests in zip(args.batches, args.requests, strict=True):
                     entry[f"batch {batch}"] = asyncio.run(
@@ -186,6 +240,14 @@ def _report(results: dict[str, Any], batches: list[int]) -> list[str]:
             f"| {label} | {entry['start_s']:.1f} | {entry['pss_mib']:.0f} | "
             f"{'-' if chat is None else f'{chat:.0f}'} |"
         )
+    alone = results["ours, chat only"]["chat_tokens_per_s"]
+    lines += [
+        "",
+        f"idle embedding engine: chat {ours['chat_tokens_per_s'] / alone:.2f}x of chat alone, "
+        f"the engine took {ours['idle_embedding_cpu_pct']:.1f} % of a core meanwhile",
+        f"busy embedding engine (32 inputs per request, back to back): chat "
+        f"{ours['chat_tokens_per_s_embedding_busy'] / alone:.2f}x of chat alone",
+    ]
     return lines
 
 
