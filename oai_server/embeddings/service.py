@@ -177,6 +177,10 @@ class EmbeddingService:
             usage=EmbeddingUsage(prompt_tokens=job.prompt_tokens, total_tokens=job.prompt_tokens),
         )
 
+    async def create(self, job: EmbeddingJob) -> CreateEmbeddingResponse:
+        """`start`, then `complete`: the whole answer, away from HTTP (a batch line)."""
+        return await self.complete(await self.start(job))
+
     def stream(self, call: EmbeddingCall) -> EventStream[ResponseModel]:
         """Never called: an embedding request is answered whole (its `stream` is False)."""
         raise TypeError("embeddings are answered whole")
