@@ -138,6 +138,7 @@ class EmbeddingService:
             await self.admit(record, job.prompt_tokens)
         if record is not None:
             record.prompt_tokens += job.prompt_tokens
+            record.model = self.model_name
         request_id = f"embd-{uuid.uuid4().hex}"
         # gather cancels the others when one fails, and vLLM aborts a cancelled request.
         vectors = await asyncio.gather(

@@ -24,20 +24,36 @@ from schemas.realtime import Usage as RealtimeUsage
 from schemas.responses import InputTokensDetails, ResponseUsage
 
 
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Where a request goes: the chat model whose engine answers, and the LoRA adapter
+    it answers with (None: the model itself)."""
+
+    model: str
+    adapter: str | None = None
+
+    @property
+    def name(self) -> str:
+        """The name the request resolved to: the adapter's, else the model's."""
+        return self.adapter or self.model
+
+
 def check_model(
     requested: str, served: str, param: str = "model", models: ModelRegistry | None = None
-) -> str | None:
-    """The LoRA adapter `requested` names (None: the base model `served`).
+) -> Target:
+    """The chat model (and adapter) `requested` names; `served` is the one model known
+    when there is no registry.
 
-    Raise `ModelNotFoundError` unless `requested` is the model this server serves or one
-    of its adapters (a 400 when `models` serves it as another kind: an embedding model
-    asked for chat)."""
-    if requested == served:
-        return None
-    if models is not None and requested in models:
+    Raise `ModelNotFoundError` unless `requested` is a chat model this server serves or
+    one of their adapters (a 400 when `models` serves it as another kind: an embedding
+    model asked for chat)."""
+    if models is not None and (requested in models or requested != served):
         model = models.find(requested, "chat", param=param)
-        if model.parent == served:
-            return model.name
+        if model.parent is not None:
+            return Target(model.parent, model.name)
+        return Target(model.name)
+    if requested == served:
+        return Target(served)
     raise ModelNotFoundError(
         f"The model '{requested}' does not exist. This server serves '{served}'.",
         param=param,
