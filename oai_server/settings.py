@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, WithJsonSchema, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from oai_server.engine.embedded_embedding import EMBEDDED_EMBEDDING_MODEL_NAME
@@ -82,7 +82,14 @@ class Settings(BaseSettings, EngineOptions):
     )
 
     # --- models ---------------------------------------------------------------
-    model: Annotated[list[str], NoDecode] = Field(
+    # One model as a string, or several as a list: in values files and Serve args alike.
+    model: Annotated[
+        list[str],
+        NoDecode,
+        WithJsonSchema(
+            {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]}
+        ),
+    ] = Field(
         default_factory=list,
         description="A chat model: a Hugging Face id or local directory, or name=path to "
         "serve it as name; repeat for several models, each on its own engine started with "
