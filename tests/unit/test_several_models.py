@@ -19,6 +19,7 @@ from oai_server.engine.fake import FakeEngine, FakeTokenizer
 from oai_server.engine.router import EngineRouter
 from oai_server.errors import OpenAIError
 from oai_server.settings import Settings
+from oai_server.state import ServerState
 from tests.conformance import AsyncValidatingTransport
 
 # The second model's own template: a system line the first model's never writes.
@@ -48,6 +49,14 @@ def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 async def serve(
     engines: dict[str, FakeEngine], **settings: Any
 ) -> AsyncIterator[httpx.AsyncClient]:
+    async with serve_app(engines, **settings) as (client, _):
+        yield client
+
+
+@asynccontextmanager
+async def serve_app(
+    engines: dict[str, FakeEngine], **settings: Any
+) -> AsyncIterator[tuple[httpx.AsyncClient, ServerState]]:
     router = EngineRouter(engines)
     models = [f"{name}=org/{name}" for name in engines]
     app = create_app(Settings(model=models, embedding_model="none", **settings), router)
@@ -60,7 +69,7 @@ async def serve(
                 await asyncio.sleep(0.01)
         transport = AsyncValidatingTransport(transport=httpx.ASGITransport(app=app))
         async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
-            yield client
+            yield client, app.state.server
 
 
 def _chat(model: str, **extra: Any) -> dict[str, Any]:
@@ -149,6 +158,25 @@ async def test_health_is_503_when_one_model_cannot_serve_and_only_its_requests_f
     assert "'second'" in health.json()["error"]["message"]
     assert dead.status_code == 503
     assert alive.status_code == 200
+
+
+async def test_one_model_dying_ends_the_process_once_the_others_requests_finish(
+    engines: dict[str, FakeEngine],
+) -> None:
+    engines["first"].token_delay = 0.3  # its 5 tokens outlast the 1 s a lone dead engine gets
+    exited = asyncio.Event()
+    async with serve_app(engines, drain_timeout=5) as (client, state):
+        state.lifecycle.request_exit = exited.set
+        slow = asyncio.ensure_future(client.post("/v1/chat/completions", json=_chat("first")))
+        while not engines["first"].running_requests():
+            await asyncio.sleep(0.01)
+        engines["second"].kill()
+        await asyncio.wait_for(exited.wait(), 5)
+        assert slow.done()
+        answer = await slow
+    assert answer.status_code == 200
+    assert answer.json()["choices"][0]["message"]["content"] == "I am the first model."
+    assert state.lifecycle.exit_code == 3
 
 
 async def test_metrics_carry_the_model_each_request_resolved_to(
