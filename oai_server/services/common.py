@@ -15,6 +15,7 @@ from oai_server.errors import (
 )
 from oai_server.generation.engine_request import Usage
 from oai_server.models import ModelRegistry
+from oai_server.observability.context import current_request
 from oai_server.structured.limits import check_schema
 from schemas.chat import CreateChatCompletionRequest
 from schemas.common import CompletionUsage, PromptTokensDetails, ResponseFormat, StreamOptions
@@ -46,14 +47,19 @@ def check_model(
 
     Raise `ModelNotFoundError` unless `requested` is a chat model this server serves or
     one of their adapters (a 400 when `models` serves it as another kind: an embedding
-    model asked for chat)."""
+    model asked for chat). The request being handled is labelled with the name it
+    resolved to (its metrics' `model`), whether the engine or the response cache answers."""
+    target: Target | None = None
     if models is not None and (requested in models or requested != served):
         model = models.find(requested, "chat", param=param)
-        if model.parent is not None:
-            return Target(model.parent, model.name)
-        return Target(model.name)
-    if requested == served:
-        return Target(served)
+        target = Target(model.name) if model.parent is None else Target(model.parent, model.name)
+    elif requested == served:
+        target = Target(served)
+    if target is not None:
+        record = current_request.get()
+        if record is not None:
+            record.model = target.name
+        return target
     raise ModelNotFoundError(
         f"The model '{requested}' does not exist. This server serves '{served}'.",
         param=param,

@@ -164,12 +164,18 @@ async def test_one_model_dying_ends_the_process_once_the_others_requests_finish(
     engines: dict[str, FakeEngine],
 ) -> None:
     engines["first"].token_delay = 0.3  # its 5 tokens outlast the 1 s a lone dead engine gets
+    started = asyncio.Event()
+
+    def reply(prompt: str) -> str:
+        started.set()  # the request has reached the first model's engine
+        return "I am the first model."
+
+    engines["first"].reply_for = reply
     exited = asyncio.Event()
     async with serve_app(engines, drain_timeout=5) as (client, state):
         state.lifecycle.request_exit = exited.set
         slow = asyncio.ensure_future(client.post("/v1/chat/completions", json=_chat("first")))
-        while not engines["first"].running_requests():
-            await asyncio.sleep(0.01)
+        await asyncio.wait_for(started.wait(), 5)
         engines["second"].kill()
         await asyncio.wait_for(exited.wait(), 5)
         assert slow.done()
@@ -233,3 +239,17 @@ async def test_batch_lines_route_by_model(engines: dict[str, FakeEngine]) -> Non
     answer = json.loads(output.text.splitlines()[0])["response"]["body"]
     assert answer["model"] == "second"
     assert answer["choices"][0]["message"]["content"] == "I am the second model."
+
+
+async def test_a_cached_answer_is_counted_under_its_model(engines: dict[str, FakeEngine]) -> None:
+    async with serve(engines, response_cache="memory") as client:
+        for _ in range(2):
+            answer = await client.post("/v1/chat/completions", json=_chat("second", temperature=0))
+            assert answer.status_code == 200
+        assert answer.headers["x-cache"] == "hit"
+        text = (await client.get("/metrics")).text
+    assert 'oai_time_to_first_token_seconds_count{model="second"} 1.0' in text
+    assert (
+        'oai_requests_total{method="POST",model="second",'
+        'route="/v1/chat/completions",status="200"} 2.0'
+    ) in text
