@@ -57,6 +57,11 @@ def _from_flags(settings: Settings) -> list[ModelEntry]:
         name, sep, source = item.partition("=")
         if not sep:
             name, source = "", item
+        elif i == 0 and settings.served_model_name:
+            raise ModelsFileError(
+                f"the first --model is named twice: '{name}' (name=path) and "
+                f"'{settings.served_model_name}' (--served-model-name); give one"
+            )
         if not name:
             given = settings.served_model_name if i == 0 else None
             name = given or source or EMBEDDED_MODEL_NAME
@@ -107,6 +112,8 @@ def _read_models_file(settings: Settings, path: Path) -> list[ModelEntry]:
             entry = ModelEntry.model_validate(raw)
         except ValidationError as exc:
             raise ModelsFileError(f"{where}: {_describe(exc, i)}") from None
+        if entry.kind == "embedding" and entry.model == EMBEDDED_EMBEDDING_MODEL_NAME:
+            entry = entry.model_copy(update={"model": None})  # the embedded one, by its name
         first_chat = entry.kind == "chat" and all(e.kind != "chat" for e in entries)
         if first_chat and settings.lora_enabled:
             # --lora-dir and --allow-runtime-lora serve adapters on the first chat model.

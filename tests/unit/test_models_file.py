@@ -125,6 +125,18 @@ def test_a_bad_models_file_stops_start_up_with_one_line(
     assert "\n" not in message
 
 
+def test_the_embedded_embedding_model_is_named_by_its_name(tmp_path: Path) -> None:
+    text = "models:\n  - name: a\n  - {name: e, kind: embedding, model: all-minilm-l6-v2}\n"
+    entries = model_entries(parse("--models-file", str(_file(tmp_path, text))))
+    assert (entries[1].kind, entries[1].model) == ("embedding", None)
+
+
+def test_the_first_model_named_twice_stops_start_up() -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["--model", "a=org/a", "--served-model-name", "b"])
+    assert "named twice: 'a' (name=path) and 'b' (--served-model-name)" in str(exited.value.code)
+
+
 def test_a_models_file_and_model_flags_are_not_mixed(tmp_path: Path) -> None:
     path = _file(tmp_path, "models:\n  - name: a\n")
     with pytest.raises(ModelsFileError, match="leave out --model, --embedding-model"):
