@@ -9,12 +9,14 @@ template and context length.
 
 from __future__ import annotations
 
-import contextlib
+import logging
 from collections.abc import AsyncIterator, Mapping
 
 from oai_server.engine.protocol import Engine, Tokenizer
 from oai_server.engine.types import GenerationStep, ModelInfo, SamplingOptions
 from oai_server.errors import EngineDeadError, ModelNotFoundError
+
+logger = logging.getLogger(__name__)
 
 
 class EngineRouter(Engine):
@@ -39,9 +41,13 @@ class EngineRouter(Engine):
             await engine.start()
 
     async def stop(self) -> None:
-        for engine in self.engines.values():
-            with contextlib.suppress(Exception):
+        # Every engine is stopped, whatever another's stop raised: each holds processes
+        # that must not outlive the server.
+        for name, engine in self.engines.items():
+            try:
                 await engine.stop()
+            except Exception:
+                logger.exception("stopping the engine of '%s' failed", name)
 
     @property
     def model_info(self) -> ModelInfo:
