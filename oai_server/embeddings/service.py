@@ -152,6 +152,7 @@ class EmbeddingService:
             await self.admit(record, job.prompt_tokens)
         if record is not None:
             record.prompt_tokens += job.prompt_tokens
+            record.model = self.model_name
         return EmbeddingCall(job, request_id or f"embd-{uuid.uuid4().hex}")
 
     async def complete(self, call: EmbeddingCall) -> CreateEmbeddingResponse:

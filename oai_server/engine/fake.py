@@ -43,7 +43,10 @@ def _compile(source: str) -> jinja2.Template:
 
 
 class FakeTokenizer(Tokenizer):
-    """One token per byte; a tiny Jinja chat template."""
+    """One token per byte; a tiny Jinja chat template (`template`, else `DEFAULT_TEMPLATE`)."""
+
+    def __init__(self, template: str | None = None) -> None:
+        self.template = template or DEFAULT_TEMPLATE
 
     def encode(self, text: str, *, add_special_tokens: bool = True) -> list[int]:
         return list(text.encode())
@@ -61,7 +64,7 @@ class FakeTokenizer(Tokenizer):
         tools: list[dict[str, Any]] | None = None,
         template_kwargs: dict[str, Any] | None = None,
     ) -> str:
-        rendered = _compile(chat_template or DEFAULT_TEMPLATE).render(
+        rendered = _compile(chat_template or self.template).render(
             messages=messages,
             add_generation_prompt=add_generation_prompt,
             tools=tools,
@@ -113,6 +116,8 @@ class FakeEngine(Engine):
     adapters: dict[str, str] = field(default_factory=dict)
     # Raised by `load_adapter` (say, the error for weights of another model's shape).
     adapter_fault: Exception | None = None
+    # The model's own chat template (None: `DEFAULT_TEMPLATE`), as a tokenizer carries it.
+    chat_template: str | None = None
     calls: list[Call] = field(default_factory=list)
     aborted: list[str] = field(default_factory=list)
     _ready: bool = False
@@ -137,7 +142,7 @@ class FakeEngine(Engine):
 
     @property
     def tokenizer(self) -> Tokenizer:
-        return FakeTokenizer()
+        return FakeTokenizer(self.chat_template)
 
     def kill(self) -> None:
         """Make the engine behave as if its core process died."""

@@ -91,6 +91,7 @@ def build_options(
     structured: StructuredOutput | None = None,
     n: int | None = None,
     adapter: str | None = None,
+    model: str | None = None,
 ) -> SamplingOptions:
     """Sampling options for `req`. A field it leaves out (or sends as null) takes the model's
     own default from `defaults`, as `vllm serve` does, and OpenAI's where the model has none."""
@@ -117,4 +118,5 @@ def build_options(
         priority=req.priority or 0,
         cache_salt=req.cache_salt,
         adapter=adapter,
+        model=model,
     )

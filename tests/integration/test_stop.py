@@ -31,8 +31,8 @@ LONG = {"max_tokens": 1500, "ignore_eos": True}  # a minute or more: outlasts th
 EXIT_AFTER_DRAIN_S = 30
 METRICS = (
     "oai_engine_waiting_requests ",
-    "oai_time_to_first_token_seconds_count ",
-    "oai_request_queue_time_seconds_count ",
+    "oai_time_to_first_token_seconds_count{model=",
+    "oai_request_queue_time_seconds_count{model=",
     "vllm:num_requests_waiting{",
     "vllm:kv_cache_usage_perc{",
     "vllm:prefix_cache_hits_total{",
