@@ -7,7 +7,7 @@ from typing import Generic, Protocol, TypeVar
 from fastapi import Request, Response
 
 from oai_server.http.disconnect import until_disconnect
-from oai_server.http.sse import event_stream
+from oai_server.http.sse import EventStreamResponse
 from oai_server.services.events import EventStream
 from schemas.chat import CreateChatCompletionRequest
 from schemas.common import GenerationRequest, ResponseModel
@@ -87,7 +87,7 @@ async def answer(
         if handle is None:
             handle = await until_disconnect(request, service.start(job, request_id))
         # From here the response watches the connection and cancels the stream on disconnect.
-        response = event_stream(service.stream(handle))
+        response = EventStreamResponse(service.stream(handle))
     elif handle is not None:
         response = json_response(await service.complete(handle))  # ready: nothing to wait for
     else:
