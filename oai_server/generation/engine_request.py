@@ -88,11 +88,14 @@ class Generation:
 
     async def close(self) -> None:
         """Release the engine request; abort it unless it finished."""
+        aclose = getattr(self._steps, "aclose", None)
+        if self.finished:  # nothing to abort: no shield to pay for, on every request
+            if aclose is not None:
+                await aclose()
+            return
         # Shielded: this runs while the task is being cancelled (client disconnect),
         # and the abort must still reach the engine.
         with anyio.CancelScope(shield=True):
-            if not self.finished:
-                await self.engine.abort(self.request_id)
-            aclose = getattr(self._steps, "aclose", None)
+            await self.engine.abort(self.request_id)
             if aclose is not None:
                 await aclose()

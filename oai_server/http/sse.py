@@ -5,13 +5,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-import anyio
 import pydantic_core
+from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from oai_server.error_responses import error_body, to_openai_error
-from oai_server.http.disconnect import watch_disconnect
+from oai_server.http.disconnect import Disconnect
 from oai_server.services.events import EventStream, TextDelta
 from schemas.common import ResponseModel
 
@@ -73,13 +73,17 @@ class EventStreamResponse(Response):
     spliced into its choice's prebuilt bytes), each body goes straight to the ASGI
     server's `send` (`BODY_SEND`), past the layers that only wrap `send` to see the
     response start, `[DONE]` ends the body in the same message, and the client's
-    disconnect is watched by one plain task, not a task group.
+    disconnect is watched by the task that watched the stream's start.
     """
 
     media_type = "text/event-stream"
 
-    def __init__(self, stream: EventStream[ResponseModel]) -> None:
+    def __init__(
+        self, stream: EventStream[ResponseModel], disconnect: Disconnect | None = None
+    ) -> None:
+        """`disconnect`: the watch of the request that started `stream`, kept on."""
         self.stream = stream
+        self.disconnect = disconnect
         self.status_code = 200
         self.background = None
         self.raw_headers = list(_RAW_HEADERS)  # a copy: a route may add its own
@@ -88,12 +92,13 @@ class EventStreamResponse(Response):
         start = {"type": "http.response.start", "status": 200, "headers": self.raw_headers}
         await send(start)
         # A client that leaves cancels the stream, and so aborts its engine request.
-        with anyio.CancelScope() as cancel:
-            watcher = watch_disconnect(receive, cancel)
-            try:
-                await self._send_events(scope.get(BODY_SEND, send))
-            finally:
-                watcher.cancel()
+        disconnect = self.disconnect or Disconnect(receive)
+        try:
+            await disconnect.guard(self._send_events(scope.get(BODY_SEND, send)))
+        except ClientDisconnect:
+            pass
+        finally:
+            disconnect.stop()
         if self.background is not None:  # as Starlette runs it, client gone or not
             await self.background()
 
@@ -109,7 +114,7 @@ class EventStreamResponse(Response):
         sending = False
         try:
             async for item in stream:
-                if type(item) is TextDelta:
+                if type(item) is TextDelta:  # final: no subclass to miss
                     if item.index != index:  # the choice's prefix, made once per change
                         if text_events is None:
                             text_events = TextEvents(stream.chunk_of)
@@ -121,7 +126,7 @@ class EventStreamResponse(Response):
                 sending = True
                 await send({"type": BODY, "body": body, "more_body": True})
                 sending = False
-        except Exception as exc:  # noqa: BLE001 - every failure must reach the client as an event
+        except Exception as exc:  # every failure of the answer reaches the client as an event
             if sending:  # the client's side failed, not the answer: nothing to tell it
                 raise
             logger.warning("stream failed after it started: %r", exc)
