@@ -3,7 +3,9 @@
 The text item becomes an assistant message item (`response.output_text.delta` ...),
 each call item a `function_call` item (`response.function_call_arguments.delta` ...).
 The items join the conversation as they start, so a cancelled response leaves what
-was said, marked incomplete.
+was said, marked incomplete. An out-of-band response (`conversation: "none"`) joins no
+conversation: its items come only as `response.output_item.*` events, never as
+`conversation.item.*` ones, which announce the default conversation's items.
 """
 
 from __future__ import annotations
@@ -61,7 +63,8 @@ class Responder:
     """Streams one response to the client and records it in the conversation."""
 
     response_id: str
-    conversation: Conversation
+    # The conversation the output joins; None for an out-of-band response.
+    conversation: Conversation | None
     send: Send
     max_output_tokens: MaxOutputTokens
     metadata: dict[str, str] | None = None
@@ -138,7 +141,6 @@ class Responder:
                 arguments="",
                 status="in_progress",
             )
-        previous = self.conversation.add(item)
         self.output.append(item)
         await self.send(
             OutputItemEvent(
@@ -149,14 +151,16 @@ class Responder:
                 item=item,
             )
         )
-        await self.send(
-            ItemEvent(
-                event_id=event_id(),
-                type="conversation.item.added",
-                item=item,
-                previous_item_id=previous,
+        if self.conversation is not None:
+            previous = self.conversation.add(item)
+            await self.send(
+                ItemEvent(
+                    event_id=event_id(),
+                    type="conversation.item.added",
+                    item=item,
+                    previous_item_id=previous,
+                )
             )
-        )
         if isinstance(item, MessageItem):
             item.content.append(ContentPart(type="output_text", text=""))
             await self._part("response.content_part.added", item, added.index, "")
@@ -242,7 +246,10 @@ class Responder:
                 item=item,
             )
         )
-        await self.send(ItemEvent(event_id=event_id(), type="conversation.item.done", item=item))
+        if self.conversation is not None:
+            await self.send(
+                ItemEvent(event_id=event_id(), type="conversation.item.done", item=item)
+            )
 
     async def done(self, outcome: Outcome, error: BaseException | None = None) -> None:
         """Send `response.done`: completed, incomplete (length), cancelled or failed."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 
 from fastapi import APIRouter, WebSocket
@@ -12,6 +13,7 @@ from starlette.websockets import WebSocketDisconnect, WebSocketState
 from oai_server.auth.caller import caller
 from oai_server.auth.salt import salt_for
 from oai_server.errors import InvalidRequestError, OpenAIError
+from oai_server.observability.context import current_request
 from oai_server.realtime.session import RealtimeSession
 from oai_server.services.common import check_model
 from oai_server.state import ServerState, server_state
@@ -43,7 +45,11 @@ async def realtime(websocket: WebSocket) -> None:
 
     salt = salt_for(caller(websocket.scope), None, shared=server.settings.prefix_cache_shared)
     model = websocket.query_params.get("model")
-    session = RealtimeSession(server.chat, send, model, salt)
+    record = current_request.get()
+    settle = None
+    if server.limiter is not None and record is not None:
+        settle = functools.partial(server.limiter.settle, record)
+    session = RealtimeSession(server.chat, send, model, salt, settle)
     try:
         if model is not None:
             check_model(model, server.settings.model_name, models=server.models)

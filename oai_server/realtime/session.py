@@ -25,7 +25,7 @@ from oai_server.errors import (
 from oai_server.ids import new_id
 from oai_server.items.context import to_messages
 from oai_server.realtime.conversation import Conversation, check_text_only
-from oai_server.realtime.responder import Responder, event_id
+from oai_server.realtime.responder import Outcome, Responder, event_id
 from oai_server.services.chat import ChatJob, ChatService
 from oai_server.services.common import check_model
 from schemas.chat import CreateChatCompletionRequest
@@ -75,9 +75,13 @@ class RealtimeSession:
         send: Send,
         model: str | None = None,
         cache_salt: str | None = None,
+        settle: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.chat = chat
         self.send = send
+        # Gives back the tokens a finished response reserved but did not generate, so a
+        # long session holds only what its running response may still use.
+        self.settle = settle
         # The model the session answers with: the base model, or one of its adapters.
         self.model = model or chat.model_name
         # The API key's prefix-cache salt (oai_server/auth/salt.py), for every response.
@@ -248,7 +252,9 @@ class RealtimeSession:
         elif params.conversation == "none":
             conversation = Conversation()
         job = await self._prepare(params, conversation)
-        keep = conversation if params.conversation != "none" else Conversation()
+        # `conversation: "none"` keeps the output out of every conversation; otherwise it
+        # joins the session's, even when `input` gave the response a context of its own.
+        keep = None if params.conversation == "none" else self.conversation
         responder = Responder(
             new_id("resp"),
             keep,
@@ -261,20 +267,25 @@ class RealtimeSession:
         self._active = (responder, task)
 
     async def _run(self, responder: Responder, job: ChatJob) -> None:
+        outcome: Outcome = "completed"
+        error: Exception | None = None
         try:
             chat = await self.chat.start(job, request_id=responder.response_id)
             await responder.run(self.chat, chat)
-            await responder.done("completed")
         except asyncio.CancelledError:
             # `response.cancel`, or the socket closed: the engine request is aborted.
-            with contextlib.suppress(Exception):
-                await responder.finish_items("incomplete")
-                await responder.done("cancelled")
+            outcome = "cancelled"
         except Exception as exc:  # noqa: BLE001 - the client hears of it in response.done
             logger.warning("realtime response %s failed: %r", responder.response_id, exc)
+            outcome, error = "failed", exc
+        try:
             with contextlib.suppress(Exception):
-                await responder.finish_items("incomplete")
-                await responder.done("failed", exc)
+                if outcome != "completed":
+                    await responder.finish_items("incomplete")
+                if self.settle is not None:
+                    # Before response.done, so a client that reads its limits then sees them.
+                    await self.settle()
+                await responder.done(outcome, error)
         finally:
             self._active = None
 

@@ -310,7 +310,7 @@ async def test_token_limits_on_redis_are_shared_by_replicas(redis_url: str) -> N
     assert _error(big)["type"] == "tokens"
 
 
-async def test_realtime_responses_reserve_tokens_and_the_session_settles_them() -> None:
+async def test_realtime_responses_reserve_tokens_and_each_response_settles_them() -> None:
     key = new_key()
     engine = FakeEngine()  # "Hello! How can I help you today?": 7 tokens
     app = make_app(engine, api_key=[key], rate_limit_tpm=300, rate_limit_window=LONG_WINDOW)
@@ -328,8 +328,9 @@ async def test_realtime_responses_reserve_tokens_and_the_session_settles_them() 
             await conn.conversation.item.create(item=REALTIME_HI)  # type: ignore[arg-type]
             await conn.response.create()
             usage = (await events_until(conn, "response.done"))[-1]["response"]["usage"]
-            # Held while the session lasts: the prompt plus max_output_tokens.
-            assert await tokens_left() == 300 - usage["input_tokens"] - 100
+            # Reserved while it ran (the prompt plus max_output_tokens), settled when it
+            # ended: the session holds only what it generated.
+            assert await tokens_left() == 300 - usage["total_tokens"]
             # What is left cannot hold a reply of up to 300 tokens: refused, in the session.
             await conn.response.create(response={"max_output_tokens": 300})
             refused = (await events_until(conn, "response.done"))[-1]["response"]

@@ -277,9 +277,33 @@ async def test_an_out_of_band_response_answers_its_input_and_leaves_the_conversa
     assert "Classify: spam or not?" in prompt_of(engine, 0)
     assert "PEAR" not in prompt_of(engine, 0)
     assert text_of(out_of_band) == "Classified."
+    # Its items were never announced as the conversation's.
+    assert not [e for e in out_of_band if e["type"].startswith("conversation.item.")]
+    assert [e["type"] for e in out_of_band].count("response.output_item.done") == 1
     # Without input, conversation "none" answers from the instructions alone.
     assert "PEAR" not in prompt_of(engine, 1)
     # The conversation went on as if neither had happened.
     assert "PEAR" in prompt_of(engine, 2)
     assert "Classify" not in prompt_of(engine, 2)
     assert "Classified." not in prompt_of(engine, 2)
+
+
+async def test_a_response_with_its_own_input_still_joins_the_default_conversation() -> None:
+    engine = FakeEngine(reply="Noted.")
+    async with connected(engine) as conn:
+        await events_until(conn, "session.created")
+        await conn.conversation.item.create(item=user_item("The code word is PEAR."))
+        await events_until(conn, "conversation.item.done")
+        own = {"input": [user_item("Summarise: nothing happened.")]}
+        await conn.response.create(response=own)  # type: ignore[arg-type]
+        answered = await events_until(conn, "response.done")
+        await conn.response.create()
+        await events_until(conn, "response.done")
+    # The input was this response's whole context ...
+    assert "PEAR" not in prompt_of(engine, 0)
+    # ... and its output (not its input) joined the conversation, announced as such.
+    added = [e for e in answered if e["type"] == "conversation.item.added"]
+    assert [e["item"]["role"] for e in added] == ["assistant"]
+    assert "PEAR" in prompt_of(engine, 1)
+    assert "Noted." in prompt_of(engine, 1)
+    assert "Summarise" not in prompt_of(engine, 1)
