@@ -39,6 +39,9 @@ class Disconnect:
         while (await receive())["type"] != "http.disconnect":
             pass
         self.gone = True
+        self._cancel()
+
+    def _cancel(self) -> None:
         if self._guarding and self._task is not None:
             self._cancelled = True
             self._task.cancel()
@@ -46,8 +49,10 @@ class Disconnect:
     async def guard(self, work: Coroutine[Any, Any, T]) -> T:
         """Await `work`; raise `ClientDisconnect` (after cancelling it) if the client leaves."""
         if self.gone:
-            work.close()
-            raise ClientDisconnect()
+            # Gone between two guards (a stream's start and its response): the work starts
+            # all the same, so that whatever it holds (its engine request) is released as
+            # it is cancelled, at its first wait, or simply ends if it never waits.
+            asyncio.get_running_loop().call_soon(self._cancel)
         self._guarding = True
         try:
             return await work
