@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Sequence
 
 from fastapi import FastAPI
 from starlette.middleware.cors import CORSMiddleware
+from starlette.types import Receive, Scope, Send
 
 from oai_server import (
     __version__,
@@ -40,6 +41,7 @@ from oai_server.error_responses import install_error_handlers
 from oai_server.features import Feature, FeatureFactory
 from oai_server.generation.chat_template import load_template
 from oai_server.generation.work_limits import WorkLimits
+from oai_server.http.sse import BODY_SEND
 from oai_server.lifecycle import Lifecycle, LifecycleMiddleware
 from oai_server.models import ModelRegistry, ServedModel
 from oai_server.models.adapters import AdapterEngine
@@ -199,6 +201,18 @@ def _features(state: ServerState, extra: Sequence[FeatureFactory]) -> list[Featu
     ]
 
 
+class ServerApp(FastAPI):
+    """FastAPI, keeping the ASGI server's own `send` for streamed bodies (`BODY_SEND`).
+
+    Every `send` wrapper between here and a route (Starlette's error middleware, ours)
+    looks at the response's start only; a stream's chunks skip them all.
+    """
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        scope[BODY_SEND] = send
+        await super().__call__(scope, receive, send)
+
+
 def create_app(
     settings: Settings,
     engine: Engine,
@@ -248,7 +262,7 @@ def create_app(
                 await embedder.stop()
             await state.engine.stop()
 
-    app = FastAPI(
+    app = ServerApp(
         title="oai-server",
         version=__version__,
         lifespan=lifespan,

@@ -10,8 +10,8 @@ from typing import Generic, Protocol, TypeVar
 
 from fastapi import Request, Response
 
-from oai_server.http.disconnect import until_disconnect
-from oai_server.http.sse import event_stream
+from oai_server.http.disconnect import Disconnect, until_disconnect
+from oai_server.http.sse import EventStreamResponse
 from oai_server.services.events import EventStream
 from schemas.chat import CreateChatCompletionRequest
 from schemas.common import ResponseModel
@@ -102,10 +102,16 @@ async def answer(
         handle = await shortcut.ready(job, request_id)
     response: Response
     if req.stream:
+        disconnect = None
         if handle is None:
-            handle = await until_disconnect(request, service.start(job, request_id))
+            disconnect = Disconnect(request.receive)
+            try:
+                handle = await disconnect.guard(service.start(job, request_id))
+            except BaseException:
+                disconnect.stop()
+                raise
         # From here the response watches the connection and cancels the stream on disconnect.
-        response = event_stream(service.stream(handle))
+        response = EventStreamResponse(service.stream(handle), disconnect)
     elif handle is not None:
         response = json_response(await service.complete(handle))  # ready: nothing to wait for
     else:

@@ -14,7 +14,6 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from oai_server.http.sse import BODY_SEND
 from oai_server.observability.context import RequestRecord, current_request
 from oai_server.observability.metrics import Metrics
 
@@ -72,8 +71,6 @@ class ObservabilityMiddleware:
             path=scope["path"],
         )
         state["request_id"] = record.request_id
-        # A stream's body skips the wrappers inside, which only look at the start.
-        scope[BODY_SEND] = send
         token = current_request.set(record)
         status = 500
         header = (REQUEST_ID_HEADER, record.request_id.encode())
