@@ -1,12 +1,17 @@
 """`python -m benchmarks embeddings`: `/v1/embeddings` against `vllm serve --runner pooling`.
 
-Three servers in turn, each alone on the machine: ours with the chat model and the embedded
-embedding model (as shipped), `vllm serve` on the same embedding directory with the same
-dtype and thread binding, and ours with the chat model alone (`--embedding-model none`).
-For each request batch size (inputs per request) the same texts go to both embedding
-servers at the same concurrency: inputs/s, tokens/s and the ratio ours / vLLM. For each
-server: seconds to healthy and the PSS of its process tree once idle. On both of ours, the
-same chat load (output tokens/s): what an idle embedding engine costs the chat model.
+Ours with the chat model and the embedded embedding model (as shipped) runs throughout;
+beside it first ours with the chat model alone (`--embedding-model none`), then `vllm serve`
+on the same embedding directory with the same dtype and thread binding. Two servers are up
+at once but only one is loaded at a time, in alternating rounds, so the drift of a shared
+machine falls on both alike (an idle server costs the loaded one about 1 % of a core).
+
+- Chat rounds: the same chat load (output tokens/s) on ours alone, on ours beside the idle
+  embedding engine (with the CPU that engine took meanwhile), and beside it busy (one client
+  embedding 32 inputs per request without pause).
+- Embedding rounds: for each request batch size (inputs per request) the same texts to ours
+  and to vLLM at the same concurrency: inputs/s, tokens/s and the ratio ours / vLLM.
+- For each server: seconds to healthy and the PSS of its process tree once idle.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from benchmarks.proc_stats import tree_memory
+from benchmarks.proc_stats import PROC, process_tree, task_cpu_seconds, tree_memory
 from benchmarks.server_process import ServerProcess, free_port
 
 if TYPE_CHECKING:
@@ -72,13 +77,13 @@ def texts(count: int, offset: int = 0) -> list[str]:
 def _commands(port: int, model_dir: str) -> dict[str, list[str]]:
     ours = [sys.executable, "-m", "oai_server", "--host", "127.0.0.1", "--port", str(port)]
     return {
+        "ours, chat only": [*ours, "--embedding-model", "none"],
         "ours": [*ours, "--embedding-model", NAME],
         "vllm": [
             *(sys.executable, "-m", "benchmarks.vllm_launcher", "serve", model_dir),
             *("--runner", "pooling", "--dtype", "float32", "--enforce-eager"),
             *("--served-model-name", NAME, "--host", "127.0.0.1", "--port", str(port)),
         ],
-        "ours, chat only": [*ours, "--embedding-model", "none"],
     }
 
 
@@ -130,62 +135,155 @@ async def _chat(base: str, requests: int, concurrency: int) -> float:
         return generated / (time.perf_counter() - began)
 
 
-def _measure(args: argparse.Namespace) -> dict[str, Any]:
+async def _chat_while_embedding(base: str, requests: int, concurrency: int) -> float:
+    """`_chat`'s figure while one client embeds 32 inputs per request, back to back."""
+    stop = asyncio.Event()
+
+    async def embed() -> None:
+        async with httpx.AsyncClient(timeout=600, trust_env=False) as client:
+            i = 0
+            while not stop.is_set():
+                body = {"model": NAME, "input": texts(32, i * 32), "encoding_format": "float"}
+                (await client.post(f"{base}/v1/embeddings", json=body)).raise_for_status()
+                i += 1
+
+    embedding = asyncio.create_task(embed())
+    try:
+        return await _chat(base, requests, concurrency)
+    finally:
+        stop.set()
+        await embedding
+
+
+def _start_ticks(pid: int) -> int:
+    """When process `pid` started, in clock ticks since boot (field 22 of its stat)."""
+    text = (PROC / str(pid) / "stat").read_text()
+    return int(text.rsplit(")", 1)[1].split()[19])
+
+
+def embedding_engine(server_pid: int) -> list[int]:
+    """The embedding engine's processes in our server: the engine core started last (the
+    chat engine loads first, see `oai_server.app`) and its children."""
+    cores = [
+        pid
+        for pid in process_tree(server_pid)
+        if (PROC / str(pid) / "comm").read_text().startswith("VLLM::EngineCor")
+    ]
+    return process_tree(max(cores, key=_start_ticks))
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values)
+
+
+def _chat_rounds(
+    alone: ServerProcess, both: ServerProcess, args: argparse.Namespace
+) -> dict[str, list[float]]:
+    """Chat output tokens/s on each of ours, round after round (drift falls on both alike):
+    alone; beside the idle embedding engine, with that engine's CPU meanwhile (% of a
+    core); beside the busy one."""
+    pids = embedding_engine(both.pid)
+    figures: dict[str, list[float]] = {"alone": [], "idle": [], "idle_cpu_pct": [], "busy": []}
+    for _ in range(args.rounds):
+        figures["alone"].append(asyncio.run(_chat(alone.root_url, args.chat_requests, 16)))
+        cpu_before, began = sum(task_cpu_seconds(pid) for pid in pids), time.perf_counter()
+        figures["idle"].append(asyncio.run(_chat(both.root_url, args.chat_requests, 16)))
+        spent = sum(task_cpu_seconds(pid) for pid in pids) - cpu_before
+        figures["idle_cpu_pct"].append(100 * spent / (time.perf_counter() - began))
+        busy = _chat_while_embedding(both.root_url, args.chat_requests, 16)
+        figures["busy"].append(asyncio.run(busy))
+    return figures
+
+
+def _embedding_rounds(
+    ours: ServerProcess, vllm: ServerProcess, args: argparse.Namespace
+) -> dict[str, dict[str, float]]:
+    """Inputs/s and tokens/s per batch size on ours and vLLM, alternately, round after round."""
+    totals: dict[str, dict[str, list[float]]] = {}
+    for _ in range(args.rounds):
+        for batch, requests in zip(args.batches, args.requests, strict=True):
+            for label, server in (("ours", ours), ("vllm", vllm)):
+                figures = asyncio.run(_load(server.root_url, batch, requests, args.concurrency))
+                entry = totals.setdefault(f"{label} batch {batch}", {})
+                for name, value in figures.items():
+                    entry.setdefault(name, []).append(value)
+    return {
+        key: {name: _mean(values) for name, values in entry.items()}
+        for key, entry in totals.items()
+    }
+
+
+def _start(label: str, args: argparse.Namespace, env: dict[str, str]) -> ServerProcess:
     from oai_server.engine.embedded_embedding import locate_embedding_model
 
+    port = free_port()
+    command = _commands(port, str(locate_embedding_model()))[label]
+    log = args.out / f"embeddings-{label}.log"
+    server = ServerProcess(command, port=port, log_path=log, env=env)
+    server.start(timeout_s=args.start_timeout)
+    return server
+
+
+def _measure(args: argparse.Namespace) -> dict[str, Any]:
+    """Ours with the embedding engine throughout; beside it ours without one (the chat
+    rounds), then `vllm serve` (the embedding rounds). An idle server costs the other
+    about 1 % of a core (measured: `idle_embedding_cpu_pct`)."""
     env = {
         **os.environ,
         "VLLM_CPU_OMP_THREADS_BIND": f"0-{(os.cpu_count() or 1) - 1}",
         "VLLM_CPU_KVCACHE_SPACE": "1",
     }
     results: dict[str, Any] = {}
-    port = free_port()
-    for label, command in _commands(port, str(locate_embedding_model())).items():
-        server = ServerProcess(
-            command, port=port, log_path=args.out / f"embeddings-{label}.log", env=env
-        )
-        server.start(timeout_s=args.start_timeout)
-        try:
-            time.sleep(2)  # idle: what it holds, not what a request holds
-            memory = tree_memory(server.pid)
-            entry: dict[str, Any] = {"start_s": server.started_s, "pss_mib": memory.pss_mib}
-            if label != "vllm":
-                entry["chat_tokens_per_s"] = asyncio.run(
-                    _chat(server.root_url, args.chat_requests, 16)
-                )
-            if "chat only" not in label:
-                for batch, requests in zip(args.batches, args.requests, strict=True):
-                    entry[f"batch {batch}"] = asyncio.run(
-                        _load(server.root_url, batch, requests, args.concurrency)
-                    )
-            results[label] = entry
-        finally:
+    started: list[ServerProcess] = []
+
+    def start(label: str) -> ServerProcess:
+        server = _start(label, args, env)
+        started.append(server)
+        time.sleep(2)  # idle: what it holds, not what a request holds
+        results[label] = {"start_s": server.started_s, "pss_mib": _idle_pss(server)}
+        return server
+
+    try:
+        both = start("ours")
+        alone = start("ours, chat only")
+        chat = _chat_rounds(alone, both, args)
+        results["chat"] = {name: _mean(values) for name, values in chat.items()}
+        results["chat rounds"] = chat
+        alone.stop()
+        vllm = start("vllm")
+        results.update(_embedding_rounds(both, vllm, args))
+    finally:
+        for server in started:
             server.stop()
     return results
 
 
+def _idle_pss(server: ServerProcess) -> float:
+    return tree_memory(server.pid).pss_mib
+
+
 def _report(results: dict[str, Any], batches: list[int]) -> list[str]:
-    ours, vllm = results["ours"], results["vllm"]
     lines = ["| batch | ours inputs/s | vllm inputs/s | ours tokens/s | vllm tokens/s | ratio |"]
     lines.append("|---|---|---|---|---|---|")
     for batch in batches:
-        a, b = ours[f"batch {batch}"], vllm[f"batch {batch}"]
+        a, b = results[f"ours batch {batch}"], results[f"vllm batch {batch}"]
         lines.append(
             f"| {batch} | {a['inputs_per_s']:.0f} | {b['inputs_per_s']:.0f} | "
             f"{a['tokens_per_s']:.0f} | {b['tokens_per_s']:.0f} | "
             f"{a['inputs_per_s'] / b['inputs_per_s']:.2f}x |"
         )
+    lines += ["", "| server | start (s) | PSS idle (MiB) |", "|---|---|---|"]
+    for label in ("ours", "ours, chat only", "vllm"):
+        entry = results[label]
+        lines.append(f"| {label} | {entry['start_s']:.1f} | {entry['pss_mib']:.0f} |")
+    chat = results["chat"]
     lines += [
         "",
-        "| server | start (s) | PSS idle (MiB) | chat output tok/s |",
-        "|---|---|---|---|",
+        f"chat output tok/s: alone {chat['alone']:.0f}, beside the idle embedding engine "
+        f"{chat['idle']:.0f} ({chat['idle'] / chat['alone']:.2f}x; the engine took "
+        f"{chat['idle_cpu_pct']:.1f} % of a core meanwhile), beside the busy one "
+        f"{chat['busy']:.0f} ({chat['busy'] / chat['alone']:.2f}x)",
     ]
-    for label, entry in results.items():
-        chat = entry.get("chat_tokens_per_s")
-        lines.append(
-            f"| {label} | {entry['start_s']:.1f} | {entry['pss_mib']:.0f} | "
-            f"{'-' if chat is None else f'{chat:.0f}'} |"
-        )
     return lines
 
 
@@ -209,6 +307,7 @@ def register(subparsers: Subparsers) -> None:
         "--requests", type=_ints, default=[256, 16, 4], help="requests per batch size"
     )
     parser.add_argument("--concurrency", type=int, default=4, help="requests in flight")
+    parser.add_argument("--rounds", type=int, default=2, help="alternations of the servers")
     parser.add_argument(
         "--chat-requests", type=int, default=64, help="chat requests (16 in flight) per server"
     )

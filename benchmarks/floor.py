@@ -5,7 +5,8 @@ for all) with nothing computing behind it, and gets the same closed loop of stre
 
 - ours: this project's app, `create_app(Settings(), FakeEngine(...))`: tokens cost nothing, one
   per engine step, so all that is measured is validation, templating, tokenizing, the stream
-  state machine, JSON and SSE framing, and the ASGI server.
+  state machine, JSON and SSE framing, and the ASGI server. Its data directory is a fresh one
+  (`OAI_DATA_DIR`: the default SQLite store, and the batch runner on it, as on a new install).
 - raw: raw ASGI sending SSE bytes built in advance (`benchmarks.raw_app`), of the same shape
   and count: the ASGI server's own cost, the floor under any framework.
 - ours-prod: ours with the production features on: API keys, rate limits (in memory, never
@@ -26,7 +27,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import os
 import sys
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -115,12 +118,15 @@ def measure_app(
     factory = APPS[name]
     port = free_port()
     command = [sys.executable, "-m", "benchmarks.asgi_serve", "--factory", factory]
+    # Whatever an earlier server left in the user's data directory is not measured.
+    data_dir = tempfile.TemporaryDirectory(prefix="oai-floor-")
     server = ServerProcess(
         [*command, "--port", str(port)],
         port=port,
         log_path=log_dir / f"floor-{name}.log",
         # Open without a key in our app; the others answer /v1/models.
         ready_path="/health" if name.startswith("ours") else "/v1/models",
+        env={**os.environ, "OAI_DATA_DIR": data_dir.name},
     )
     api = ApiConfig(
         base_url=f"{server.root_url}/v1",
@@ -130,7 +136,7 @@ def measure_app(
     )
     target = HttpTarget(api, api_key=API_KEY)
     measured = dataclasses.replace(settings, label=name, warmup=0)
-    with running(server, timeout_s=120):
+    with data_dir, running(server, timeout_s=120):
         if warmup:
             warm = dataclasses.replace(measured, label=f"{name} warm-up", num_requests=warmup)
             asyncio.run(run_http(target, workload, load, warm, seed_offset=1))

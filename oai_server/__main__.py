@@ -2,6 +2,8 @@
 
 oai-server                       # the embedded SmolLM2-135M-Instruct on 127.0.0.1:8000
 oai-server --model Qwen/Qwen2.5-7B-Instruct --host 0.0.0.0 --tensor-parallel-size 2
+oai-server --model qwen=Qwen/Qwen2.5-0.5B-Instruct --model smol=/models/smollm2
+oai-server --models-file models.yaml
 """
 
 from __future__ import annotations
@@ -23,8 +25,9 @@ from oai_server.app import create_app
 from oai_server.engine.build import build_embedding_engine, build_engine
 from oai_server.engine.embedded_embedding import EmbeddedEmbeddingModelError
 from oai_server.lifecycle import Lifecycle, Phase
+from oai_server.models.entries import ModelsFileError, model_entries
 from oai_server.models.registry import DuplicateModelError
-from oai_server.settings import EMBEDDED_MODEL_NAME, Settings
+from oai_server.settings import EMBEDDED_MODEL_NAME, ModelEntry, Settings
 from oai_server.startup import (
     configure_logging,
     freeze_startup_heap,
@@ -88,6 +91,19 @@ def serve(app: FastAPI, settings: Settings, **uvicorn_options: Any) -> int:
     return lifecycle.exit_code
 
 
+def _check_hub_models(entries: list[ModelEntry]) -> None:
+    """Stop the start, in one line, at a hub model that can never load (engine/hub.py)."""
+    hub = [e.model for e in entries if e.model is not None]
+    from oai_server.engine.hub import HubModelError, check_hub_model, is_hub_id
+
+    for model in hub:
+        if is_hub_id(model):
+            try:
+                check_hub_model(model)
+            except HubModelError as exc:
+                sys.exit(f"oai-server: {exc}")
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Parse flags and environment, then serve until stopped."""
     try:
@@ -97,13 +113,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     except SettingsError as exc:  # a flag's value the command line could not parse
         sys.exit(f"oai-server: invalid settings: {exc}")
     configure_logging(settings.log_level)
-    if settings.model is None:
-        logger.info("no --model given: serving the embedded %s", EMBEDDED_MODEL_NAME)
     try:
+        entries = model_entries(settings)
+        _check_hub_models(entries)
         embedder = build_embedding_engine(settings)
         app = create_app(settings, build_engine(settings), embedder=embedder)
-    except (DuplicateModelError, EmbeddedEmbeddingModelError) as exc:
+    except (DuplicateModelError, EmbeddedEmbeddingModelError, ModelsFileError) as exc:
         sys.exit(f"oai-server: {exc}")
+    if any(e.kind == "chat" and e.model is None for e in entries):
+        logger.info("no chat model named: serving the embedded %s", EMBEDDED_MODEL_NAME)
     code = serve(app, settings)
     logger.info("exiting with status %d", code)
     if code != 0:

@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Sequence
 
 from fastapi import FastAPI
 from starlette.middleware.cors import CORSMiddleware
+from starlette.types import Receive, Scope, Send
 
 from oai_server import (
     __version__,
@@ -34,14 +35,18 @@ from oai_server import (
 )
 from oai_server.engine.pooling import EmbeddingEngine
 from oai_server.engine.protocol import Engine
+from oai_server.engine.router import EngineRouter
+from oai_server.engine.wrapper import EngineWrapper
 from oai_server.error_responses import install_error_handlers
 from oai_server.features import Feature, FeatureFactory
 from oai_server.generation.chat_template import load_template
 from oai_server.generation.service_tier import TierPolicy
 from oai_server.generation.work_limits import WorkLimits
+from oai_server.http.sse import BODY_SEND
 from oai_server.lifecycle import Lifecycle, LifecycleMiddleware
 from oai_server.models import ModelRegistry, ServedModel
 from oai_server.models.adapters import AdapterEngine
+from oai_server.models.entries import model_entries
 from oai_server.observability.engine import InstrumentedEngine
 from oai_server.observability.metrics import Metrics
 from oai_server.observability.middleware import ObservabilityMiddleware
@@ -59,7 +64,7 @@ logger = logging.getLogger(__name__)
 
 
 async def _start_engine(
-    engine: Engine, embedder: EmbeddingEngine | None, settings: Settings
+    engine: Engine, embedder: EmbeddingEngine | None, state: ServerState
 ) -> None:
     # One after the other: two vLLM engines loading at once in one process share
     # vLLM's process-wide configuration while they load.
@@ -71,14 +76,18 @@ async def _start_engine(
         # The server stays up and /health says 503, so an orchestrator sees why.
         logger.exception("the engine failed to start")
         return
+    settings, models = state.settings, state.models
+    chat = [m.name for m in models if m.kind == "chat" and m.parent is None]
+    embedding = next((m.name for m in models if m.kind == "embedding"), None)
     lines = ready_message(
         host=settings.host,
         port=settings.port,
-        model=settings.model_name,
-        dtype=engine.model_info.dtype,
+        model=chat[0],
+        dtype=engine.serving(chat[0]).model_info.dtype,
         web_ui=settings.web_ui,
-        embedding_model=None if embedder is None else settings.embedding_model_name,
+        embedding_model=None if embedder is None else embedding,
         embedding_dtype=None if embedder is None else embedder.model_info.dtype,
+        more_models=[(name, engine.serving(name).model_info.dtype) for name in chat[1:]],
     )
     for line in lines:
         logger.info("%s", line)
@@ -98,31 +107,48 @@ EXPOSED_HEADERS = [
 ]
 
 
-def _registry(settings: Settings, embedder: EmbeddingEngine | None) -> ModelRegistry:
-    """The chat model, its LoRA adapters, and the embedding model when there is one: the
-    names clients use."""
-    base = settings.model_name
-    models = ModelRegistry([ServedModel(base, "chat", model_root(settings))])
-    for name in settings.lora_paths():
-        # `root` is the adapter's name, as `vllm serve` lists it, never where it lies.
-        models.add(ServedModel(name, "chat", name, parent=base))
-    embedding_name = settings.embedding_model_name
-    if embedder is not None and embedding_name is not None:
-        models.add(ServedModel(embedding_name, "embedding", embedding_name))
+def _router(engine: Engine) -> EngineRouter | None:
+    """The router under `engine`'s wrappers (a Ray replica's `StartOnce`), if any."""
+    while isinstance(engine, EngineWrapper):
+        engine = engine.inner
+    return engine if isinstance(engine, EngineRouter) else None
+
+
+def _registry(
+    settings: Settings, engine: Engine, embedder: EmbeddingEngine | None
+) -> ModelRegistry:
+    """The chat models (each engine of a router, else the first chat model), their LoRA
+    adapters, and the embedding model when there is one: the names clients use."""
+    entries = {entry.name: entry for entry in model_entries(settings)}
+    router = _router(engine)
+    chat = [settings.model_name] if router is None else list(router.engines)
+    models = ModelRegistry()
+    for base in chat:
+        entry = entries.get(base)
+        models.add(ServedModel(base, "chat", base if entry is None else model_root(entry)))
+        for name in {} if entry is None else entry.lora_paths():
+            # `root` is the adapter's name, as `vllm serve` lists it, never where it lies.
+            models.add(ServedModel(name, "chat", name, parent=base))
+    embedding = next((e for e in entries.values() if e.kind == "embedding"), None)
+    if embedder is not None and embedding is not None:
+        models.add(ServedModel(embedding.name, "embedding", model_root(embedding)))
     return models
 
 
 def _core(settings: Settings, engine: Engine, embedder: EmbeddingEngine | None) -> ServerState:
     """The shared services, before any feature."""
     metrics = Metrics(engine.running_requests, lambda: served.waiting_requests())
-    registry = _registry(settings, embedder)
+    registry = _registry(settings, engine, embedder)
     adapters = None
     if settings.lora_enabled:
         adapters = AdapterEngine(
             engine, registry, settings.model_name, settings.lora_dir, settings.max_lora_rank
         )
     served = InstrumentedEngine(
-        adapters or engine, metrics, keep_prompt_text=settings.log_request_text
+        adapters or engine,
+        metrics,
+        keep_prompt_text=settings.log_request_text,
+        model_name=settings.model_name,
     )
     chat_template = load_template(settings.chat_template)
     work = WorkLimits(settings.max_request_tokens, settings.max_request_prompts)
@@ -134,7 +160,7 @@ def _core(settings: Settings, engine: Engine, embedder: EmbeddingEngine | None) 
             served, settings.model_name, chat_template, settings.tool_call_parser, work, registry
         ),
         completions=CompletionService(served, settings.model_name, work, registry),
-        tokenize=TokenizeService(served, settings.model_name, chat_template),
+        tokenize=TokenizeService(served, settings.model_name, chat_template, registry),
         metrics=metrics,
         lifecycle=Lifecycle(served, settings.drain_timeout),
         created=int(time.time()),
@@ -181,6 +207,18 @@ def _features(state: ServerState, extra: Sequence[FeatureFactory]) -> list[Featu
     ]
 
 
+class ServerApp(FastAPI):
+    """FastAPI, keeping the ASGI server's own `send` for streamed bodies (`BODY_SEND`).
+
+    Every `send` wrapper between here and a route (Starlette's error middleware, ours)
+    looks at the response's start only; a stream's chunks skip them all.
+    """
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        scope[BODY_SEND] = send
+        await super().__call__(scope, receive, send)
+
+
 def create_app(
     settings: Settings,
     engine: Engine,
@@ -201,8 +239,12 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         started: list[Feature[object]] = []
-        starting = asyncio.create_task(_start_engine(state.engine, embedder, settings))
-        tasks = [starting, asyncio.create_task(state.lifecycle.watch_engine())]
+        starting = asyncio.create_task(_start_engine(state.engine, embedder, state))
+        router = _router(engine)
+        several = router is not None and len(router.engines) > 1
+        # One model of several dies: the others' requests in flight may finish.
+        check = state.engine.check_health if several else None
+        tasks = [starting, asyncio.create_task(state.lifecycle.watch_engine(check, "engine"))]
         if embedder is not None:
             watching = state.lifecycle.watch_engine(embedder.check_health, "embedding engine")
             tasks.append(asyncio.create_task(watching))
@@ -226,7 +268,7 @@ def create_app(
                 await embedder.stop()
             await state.engine.stop()
 
-    app = FastAPI(
+    app = ServerApp(
         title="oai-server",
         version=__version__,
         lifespan=lifespan,

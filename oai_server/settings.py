@@ -3,7 +3,9 @@
 The command line (`--max-model-len`), the environment (`OAI_MAX_MODEL_LEN`) and the
 Helm chart's values all map onto this one class. The engine's settings are defined
 once in `engine/settings.py`, with vLLM's own names (a user of `vllm serve` already
-knows them), and this class inherits them: the engine adapter reads the same fields.
+knows them), and this class inherits them: each `--model` is started with them. A
+`--models-file` lists models each with engine settings of its own: `ModelEntry`, the same
+fields again, checked as strictly (an unknown key stops the start).
 """
 
 from __future__ import annotations
@@ -12,16 +14,35 @@ import json
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, WithJsonSchema, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from oai_server.engine.embedded_embedding import EMBEDDED_EMBEDDING_MODEL_NAME
-from oai_server.engine.settings import EngineSettings, check_model_source
+from oai_server.engine.settings import EngineOptions, EngineSettings, check_model_source
 
 EMBEDDED_MODEL_NAME = "smollm2-135m-instruct"
 
 
-class Settings(BaseSettings, EngineSettings):
+class ModelEntry(EngineSettings):
+    """One model of a `--models-file`: the name clients use, what it serves, and its own
+    engine settings (the engine flags' names in snake_case: `max_model_len`, `dtype`,
+    `cpu_kvcache_space`, `cpu_threads_bind`, ...). A key left out takes its default, not
+    the command line's flag; `model` left out is the embedded model of that kind."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, description="The id clients use for this model.")
+    kind: Literal["chat", "embedding"] = Field(
+        "chat", description="chat (chat, completions, responses, realtime) or embedding."
+    )
+
+    @field_validator("model")
+    @classmethod
+    def _model_source(cls, value: str | None) -> str | None:
+        return None if value is None else check_model_source(value)
+
+
+class Settings(BaseSettings, EngineOptions):
     """oai-server: an OpenAI-compatible chat and completions server on vLLM."""
 
     model_config = SettingsConfigDict(
@@ -60,10 +81,31 @@ class Settings(BaseSettings, EngineSettings):
         True, description="Serve the built-in chat page at / (its files under /ui/)."
     )
 
-    # --- model ----------------------------------------------------------------
+    # --- models ---------------------------------------------------------------
+    # One model as a string, or several as a list: in values files and Serve args alike.
+    model: Annotated[
+        list[str],
+        NoDecode,
+        WithJsonSchema(
+            {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]}
+        ),
+    ] = Field(
+        default_factory=list,
+        description="A chat model: a Hugging Face id or local directory, or name=path to "
+        "serve it as name; repeat for several models, each on its own engine started with "
+        "these engine flags (comma-separated in OAI_MODEL); default: the embedded "
+        "SmolLM2-135M-Instruct.",
+    )
     served_model_name: str | None = Field(
         None,
-        description="Model id clients use; default: the --model value, or smollm2-135m-instruct.",
+        description="Model id clients use for the first --model (unless it is given as "
+        "name=path); default: the --model value, or smollm2-135m-instruct.",
+    )
+    models_file: Path | None = Field(
+        None,
+        description="A YAML file listing every model to serve (in place of --model and "
+        "--embedding-model), each with its name, kind (chat or embedding) and engine "
+        "settings of its own: see the README.",
     )
     embedding_model: str = Field(
         "all-minilm-l6-v2",
@@ -242,7 +284,12 @@ class Settings(BaseSettings, EngineSettings):
     )
 
     @field_validator(
-        "api_key", "cors_allow_origins", "lora_modules", "service_tier_priority_keys", mode="before"
+        "api_key",
+        "cors_allow_origins",
+        "lora_modules",
+        "model",
+        "service_tier_priority_keys",
+        mode="before",
     )
     @classmethod
     def _comma_separated(cls, value: Any) -> Any:
@@ -272,11 +319,21 @@ class Settings(BaseSettings, EngineSettings):
         description="Share cached answers across API keys (by default each key sees only its own).",
     )
 
-    @field_validator("model", "embedding_model")
+    @field_validator("model")
     @classmethod
-    def _model_source(cls, value: str | None) -> str | None:
-        """Checked where a user names it: a path with no directory there stops the start."""
-        return None if value is None else check_model_source(value)
+    def _model_sources(cls, value: list[str]) -> list[str]:
+        """Checked where a user names them: a path with no directory there stops the start."""
+        for item in value:
+            name, sep, source = item.partition("=")
+            if sep and not name:
+                raise ValueError(f"{item!r} has no name before '='")
+            check_model_source(source if sep else item)
+        return value
+
+    @field_validator("embedding_model")
+    @classmethod
+    def _model_source(cls, value: str) -> str:
+        return check_model_source(value)
 
     @field_validator("response_cache")
     @classmethod
@@ -309,10 +366,11 @@ class Settings(BaseSettings, EngineSettings):
 
     @property
     def model_name(self) -> str:
-        """The id clients address the model by."""
-        if self.served_model_name:
-            return self.served_model_name
-        return self.model or EMBEDDED_MODEL_NAME
+        """The id clients address the first chat model by (the one a request without a
+        model of its own, say the chat page's first, gets)."""
+        from oai_server.models.entries import model_entries
+
+        return next(e.name for e in model_entries(self) if e.kind == "chat")
 
     @property
     def embedding_model_name(self) -> str | None:

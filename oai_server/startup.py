@@ -16,6 +16,7 @@ import logging
 import os
 import time
 import warnings
+from collections.abc import Sequence
 
 from pydantic import ValidationError
 
@@ -95,23 +96,29 @@ def ready_message(
     web_ui: bool = True,
     embedding_model: str | None = None,
     embedding_dtype: str | None = None,
+    more_models: Sequence[tuple[str, str | None]] = (),
 ) -> list[str]:
-    """The lines that say the server is ready: where, what, how long, how to try, how to stop."""
+    """The lines that say the server is ready: where, what, how long, how to try, how to stop.
+
+    `model` is the first chat model; `more_models` the others, each (name, dtype)."""
     shown_host = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
     root = f"http://{shown_host}:{port}"
     base = f"{root}/v1"
     took = f"{process_age_s():.1f} s"
-    what = f"model {model}" + (f" ({dtype})" if dtype else "")
+    chat = [(model, dtype), *more_models]
+    what = ("models " if more_models else "model ") + ", ".join(
+        name + (f" ({kind})" if kind else "") for name, kind in chat
+    )
     if embedding_model is not None:
         what += f", embedding model {embedding_model}" + (
             f" ({embedding_dtype})" if embedding_dtype else ""
         )
     body = f'{{"model": "{model}", "messages": [{{"role": "user", "content": "Hello!"}}]}}'
     # The chat page is the one address a newcomer would not guess.
-    chat = [f"  chat: {root}/"] if web_ui else []
+    page = [f"  chat: {root}/"] if web_ui else []
     return [
         f"ready in {took}: {base}, {what}",
-        *chat,
+        *page,
         f"  try:  curl {base}/chat/completions -H 'Content-Type: application/json' -d '{body}'",
         "  Ctrl-C to stop",
     ]

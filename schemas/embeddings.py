@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field
 
@@ -26,6 +26,9 @@ class CreateEmbeddingRequest(RequestModel):
     encoding_format: Literal["float", "base64"] = "float"
     dimensions: Annotated[int, Field(ge=1)] | None = None
     user: str | None = None
+
+    # Not a field: embeddings are always answered whole, never streamed.
+    stream: ClassVar[bool] = False
 
 
 class Embedding(ResponseModel):

@@ -12,7 +12,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from oai_server.embeddings.service import EmbeddingService
 from oai_server.error_responses import error_body, to_openai_error
 from oai_server.errors import (
     EngineDeadError,
@@ -23,17 +22,16 @@ from oai_server.errors import (
 from oai_server.http.answer import GenerationService
 from oai_server.ids import new_id
 from schemas.batch import BatchError
-from schemas.common import GenerationRequest, ResponseModel
+from schemas.common import GenerationRequest
 from schemas.embeddings import CreateEmbeddingRequest
 
 # The server's state, not the line's fault: the line is left to run again (after a restart).
 NOT_NOW = (EngineDeadError, EngineNotReadyError, EngineOverloadedError, ServerShuttingDownError)
 
 # What an endpoint takes: its request schema and the service that answers it.
-Endpoint = (
-    tuple[type[GenerationRequest], GenerationService[Any, Any, Any]]
-    | tuple[type[CreateEmbeddingRequest], EmbeddingService]
-)
+Endpoint = tuple[
+    type[GenerationRequest] | type[CreateEmbeddingRequest], GenerationService[Any, Any, Any]
+]
 # What the live route does to a body before its service sees it, for the batch's owner:
 # the key's cache salt and the service tier it is served at.
 Shape = Callable[[GenerationRequest], GenerationRequest]
@@ -81,7 +79,7 @@ def _request(
         req = schema.model_validate_json(json.dumps(body), strict=True)
         if isinstance(req, GenerationRequest):
             req = shape(req)
-        service.prepare(req)  # type: ignore[arg-type]
+        service.prepare(req)
     except Exception as exc:  # noqa: BLE001 - whatever the endpoint refuses with
         error = to_openai_error(exc)
         return _refused(line, error.code or "invalid_request", error.message, error.param)
@@ -118,24 +116,14 @@ async def answer_line(request: Request, endpoint: Endpoint) -> tuple[bool, dict[
     """
     _schema, service = endpoint
     try:
-        status, body = 200, json.loads((await _answer(request.body, service)).to_json())
+        handle = await service.start(service.prepare(request.body))
+        status, body = 200, json.loads((await service.complete(handle)).to_json())
     except NOT_NOW:
         raise
     except Exception as exc:  # noqa: BLE001 - a line that fails is an error line, never a stuck batch
         error = to_openai_error(exc)
         status, body = error.status_code, json.loads(error_body(error).to_json())
     return status != 200, output_line(request.custom_id, status, body)
-
-
-async def _answer(
-    req: GenerationRequest | CreateEmbeddingRequest,
-    service: GenerationService[Any, Any, Any] | EmbeddingService,
-) -> ResponseModel:
-    """The whole answer, as the live endpoint gives it."""
-    if isinstance(service, EmbeddingService):
-        assert isinstance(req, CreateEmbeddingRequest)
-        return await service.create(service.prepare(req))
-    return await service.complete(await service.start(service.prepare(req)))
 
 
 def output_line(custom_id: str, status: int, body: dict[str, Any]) -> dict[str, Any]:

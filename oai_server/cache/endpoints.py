@@ -1,4 +1,5 @@
-"""What differs between chat and text completions, as far as the cache is concerned.
+"""What differs between chat and text completions, as far as the cache is concerned
+(embeddings, answered whole only, are in `cache.embeddings`).
 
 Each endpoint says what of a prepared job goes into the key, how usage and the id are
 read from a started request, and how events fold into the whole response (with the
@@ -13,9 +14,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any, Generic, TypeVar
 
-from oai_server.cache.key import options_material
+from oai_server.cache.key import determined, options_material
 from oai_server.engine.types import SamplingOptions
-from oai_server.http.answer import GenerationService
+from oai_server.http.answer import Asked, GenerationService
 from oai_server.ids import new_request_id
 from oai_server.services.chat import ChatJob, ChatRequest, ChatService
 from oai_server.services.chat_assembler import ChatAssembler
@@ -31,7 +32,7 @@ from schemas.chat import (
 from schemas.common import CompletionUsage, GenerationRequest, ResponseModel
 from schemas.completions import CreateCompletionRequest, CreateCompletionResponse
 
-Req = TypeVar("Req", bound=GenerationRequest)
+Req = TypeVar("Req", bound=Asked)
 Job = TypeVar("Job")
 Handle = TypeVar("Handle")
 Event = TextDelta | ResponseModel
@@ -40,7 +41,7 @@ WITH_USAGE = StreamSettings(include_usage=True, continuous_usage=False)
 
 
 class Endpoint(ABC, Generic[Req, Job, Handle]):
-    """One generation endpoint's part in caching."""
+    """One endpoint's part in caching."""
 
     kind: str
     id_prefix: str
@@ -49,6 +50,13 @@ class Endpoint(ABC, Generic[Req, Job, Handle]):
 
     @abstractmethod
     def options(self, job: Job) -> Sequence[SamplingOptions]: ...
+
+    def cacheable(self, req: Req, job: Job) -> bool:
+        """True when the answer may come from the cache: it is determined, and a stream
+        that reports usage on every chunk is not asked for (an entry has no such chunks)."""
+        assert isinstance(req, GenerationRequest)
+        continuous = StreamSettings.of(req.stream_options).continuous_usage
+        return determined(self.options(job)) and not continuous
 
     @abstractmethod
     def prompts(self, job: Job) -> list[list[int]]:
@@ -103,6 +111,15 @@ class Endpoint(ABC, Generic[Req, Job, Handle]):
     def whole_events(self, whole: ResponseModel) -> list[Event]:
         """A whole answer (of a `whole_only` job) as events."""
         raise NotImplementedError
+
+    def whole_usage(self, whole: ResponseModel) -> CompletionUsage | None:
+        """The usage of a whole answer (of a `whole_only` job); None when it has none."""
+        usage: CompletionUsage | None = getattr(whole, "usage", None)
+        return usage
+
+    def restore(self, stored: dict[str, Any]) -> ResponseModel:
+        """A stored chunk as the model it was; its `id` and `created` are a replay's."""
+        return self.chunk_model.model_validate({**stored, "id": "", "created": 0})
 
     def fresh_identity(self, request_id: str | None) -> tuple[str, int]:
         """The `id` and `created` of an answer replayed from the cache: its own, as new

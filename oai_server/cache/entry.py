@@ -10,7 +10,7 @@ request fills an entry that serves both.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,8 +65,9 @@ def _stored_chunk(chunk: TextDelta | ResponseModel) -> dict[str, Any] | None:
     return chunk.model_dump(mode="json", exclude_unset=True, exclude=_NOT_STORED)
 
 
-def decode(data: bytes, chunk_model: type[ResponseModel]) -> Entry | None:
-    """The entry in `data`, every chunk validated; None (a miss) if it does not decode."""
+def decode(data: bytes, restore: Callable[[dict[str, Any]], ResponseModel]) -> Entry | None:
+    """The entry in `data`, every chunk validated by `restore` (the endpoint's); None (a
+    miss) if it does not decode."""
     try:
         raw = pydantic_core.from_json(data)
         if raw["format"] != FORMAT:
@@ -80,7 +81,7 @@ def decode(data: bytes, chunk_model: type[ResponseModel]) -> Entry | None:
                     raise TypeError("a text event is [index, text]")
                 events.append(TextDelta(index, text))
             else:
-                events.append(chunk_model.model_validate({**item, "id": "", "created": 0}))
+                events.append(restore(item))
         if not isinstance(prompt_tokens, int) or not isinstance(completion_tokens, int):
             raise TypeError("usage is [prompt_tokens, completion_tokens]")
     except (ValueError, TypeError, KeyError, pydantic.ValidationError) as exc:

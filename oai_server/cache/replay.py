@@ -13,6 +13,7 @@ from typing import Any
 
 from oai_server.cache.endpoints import Endpoint, Event
 from oai_server.cache.entry import Entry
+from oai_server.http.answer import Asked
 from oai_server.observability.context import current_request
 from oai_server.services.common import StreamSettings
 from oai_server.services.events import EventStream, TextDelta
@@ -69,7 +70,7 @@ def replay_stream(
 
 def replay_whole(
     endpoint: Endpoint[Any, Any, Any],
-    req: GenerationRequest,
+    req: Asked,
     entry: Entry,
     identity: tuple[str, int],
 ) -> ResponseModel:

@@ -1,7 +1,7 @@
 """The response cache: what it holds, and the single flight of identical misses.
 
 `ResponseCache` owns the backend, the metrics and the flights; for each request it
-hands out a `CachedService` (see `service`), the chat or completions service wrapped
+hands out a `CachedService` (see `service`), the chat, completions or embeddings service wrapped
 so that a hit is replayed and a miss runs the engine and is recorded. Either way the
 request goes through the one answer path, `oai_server.http.answer`.
 
@@ -30,16 +30,19 @@ from fastapi import Request
 
 from oai_server.auth.caller import caller
 from oai_server.cache.backend import CacheBackend
+from oai_server.cache.embeddings import EmbeddingsEndpoint
 from oai_server.cache.endpoints import ChatEndpoint, CompletionsEndpoint, Endpoint, Event
 from oai_server.cache.entry import Entry, decode, encode
 from oai_server.cache.flights import Flight, Flights
 from oai_server.cache.metrics import CacheMetrics
 from oai_server.cache.service import CachedService
+from oai_server.embeddings.service import EmbeddingCall, EmbeddingJob, EmbeddingService
 from oai_server.services.chat import ChatJob, ChatRequest
 from oai_server.services.completions import Batch, CompletionJob
 from schemas.chat import CreateChatCompletionRequest
 from schemas.common import CompletionUsage
 from schemas.completions import CreateCompletionRequest
+from schemas.embeddings import CreateEmbeddingRequest
 
 # How often a request waiting for another replica's answer looks for it.
 REPLICA_POLL_S = 0.05
@@ -51,7 +54,7 @@ def _directives(request: Request) -> frozenset[str]:
 
 
 class ResponseCache:
-    """Answers chat and text completions through the cache in `backend`."""
+    """Answers chat, text completions and embeddings through the cache in `backend`."""
 
     def __init__(
         self,
@@ -83,6 +86,16 @@ class ResponseCache:
         """The completions service, answering `request` through the cache."""
         return self._serving(request, self._completions)
 
+    def embeddings(
+        self, request: Request, service: EmbeddingService
+    ) -> CachedService[CreateEmbeddingRequest, EmbeddingJob, EmbeddingCall]:
+        """The embeddings `service`, answering `request` through the cache.
+
+        The service comes with the request: it is built after the cache (it takes the
+        rate limiter, which is built after the cache).
+        """
+        return self._serving(request, EmbeddingsEndpoint(service))
+
     def _serving(
         self, request: Request, endpoint: Endpoint[Any, Any, Any]
     ) -> CachedService[Any, Any, Any]:
@@ -100,7 +113,7 @@ class ResponseCache:
         """The stored entry of `key`, if any."""
         data = await self.backend.get(key)
         if data is not None:
-            entry = decode(data, endpoint.chunk_model)
+            entry = decode(data, endpoint.restore)
             if entry is not None:
                 self.metrics.hits.inc()
                 return entry
@@ -113,7 +126,7 @@ class ResponseCache:
         if flight is None:
             return None
         data = await flight
-        entry = None if data is None else decode(data, endpoint.chunk_model)
+        entry = None if data is None else decode(data, endpoint.restore)
         if entry is not None:
             self.metrics.coalesced.inc()
         return entry
@@ -131,7 +144,7 @@ class ResponseCache:
                 await asyncio.sleep(REPLICA_POLL_S)
                 data = await self.backend.get(key)
                 if data is not None:
-                    entry = decode(data, endpoint.chunk_model)
+                    entry = decode(data, endpoint.restore)
                     if entry is not None:
                         flight.land(data)  # this replica's followers of the key too
                         self.metrics.coalesced.inc()

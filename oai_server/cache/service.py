@@ -19,10 +19,9 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 from oai_server.cache.endpoints import Endpoint, Event
 from oai_server.cache.entry import Entry
 from oai_server.cache.flights import Flight
-from oai_server.cache.key import cache_key, determined
+from oai_server.cache.key import cache_key
 from oai_server.cache.replay import replay_stream, replay_whole
-from oai_server.http.answer import Shortcut
-from oai_server.services.common import StreamSettings
+from oai_server.http.answer import Asked, Shortcut
 from oai_server.services.events import EventStream
 from schemas.common import GenerationRequest, ResponseModel
 
@@ -31,7 +30,7 @@ if TYPE_CHECKING:
 
 HEADER = "x-cache"
 
-Req = TypeVar("Req", bound=GenerationRequest)
+Req = TypeVar("Req", bound=Asked)
 Job = TypeVar("Job")
 Handle = TypeVar("Handle")
 
@@ -74,8 +73,7 @@ class CachedService(
 
     def prepare(self, req: Req) -> CacheJob[Req, Job]:
         job = self.endpoint.service.prepare(req)
-        options = self.endpoint.options(job)
-        if not determined(options) or StreamSettings.of(req.stream_options).continuous_usage:
+        if not self.endpoint.cacheable(req, job):
             return CacheJob(req, job, None)
         key_material = self.endpoint.key_material(req, job)
         key = cache_key(self.endpoint.kind, self.owner, self.endpoint.prompts(job), key_material)
@@ -130,7 +128,9 @@ class CachedService(
 
     def stream(self, answer: CacheAnswer[Req, Job, Handle]) -> EventStream[ResponseModel]:
         if answer.entry is not None:
-            return replay_stream(self.endpoint, answer.job.req, answer.entry, answer.identity)
+            req = answer.job.req
+            assert isinstance(req, GenerationRequest)  # only generation is ever streamed
+            return replay_stream(self.endpoint, req, answer.entry, answer.identity)
         assert answer.handle is not None
         inner = self.endpoint.service.stream(answer.handle)
         if answer.header is None:
@@ -175,7 +175,7 @@ class CachedService(
         try:
             if self.endpoint.whole_only(job.job):
                 whole = await service.complete(answer.handle)
-                usage = getattr(whole, "usage", None)
+                usage = self.endpoint.whole_usage(whole)
                 if usage is not None:
                     events = self.endpoint.whole_events(whole)
                     await self.cache.finish(key, answer.store, answer.flight, events, usage)

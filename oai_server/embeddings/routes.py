@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Request, Response
 
 from oai_server.errors import InvalidRequestError
-from oai_server.http.answer import json_response
+from oai_server.http.answer import GenerationService, answer
 from oai_server.http.parsing import parse_body
 from oai_server.state import server_state
 from schemas.embeddings import CreateEmbeddingRequest
@@ -17,9 +19,12 @@ router = APIRouter()
 async def create_embedding(request: Request) -> Response:
     server = server_state(request)
     req = await parse_body(request, CreateEmbeddingRequest, server.settings.max_request_bytes)
-    service = server.embeddings
-    if service is None:
+    embeddings = server.embeddings
+    if embeddings is None:
         server.models.find(req.model, "embedding")  # a 4xx naming the models there are
         raise InvalidRequestError("This server serves no embedding model.", param="model")
-    job = service.prepare(req)  # the model checked there, for batch lines as well
-    return json_response(await service.create(job))
+    # Its `prepare` checks the model (so a batch line is refused as this route refuses it).
+    service: GenerationService[CreateEmbeddingRequest, Any, Any] = embeddings
+    if server.cache is not None:
+        service = server.cache.embeddings(request, embeddings)
+    return await answer(request, req, service)

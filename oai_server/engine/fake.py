@@ -43,7 +43,10 @@ def _compile(source: str) -> jinja2.Template:
 
 
 class FakeTokenizer(Tokenizer):
-    """One token per byte; a tiny Jinja chat template."""
+    """One token per byte; a tiny Jinja chat template (`template`, else `DEFAULT_TEMPLATE`)."""
+
+    def __init__(self, template: str | None = None) -> None:
+        self.template = template or DEFAULT_TEMPLATE
 
     def encode(self, text: str, *, add_special_tokens: bool = True) -> list[int]:
         return list(text.encode())
@@ -61,7 +64,7 @@ class FakeTokenizer(Tokenizer):
         tools: list[dict[str, Any]] | None = None,
         template_kwargs: dict[str, Any] | None = None,
     ) -> str:
-        rendered = _compile(chat_template or DEFAULT_TEMPLATE).render(
+        rendered = _compile(chat_template or self.template).render(
             messages=messages,
             add_generation_prompt=add_generation_prompt,
             tools=tools,
@@ -113,6 +116,8 @@ class FakeEngine(Engine):
     adapters: dict[str, str] = field(default_factory=dict)
     # Raised by `load_adapter` (say, the error for weights of another model's shape).
     adapter_fault: Exception | None = None
+    # The model's own chat template (None: `DEFAULT_TEMPLATE`), as a tokenizer carries it.
+    chat_template: str | None = None
     calls: list[Call] = field(default_factory=list)
     aborted: list[str] = field(default_factory=list)
     _ready: bool = False
@@ -137,7 +142,7 @@ class FakeEngine(Engine):
 
     @property
     def tokenizer(self) -> Tokenizer:
-        return FakeTokenizer()
+        return FakeTokenizer(self.chat_template)
 
     def kill(self) -> None:
         """Make the engine behave as if its core process died."""
@@ -219,6 +224,9 @@ class FakeEngine(Engine):
                 self.fail_at_step,
             )
             running, choices = self._running, range(options.n)
+            end, end_reason = _end(len(pieces), options)
+            # One choice and no stop strings (most requests): nothing to track per step.
+            single, count = options.n == 1 and not options.stop, len(pieces)
             for step in range(options.max_tokens):
                 if token_delay:
                     await asyncio.sleep(token_delay)
@@ -229,12 +237,21 @@ class FakeEngine(Engine):
                     raise EngineDeadError("The engine failed while generating.")
                 if request_id not in running:
                     return
-                out = GenerationStep(prompt_tokens, [], False, cached, None, queue_time)
+                if single:
+                    delta = ChoiceDelta(0, pieces[step % count], 1)
+                    if step + 1 >= end:
+                        delta.finish_reason, done[0] = end_reason, True
+                    out = GenerationStep(prompt_tokens, [delta], done[0], cached, None, queue_time)
+                else:
+                    out = GenerationStep(prompt_tokens, [], False, cached, None, queue_time)
+                    for i in choices:
+                        if not done[i]:
+                            delta = self._advance(i, step, pieces, texts, done, options)
+                            out.choices.append(delta)
+                            if not done[i] and step + 1 >= end:
+                                delta.finish_reason, done[i] = end_reason, True
+                    out.finished = all(done)
                 queue_time = None
-                for i in choices:
-                    if not done[i]:
-                        out.choices.append(self._advance(i, step, pieces, texts, done, options))
-                out.finished = all(done)
                 if out.finished and self.finish_reason is not None:
                     for choice in out.choices:
                         choice.finish_reason = self.finish_reason
@@ -271,8 +288,12 @@ class FakeEngine(Engine):
                     delta.finish_reason, delta.stop_reason = "stop", stop
                     done[i] = True
                     return delta
-        if step + 1 >= options.max_tokens:
-            delta.finish_reason, done[i] = "length", True
-        elif step + 1 >= len(pieces) and not options.ignore_eos:
-            delta.finish_reason, done[i] = "stop", True
         return delta
+
+
+def _end(count: int, options: SamplingOptions) -> tuple[int, FinishReason]:
+    """After how many steps a reply of `count` pieces ends, and why: the length limit
+    first, then the end of the reply (unless `ignore_eos` repeats it)."""
+    if options.ignore_eos or count >= options.max_tokens:
+        return options.max_tokens, "length"
+    return count, "stop"

@@ -62,6 +62,13 @@ class Engine(abc.ABC):
     async def start(self) -> None:
         """Load the model; return when the engine can serve."""
 
+    def serving(self, model: str | None) -> Engine:
+        """The engine that holds the chat model `model` (None: the first), for its
+        `tokenizer` and `model_info`; an engine of one model holds it itself. Requests
+        still go through `generate` here, with `SamplingOptions.model` naming the model,
+        so whatever wraps this engine sees them."""
+        return self
+
     @abc.abstractmethod
     async def stop(self) -> None:
         """Release the engine and everything it started."""

@@ -30,14 +30,11 @@ def check_model_source(value: str) -> str:
 SchedulingPolicy = Literal["fcfs", "priority"]
 
 
-class EngineSettings(BaseModel):
-    """What the engine is started with; None means "vLLM's default" unless said otherwise."""
+class EngineOptions(BaseModel):
+    """How an engine runs, whatever model it holds; None means "vLLM's default" unless
+    said otherwise. `EngineSettings` adds the model; the server's `Settings` adds its
+    models (`--model`, repeatable) and shares these flags among them."""
 
-    model: str | None = Field(
-        None,
-        description="Hugging Face model id or local directory; "
-        "default: the embedded SmolLM2-135M-Instruct.",
-    )
     dtype: str = Field(
         "auto",
         description="Weight and activation dtype (auto, float32, bfloat16, float16); "
@@ -167,3 +164,17 @@ class EngineSettings(BaseModel):
         if isinstance(value, str):
             return json.loads(value) if value.strip() else {}
         return value
+
+    def engine_options(self) -> dict[str, Any]:
+        """These options by field name, as given to another engine's settings."""
+        return {name: getattr(self, name) for name in EngineOptions.model_fields}
+
+
+class EngineSettings(EngineOptions):
+    """What one engine is started with: its model and how it runs."""
+
+    model: str | None = Field(
+        None,
+        description="Hugging Face model id or local directory; "
+        "default: the embedded SmolLM2-135M-Instruct.",
+    )

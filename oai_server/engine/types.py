@@ -83,6 +83,8 @@ class SamplingOptions:
     cache_salt: str | None = None
     # The LoRA adapter to answer with, by its served name; None: the base model.
     adapter: str | None = None
+    # The served chat model whose engine answers (an adapter's base); None: the first.
+    model: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

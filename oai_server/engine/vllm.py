@@ -50,12 +50,15 @@ class VLLMEngine(AsyncLLMHolder, Engine):
         *,
         resolve_model: Callable[[str], str] | None = None,
         served_model_name: str | None = None,
+        log_stats: bool = True,
     ) -> None:
         """`resolve_model`, if given, is the embedded model: it runs first in `start` with
         the dtype chosen for this CPU (to convert the weights at that precision) and
         returns the model to load in place of `options.model`. `served_model_name` is the
-        id clients use, which vLLM's own metrics are labelled with."""
+        id clients use, which vLLM's own metrics are labelled with; `log_stats` False
+        keeps this engine off them (one engine per process may feed them)."""
         super().__init__()
+        self._log_stats = log_stats
         self._options = options
         self._served_model_name = served_model_name
         self._resolve_model = resolve_model
@@ -113,6 +116,8 @@ class VLLMEngine(AsyncLLMHolder, Engine):
         from vllm.v1.engine.async_llm import AsyncLLM
 
         args = vllm_args.engine_args(self._options, on_cpu, self._served_model_name)
+        if not self._log_stats:
+            args["disable_log_stats"] = True
         logger.debug("starting vLLM engine (%s): %s", "CPU" if on_cpu else "GPU", args)
         logger.info("loading the engine (%s)", "CPU" if on_cpu else "GPU")
         args["structured_outputs_config"] = StructuredOutputsConfig(

@@ -24,6 +24,9 @@ class EngineWrapper(Engine):
     async def stop(self) -> None:
         await self.inner.stop()
 
+    def serving(self, model: str | None) -> Engine:
+        return self.inner.serving(model)
+
     @property
     def model_info(self) -> ModelInfo:
         return self.inner.model_info

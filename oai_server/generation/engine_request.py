@@ -14,7 +14,7 @@ from oai_server.errors import InternalServerError
 
 @dataclass
 class Usage:
-    """Token counts of one request, updated as steps arrive."""
+    """Token counts of one request, updated as steps arrive (by `Generation`)."""
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -24,13 +24,6 @@ class Usage:
     @property
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
-
-    def add(self, step: GenerationStep) -> None:
-        self.prompt_tokens = step.prompt_tokens
-        if step.cached_tokens > self.cached_tokens:
-            self.cached_tokens = step.cached_tokens
-        for choice in step.choices:
-            self.completion_tokens += choice.token_count
 
 
 @dataclass
@@ -75,7 +68,12 @@ class Generation:
             step = self._first
             self._first = None
             while step is not None:
-                usage.add(step)
+                # Counted here, not in a method of `Usage`: a call saved per step.
+                usage.prompt_tokens = step.prompt_tokens
+                if step.cached_tokens > usage.cached_tokens:
+                    usage.cached_tokens = step.cached_tokens
+                for choice in step.choices:
+                    usage.completion_tokens += choice.token_count
                 self.finished = step.finished
                 yield step
                 if step.finished:
@@ -90,11 +88,14 @@ class Generation:
 
     async def close(self) -> None:
         """Release the engine request; abort it unless it finished."""
+        aclose = getattr(self._steps, "aclose", None)
+        if self.finished:  # nothing to abort: no shield to pay for, on every request
+            if aclose is not None:
+                await aclose()
+            return
         # Shielded: this runs while the task is being cancelled (client disconnect),
         # and the abort must still reach the engine.
         with anyio.CancelScope(shield=True):
-            if not self.finished:
-                await self.engine.abort(self.request_id)
-            aclose = getattr(self._steps, "aclose", None)
+            await self.engine.abort(self.request_id)
             if aclose is not None:
                 await aclose()

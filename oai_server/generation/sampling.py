@@ -92,6 +92,7 @@ def build_options(
     structured: StructuredOutput | None = None,
     n: int | None = None,
     adapter: str | None = None,
+    model: str | None = None,
 ) -> SamplingOptions:
     """Sampling options for `req`. A field it leaves out (or sends as null) takes the model's
     own default from `defaults`, as `vllm serve` does, and OpenAI's where the model has none."""
@@ -118,4 +119,5 @@ def build_options(
         priority=engine_priority(req),
         cache_salt=req.cache_salt,
         adapter=adapter,
+        model=model,
     )

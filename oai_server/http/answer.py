@@ -1,4 +1,8 @@
-"""Answer a generation request: streamed as server-sent events, or whole as JSON."""
+"""Answer a request to the engines: streamed as server-sent events, or whole as JSON.
+
+Generation (chat, text completions) and embeddings alike; an embedding request is
+always answered whole.
+"""
 
 from __future__ import annotations
 
@@ -6,13 +10,22 @@ from typing import Generic, Protocol, TypeVar
 
 from fastapi import Request, Response
 
-from oai_server.http.disconnect import until_disconnect
-from oai_server.http.sse import event_stream
+from oai_server.http.disconnect import Disconnect, until_disconnect
+from oai_server.http.sse import EventStreamResponse
 from oai_server.services.events import EventStream
 from schemas.chat import CreateChatCompletionRequest
-from schemas.common import GenerationRequest, ResponseModel
+from schemas.common import ResponseModel
+from schemas.embeddings import CreateEmbeddingRequest
 
-Req = TypeVar("Req", bound=GenerationRequest, contravariant=True)
+
+class Asked(Protocol):
+    """What `answer` reads of a request: whether to stream the answer."""
+
+    @property
+    def stream(self) -> bool | None: ...
+
+
+Req = TypeVar("Req", bound=Asked, contravariant=True)
 Job = TypeVar("Job")
 Handle = TypeVar("Handle")
 Prepared = TypeVar("Prepared")
@@ -20,8 +33,8 @@ Started = TypeVar("Started")
 
 
 class GenerationService(Protocol[Req, Job, Handle]):
-    """What the chat and completions services offer, and so every wrapper of them
-    (the response cache's `CachedService`, the store's `RecordingChat`)."""
+    """What the chat, completions and embeddings services offer, and so every wrapper of
+    them (the response cache's `CachedService`, the store's `RecordingChat`)."""
 
     def prepare(self, req: Req) -> Job: ...
 
@@ -52,13 +65,18 @@ class Shortcut(Generic[Prepared, Started]):
         return {}
 
 
-def engine_request_id(request: Request, req: GenerationRequest) -> str | None:
+def engine_request_id(request: Request, req: Asked) -> str | None:
     """The answer's and the engine request's id: OpenAI's prefix and the x-request-id
     (set by `ObservabilityMiddleware`), so logs and engine traces meet on one id."""
     request_id: str | None = getattr(request.state, "request_id", None)
     if request_id is None:
         return None
-    prefix = "chatcmpl" if isinstance(req, CreateChatCompletionRequest) else "cmpl"
+    if isinstance(req, CreateChatCompletionRequest):
+        prefix = "chatcmpl"
+    elif isinstance(req, CreateEmbeddingRequest):
+        prefix = "embd"
+    else:
+        prefix = "cmpl"
     return f"{prefix}-{request_id}"
 
 
@@ -69,9 +87,9 @@ def json_response(body: ResponseModel, status_code: int = 200) -> Response:
 async def answer(
     request: Request, req: Req, service: GenerationService[Req, Job, Handle]
 ) -> Response:
-    """Start generating for `req`; stream it, or wait for the whole answer.
+    """Start the engine's work for `req`; stream it, or wait for the whole answer.
 
-    The one path of every generation request, whatever `service` wraps (the response
+    The one path of every request to the engines, whatever `service` wraps (the response
     cache, the store's recording, or the engine's service itself). Everything that can
     be refused is refused before any status goes out. A client that leaves at any point,
     queued, in prefill or generating, cancels the work, and so aborts the engine request.
@@ -84,10 +102,16 @@ async def answer(
         handle = await shortcut.ready(job, request_id)
     response: Response
     if req.stream:
+        disconnect = None
         if handle is None:
-            handle = await until_disconnect(request, service.start(job, request_id))
+            disconnect = Disconnect(request.receive)
+            try:
+                handle = await disconnect.guard(service.start(job, request_id))
+            except BaseException:
+                disconnect.stop()
+                raise
         # From here the response watches the connection and cancels the stream on disconnect.
-        response = event_stream(service.stream(handle))
+        response = EventStreamResponse(service.stream(handle), disconnect)
     elif handle is not None:
         response = json_response(await service.complete(handle))  # ready: nothing to wait for
     else:

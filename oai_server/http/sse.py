@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 
-import anyio
 import pydantic_core
+from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from oai_server.error_responses import error_body, to_openai_error
-from oai_server.http.disconnect import watch_disconnect
+from oai_server.http.disconnect import Disconnect
 from oai_server.services.events import EventStream, TextDelta
 from schemas.common import ResponseModel
 
@@ -19,7 +19,7 @@ logger = logging.getLogger(__name__)
 
 DONE = b"data: [DONE]\n\n"
 HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-# Where the edge middleware puts the `send` it was given, for a stream's body (see
+# Where the app puts the ASGI server's own `send`, for a stream's body (see
 # `EventStreamResponse`). Every layer between it and the route looks at the response's
 # start only (its status, its headers); a layer that rewrote bodies would have to sit
 # outside it.
@@ -47,79 +47,89 @@ class TextEvents:
     models per token was most of the server's own cost per token. The template is cut
     from a chunk that `sample(index, text)` builds and serializes with marker values,
     so its bytes are those of the typed chunk by construction: only the index and the
-    JSON-escaped text (escaped by pydantic's own encoder) are spliced in.
+    JSON-escaped text (escaped by pydantic's own encoder) are spliced in:
+    `prefix(index) + pydantic_core.to_json(text) + tail`.
     """
 
     def __init__(self, sample: Callable[[int, str], ResponseModel]) -> None:
         encoded = event(sample(_INDEX_MARK, _TEXT_MARK))
         head, rest = encoded.split(str(_INDEX_MARK).encode(), 1)
         middle, tail = rest.split(pydantic_core.to_json(_TEXT_MARK), 1)
-        self._head, self._middle, self._tail = head, middle, tail
-        # What comes before the text, per choice index: built once, not per chunk.
-        self._before: dict[int, bytes] = {}
+        self._head, self._middle, self.tail = head, middle, tail
+
+    def prefix(self, index: int) -> bytes:
+        """What comes before the text of choice `index`."""
+        return b"%s%d%s" % (self._head, index, self._middle)
 
     def __call__(self, index: int, text: str) -> bytes:
-        before = self._before.get(index)
-        if before is None:
-            before = self._before[index] = b"%s%d%s" % (self._head, index, self._middle)
-        return before + pydantic_core.to_json(text) + self._tail
-
-
-async def encode(stream: EventStream[ResponseModel]) -> AsyncIterator[bytes]:
-    """The stream's events as SSE bytes; an error after the 200 becomes one error event.
-
-    The status line has gone out by then, so the error travels in the stream, in the
-    same envelope as any other error, and the stream still ends with `[DONE]`.
-    """
-    text_events: TextEvents | None = None
-    try:
-        async for item in stream:
-            if isinstance(item, TextDelta):
-                if text_events is None:
-                    text_events = TextEvents(stream.chunk_of)
-                yield text_events(item.index, item.text)
-            else:
-                yield event(item)
-    except Exception as exc:  # noqa: BLE001 - every failure must reach the client as an event
-        logger.warning("stream failed after it started: %r", exc)
-        yield event(error_body(to_openai_error(exc)))
-    yield DONE
+        return self.prefix(index) + pydantic_core.to_json(text) + self.tail
 
 
 class EventStreamResponse(Response):
-    """`text/event-stream` from an iterator of events, each sent as it comes.
+    """`text/event-stream` of an answer's events, each encoded and sent as it comes.
 
-    What Starlette's `StreamingResponse` does, for less per chunk and per request: the
-    body goes straight to the edge middleware's `send` (`BODY_SEND`), past the layers
-    that only wrap `send` to see the response start (three calls per chunk, four with
-    rate limits), and the client's disconnect is watched by one plain task, not a task
-    group.
+    What Starlette's `StreamingResponse` around an encoding generator did, for less per
+    chunk and per request: the events are encoded in the sending loop (a text delta is
+    spliced into its choice's prebuilt bytes), each body goes straight to the ASGI
+    server's `send` (`BODY_SEND`), past the layers that only wrap `send` to see the
+    response start, `[DONE]` ends the body in the same message, and the client's
+    disconnect is watched by the task that watched the stream's start.
     """
 
     media_type = "text/event-stream"
 
-    def __init__(self, body: AsyncIterator[bytes]) -> None:
-        self.body_iterator = body
+    def __init__(
+        self, stream: EventStream[ResponseModel], disconnect: Disconnect | None = None
+    ) -> None:
+        """`disconnect`: the watch of the request that started `stream`, kept on."""
+        self.stream = stream
+        self.disconnect = disconnect
         self.status_code = 200
         self.background = None
         self.raw_headers = list(_RAW_HEADERS)  # a copy: a route may add its own
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        body_send: Send = scope.get(BODY_SEND, send)
         start = {"type": "http.response.start", "status": 200, "headers": self.raw_headers}
         await send(start)
         # A client that leaves cancels the stream, and so aborts its engine request.
-        with anyio.CancelScope() as cancel:
-            watcher = watch_disconnect(receive, cancel)
-            try:
-                async for chunk in self.body_iterator:
-                    await body_send({"type": BODY, "body": chunk, "more_body": True})
-                await body_send({"type": BODY, "body": b"", "more_body": False})
-            finally:
-                watcher.cancel()
+        disconnect = self.disconnect or Disconnect(receive)
+        try:
+            await disconnect.guard(self._send_events(scope.get(BODY_SEND, send)))
+        except ClientDisconnect:
+            pass
+        finally:
+            disconnect.stop()
         if self.background is not None:  # as Starlette runs it, client gone or not
             await self.background()
 
+    async def _send_events(self, send: Send) -> None:
+        """Every event, then `[DONE]`; an error after the 200 becomes one error event.
 
-def event_stream(stream: EventStream[ResponseModel]) -> EventStreamResponse:
-    return EventStreamResponse(encode(stream))
+        The status line has gone out by then, so the error travels in the stream, in the
+        same envelope as any other error, and the stream still ends with `[DONE]`.
+        """
+        stream = self.stream
+        text_events: TextEvents | None = None
+        index, before, tail = -1, b"", b""
+        sending = False
+        try:
+            async for item in stream:
+                if type(item) is TextDelta:  # final: no subclass to miss
+                    if item.index != index:  # the choice's prefix, made once per change
+                        if text_events is None:
+                            text_events = TextEvents(stream.chunk_of)
+                            tail = text_events.tail
+                        index, before = item.index, text_events.prefix(item.index)
+                    body = before + pydantic_core.to_json(item.text) + tail
+                else:
+                    body = event(item)
+                sending = True
+                await send({"type": BODY, "body": body, "more_body": True})
+                sending = False
+        except Exception as exc:  # every failure of the answer reaches the client as an event
+            if sending:  # the client's side failed, not the answer: nothing to tell it
+                raise
+            logger.warning("stream failed after it started: %r", exc)
+            error = event(error_body(to_openai_error(exc)))
+            await send({"type": BODY, "body": error, "more_body": True})
+        await send({"type": BODY, "body": DONE, "more_body": False})

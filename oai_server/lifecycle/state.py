@@ -80,14 +80,15 @@ class Lifecycle:
             await asyncio.sleep(HEALTH_POLL_S)
             try:
                 await check()
-            except EngineDeadError:
-                await self._die(name, grace_s)
+            except EngineDeadError as exc:
+                await self._die(name, grace_s, str(exc))
                 return
             except Exception:  # noqa: BLE001 - not ready yet: keep watching
                 continue
 
-    async def _die(self, name: str, grace_s: float) -> None:
-        logger.error("the %s has died: exiting with status %d", name, EXIT_ENGINE_DEAD)
+    async def _die(self, name: str, grace_s: float, why: str) -> None:
+        # `why` names the model whose engine died, when the server holds several.
+        logger.error("the %s has died (%s): exiting with status %d", name, why, EXIT_ENGINE_DEAD)
         self.phase = Phase.DEAD
         self.exit_code = EXIT_ENGINE_DEAD
         with contextlib.suppress(TimeoutError):

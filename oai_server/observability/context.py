@@ -33,6 +33,8 @@ class RequestRecord:
     reserved_window: int | None = None
     # Prompt text, only when the access log is asked to carry it.
     prompt_text: str | None = None
+    # The served model the request resolved to (its metrics' `model` label); "" before.
+    model: str = ""
 
     @property
     def principal(self) -> str | None:

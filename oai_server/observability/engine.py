@@ -10,7 +10,9 @@ aborts what is left and ends those requests with `ServerShuttingDownError`.
 from __future__ import annotations
 
 import time
+from bisect import bisect_left
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from oai_server.engine.protocol import Engine
@@ -25,6 +27,29 @@ from oai_server.observability.metrics import Metrics
 Admit = Callable[[RequestRecord | None, int], Awaitable[None]]
 
 
+@dataclass(frozen=True, slots=True)
+class _ModelSeries:
+    """The engine series of one `model` label value."""
+
+    time_to_first_token: Any
+    queue_time: Any
+    e2e_latency: Any
+    inter_token_latency: Any
+    prompt_tokens: Any
+    generation_tokens: Any
+
+    @classmethod
+    def of(cls, m: Metrics, model: str) -> _ModelSeries:
+        return cls(
+            m.time_to_first_token.labels(model),
+            m.queue_time.labels(model),
+            m.e2e_latency.labels(model),
+            m.inter_token_latency.labels(model),
+            m.prompt_tokens.labels(model),
+            m.generation_tokens.labels(model),
+        )
+
+
 class InstrumentedEngine(EngineWrapper):
     """`inner`, with every generation measured into `metrics` and the request's record."""
 
@@ -35,17 +60,27 @@ class InstrumentedEngine(EngineWrapper):
         admit: Admit | None = None,
         *,
         keep_prompt_text: bool = False,
+        model_name: str = "",
     ) -> None:
-        """`keep_prompt_text`: put each prompt's text in its record, for the access log."""
+        """`keep_prompt_text`: put each prompt's text in its record, for the access log;
+        `model_name`: the `model` label of requests that name no model of their own."""
         super().__init__(inner)
         self.metrics = metrics
         self.admit = admit
         self.keep_prompt_text = keep_prompt_text
+        self.model_name = model_name
         self._waiting: set[str] = set()
         self._live: set[str] = set()
         self._cut: set[str] = set()
         # prometheus_client's labels() validates and locks on every call: children cached.
-        self._finished: dict[str, Any] = {}
+        self._finished: dict[tuple[str, str], Any] = {}
+        self._series: dict[str, _ModelSeries] = {}
+
+    def _model_series(self, model: str) -> _ModelSeries:
+        series = self._series.get(model)
+        if series is None:
+            series = self._series[model] = _ModelSeries.of(self.metrics, model)
+        return series
 
     # --- what the wrapper adds -------------------------------------------------
     def waiting_requests(self) -> int:
@@ -65,16 +100,23 @@ class InstrumentedEngine(EngineWrapper):
         self, request_id: str, prompt_token_ids: list[int], options: SamplingOptions
     ) -> AsyncIterator[GenerationStep]:
         record = current_request.get()
+        # The served name the request resolved to: its adapter's, else its model's.
+        model = options.adapter or options.model or self.model_name
+        if record is not None:
+            record.model = model
         if self.admit is not None:
             await self.admit(record, len(prompt_token_ids) + options.max_tokens * options.n)
         if self.keep_prompt_text and record is not None:
-            text = self.inner.tokenizer.decode(prompt_token_ids)
+            text = self.inner.serving(options.model).tokenizer.decode(prompt_token_ids)
             record.prompt_text = text if record.prompt_text is None else record.prompt_text + text
-        m = self.metrics
+        m = self._model_series(model)
         submitted = last = time.perf_counter()
         prompt_tokens = generated = 0
         finished: list[str] = []
+        # The gaps between tokens, tallied per bucket here (a call per token saved) and
+        # added to the histogram once the request ends.
         gaps = m.inter_token_latency.tally()
+        bounds, gap_counts, gap_total = gaps.bounds, gaps.counts, 0.0
         self._live.add(request_id)
         self._waiting.add(request_id)
         try:
@@ -94,7 +136,9 @@ class InstrumentedEngine(EngineWrapper):
                     if step.queue_time is not None:
                         m.queue_time.observe(step.queue_time)
                 elif tokens:
-                    gaps.observe((now - last) / tokens)
+                    gap = (now - last) / tokens
+                    gap_counts[bisect_left(bounds, gap)] += 1
+                    gap_total += gap
                 last = now
                 generated += tokens
                 yield step
@@ -103,13 +147,15 @@ class InstrumentedEngine(EngineWrapper):
         finally:
             # Counted once at the end: per step, only a tally of the gaps between tokens.
             m.e2e_latency.observe(time.perf_counter() - submitted)
+            gaps.total = gap_total
             m.inter_token_latency.add(gaps)
             m.prompt_tokens.inc(prompt_tokens)
             m.generation_tokens.inc(generated)
             for reason in finished:
-                counted = self._finished.get(reason)
+                counted = self._finished.get((reason, model))
                 if counted is None:
-                    counted = self._finished[reason] = m.finished.labels(reason)
+                    counted = self.metrics.finished.labels(reason, model)
+                    self._finished[(reason, model)] = counted
                 counted.inc()
             if record is not None:
                 record.prompt_tokens += prompt_tokens

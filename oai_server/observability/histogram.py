@@ -33,43 +33,82 @@ class Tally:
         self.total += value
 
 
-class BatchedHistogram(Collector):
-    """A histogram without labels whose observations arrive as `Tally`s."""
+class _Series:
+    """The counts of one set of label values."""
 
-    def __init__(
-        self, name: str, documentation: str, buckets: Sequence[float], registry: CollectorRegistry
-    ) -> None:
-        self.name = name
-        self.documentation = documentation
-        self.bounds = (*sorted(float(b) for b in buckets), math.inf)
-        self._counts = [0] * len(self.bounds)
-        self._sum = 0.0
-        registry.register(self)
+    __slots__ = ("bounds", "counts", "sum")
+
+    def __init__(self, bounds: Sequence[float]) -> None:
+        self.bounds = bounds
+        self.counts = [0] * len(bounds)
+        self.sum = 0.0
 
     def tally(self) -> Tally:
         return Tally(self.bounds)
 
     def add(self, tally: Tally) -> None:
         """Count every observation of `tally`."""
-        counts = self._counts
+        counts = self.counts
         for i, n in enumerate(tally.counts):
             if n:
                 counts[i] += n
-        self._sum += tally.total
+        self.sum += tally.total
 
     def observe(self, value: float) -> None:
         one = self.tally()
         one.observe(value)
         self.add(one)
 
+
+class BatchedHistogram(Collector):
+    """A histogram whose observations arrive as `Tally`s; with `labelnames`, one series per
+    set of values (`labels(...)`), as `prometheus_client.Histogram` has."""
+
+    def __init__(
+        self,
+        name: str,
+        documentation: str,
+        buckets: Sequence[float],
+        registry: CollectorRegistry,
+        labelnames: Sequence[str] = (),
+    ) -> None:
+        self.name = name
+        self.documentation = documentation
+        self.labelnames = tuple(labelnames)
+        self.bounds = (*sorted(float(b) for b in buckets), math.inf)
+        self._series: dict[tuple[str, ...], _Series] = {}
+        if not self.labelnames:
+            self.labels()  # scraped (as zeros) before the first observation, as Histogram is
+        registry.register(self)
+
+    def labels(self, *values: str) -> _Series:
+        """The series of these label values (created on first use)."""
+        series = self._series.get(values)
+        if series is None:
+            if len(values) != len(self.labelnames):
+                raise ValueError(f"{self.name} takes labels {self.labelnames}")
+            series = self._series[values] = _Series(self.bounds)
+        return series
+
+    def tally(self) -> Tally:
+        return Tally(self.bounds)
+
+    def add(self, tally: Tally) -> None:
+        """Count every observation of `tally` (a histogram without labels)."""
+        self.labels().add(tally)
+
+    def observe(self, value: float) -> None:
+        self.labels().observe(value)
+
     def collect(self) -> Iterator[Metric]:
-        cumulative, buckets = 0, []
-        for bound, n in zip(self.bounds, self._counts, strict=True):
-            cumulative += n
-            buckets.append(("+Inf" if bound == math.inf else repr(bound), float(cumulative)))
-        yield HistogramMetricFamily(
-            self.name, self.documentation, buckets=buckets, sum_value=self._sum
-        )
+        family = HistogramMetricFamily(self.name, self.documentation, labels=self.labelnames)
+        for values, series in self._series.items():
+            cumulative, buckets = 0, []
+            for bound, n in zip(self.bounds, series.counts, strict=True):
+                cumulative += n
+                buckets.append(("+Inf" if bound == math.inf else repr(bound), float(cumulative)))
+            family.add_metric(list(values), buckets, series.sum)
+        yield family
 
     def describe(self) -> Iterator[Metric]:
-        yield HistogramMetricFamily(self.name, self.documentation)
+        yield HistogramMetricFamily(self.name, self.documentation, labels=self.labelnames)

@@ -1,6 +1,8 @@
 """Prometheus metrics of one app, in a registry of its own (no process globals).
 
-Names follow Prometheus conventions (`_seconds`, `_total` added to counters). The
+Names follow Prometheus conventions (`_seconds`, `_total` added to counters). Series of
+requests and of the engine carry a `model` label: the served name a request resolved to
+(an adapter's when it named one; empty for a request refused before that). The
 engine's own metrics (vLLM's `vllm:*`, which vLLM keeps in the process-wide default
 registry) are appended to the same page, so dashboards built for `vllm serve` work.
 """
@@ -39,20 +41,21 @@ class Metrics:
         r = self.registry = CollectorRegistry()
         self.requests = Counter(
             "oai_requests",
-            "HTTP requests answered, by the route that matched, method and status.",
-            ["route", "method", "status"],
+            "HTTP requests answered, by the route that matched, method, status and model.",
+            ["route", "method", "status", "model"],
             registry=r,
         )
         self.latency = Histogram(
             "oai_request_duration_seconds",
-            "Time from request to the end of the response, by route.",
-            ["route"],
+            "Time from request to the end of the response, by route and model.",
+            ["route", "model"],
             registry=r,
             buckets=_LATENCY_BUCKETS,
         )
         self.time_to_first_token = Histogram(
             "oai_time_to_first_token_seconds",
             "Time from submitting a request to the engine to its first output.",
+            ["model"],
             registry=r,
             buckets=_LATENCY_BUCKETS,
         )
@@ -62,25 +65,32 @@ class Metrics:
             "Time between successive output tokens of a request.",
             _TOKEN_BUCKETS,
             r,
+            ["model"],
         )
         self.e2e_latency = Histogram(
             "oai_e2e_request_latency_seconds",
             "Time from submitting a request to the engine to its end.",
+            ["model"],
             registry=r,
             buckets=_LATENCY_BUCKETS,
         )
         self.queue_time = Histogram(
             "oai_request_queue_time_seconds",
             "Time a request waited in the engine's queue before it was scheduled.",
+            ["model"],
             registry=r,
             buckets=_LATENCY_BUCKETS,
         )
-        self.prompt_tokens = Counter("oai_prompt_tokens", "Prompt tokens processed.", registry=r)
-        self.generation_tokens = Counter("oai_generation_tokens", "Tokens generated.", registry=r)
+        self.prompt_tokens = Counter(
+            "oai_prompt_tokens", "Prompt tokens processed.", ["model"], registry=r
+        )
+        self.generation_tokens = Counter(
+            "oai_generation_tokens", "Tokens generated.", ["model"], registry=r
+        )
         self.finished = Counter(
             "oai_request_finished",
-            "Engine requests (choices) finished, by finish reason.",
-            ["finish_reason"],
+            "Engine requests (choices) finished, by finish reason and model.",
+            ["finish_reason", "model"],
             registry=r,
         )
         self.rate_limited = Counter(

@@ -14,7 +14,6 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from oai_server.http.sse import BODY_SEND
 from oai_server.observability.context import RequestRecord, current_request
 from oai_server.observability.metrics import Metrics
 
@@ -53,8 +52,8 @@ class ObservabilityMiddleware:
         self.metrics = metrics
         self.log_text = log_text
         # prometheus_client's labels() validates and locks on every call: children cached.
-        self._counted: dict[tuple[str, str, str], Any] = {}
-        self._timed: dict[str, Any] = {}
+        self._counted: dict[tuple[str, str, str, str], Any] = {}
+        self._timed: dict[tuple[str, str], Any] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
@@ -72,8 +71,6 @@ class ObservabilityMiddleware:
             path=scope["path"],
         )
         state["request_id"] = record.request_id
-        # A stream's body skips the wrappers inside, which only look at the start.
-        scope[BODY_SEND] = send
         token = current_request.set(record)
         status = 500
         header = (REQUEST_ID_HEADER, record.request_id.encode())
@@ -97,14 +94,16 @@ class ObservabilityMiddleware:
     def _observe(self, scope: Scope, record: RequestRecord, status: int) -> None:
         elapsed = time.perf_counter() - record.began
         route = _route(scope)
-        key = (route, record.method, str(status))
+        key = (route, record.method, str(status), record.model)
         counted = self._counted.get(key)
         if counted is None:
             counted = self._counted[key] = self.metrics.requests.labels(*key)
         counted.inc()
-        timed = self._timed.get(route)
+        timed = self._timed.get((route, record.model))
         if timed is None:
-            timed = self._timed[route] = self.metrics.latency.labels(route)
+            timed = self._timed[(route, record.model)] = self.metrics.latency.labels(
+                route, record.model
+            )
         timed.observe(elapsed)
         # Probes and scrapes come every few seconds: their lines are for debugging only.
         level = logging.DEBUG if route in QUIET_ROUTES else logging.INFO

@@ -52,7 +52,7 @@ async def realtime(websocket: WebSocket) -> None:
     session = RealtimeSession(server.chat, send, model, salt, settle)
     try:
         if model is not None:
-            check_model(model, server.settings.model_name, models=server.models)
+            check_model(model, server.chat.model_name, models=server.models)
     except OpenAIError as exc:
         await session.error(exc, None)
         await websocket.close(POLICY_VIOLATION, "unknown model")

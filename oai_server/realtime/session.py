@@ -313,7 +313,7 @@ class RealtimeSession:
                 if self.truncation == "disabled" or not await self._make_room(conversation):
                     raise
                 if isinstance(self.truncation, RetentionRatio):
-                    limit = self.chat.engine.model_info.max_model_len
+                    limit = self.chat.context_length(self.model)
                     target = self.truncation.retention_ratio * limit
                 continue
             if (

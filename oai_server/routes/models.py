@@ -6,27 +6,28 @@ from pathlib import Path
 
 from fastapi import APIRouter, Request, Response
 
+from oai_server.engine.embedded_embedding import EMBEDDED_EMBEDDING_MODEL_NAME
 from oai_server.http.answer import json_response
 from oai_server.models import ServedModel
-from oai_server.settings import EMBEDDED_MODEL_NAME, Settings
+from oai_server.settings import EMBEDDED_MODEL_NAME, ModelEntry
 from oai_server.state import ServerState, server_state
 from schemas.common import ListModelsResponse, Model
 
 router = APIRouter()
 
 
-def model_root(settings: Settings) -> str:
+def model_root(entry: ModelEntry) -> str:
     """What the model is, for `root`: its hub id or its name, never where it lies on disk.
 
     The weights' directory (the embedded model's is under the server user's home) tells
     a client nothing it can use and shows the server's file layout to anyone.
     """
-    model = settings.model
+    model = entry.model
     if model is None:
-        return EMBEDDED_MODEL_NAME
+        return EMBEDDED_MODEL_NAME if entry.kind == "chat" else EMBEDDED_EMBEDDING_MODEL_NAME
     path = Path(model).expanduser()
     if path.is_absolute() or model.startswith((".", "~")) or path.exists():
-        return settings.served_model_name or path.name
+        return path.name if entry.name == model else entry.name
     return model  # a hub id, say "HuggingFaceTB/SmolLM2-135M-Instruct"
 
 
@@ -35,7 +36,8 @@ def _model(server: ServerState, served: ServedModel) -> Model:
         embedder = server.embedder
         max_model_len = None if embedder is None else embedder.model_info.max_model_len
     else:
-        max_model_len = server.engine.model_info.max_model_len
+        engine = server.engine.serving(served.parent or served.name)
+        max_model_len = engine.model_info.max_model_len
     return Model(
         id=served.name,
         created=server.created,

@@ -93,18 +93,22 @@ class ChatService:
 
     def prepare(self, req: CreateChatCompletionRequest) -> ChatJob:
         """Validate `req` and convert it into the engine's prompt and options."""
-        adapter = check_model(req.model, self.model_name, models=self.models)
+        target = check_model(req.model, self.model_name, models=self.models)
+        # Each model answers with its own tokenizer and template; --chat-template is the
+        # first model's.
+        engine = self.engine.serving(target.model)
+        template = self.chat_template if target.model == self.model_name else None
         reject_unsupported(req)
         tools = plan_tools(req, self.tool_parser)
         structured = structured_output(req.response_format)
         if tools.structured is not None:
             structured = tools.structured
-        prompt = render_prompt(req, self.engine.tokenizer, self.chat_template, tools.template_tools)
+        prompt = render_prompt(req, engine.tokenizer, template, tools.template_tools)
         requested: int | None = req.max_completion_tokens
         param = "max_completion_tokens"
         if requested is None:
             requested, param = req.max_tokens, "max_tokens"
-        model = self.engine.model_info
+        model = engine.model_info
         max_tokens = resolve_max_tokens(
             requested,
             len(prompt),
@@ -118,11 +122,17 @@ class ChatService:
             defaults=model.sampling_defaults,
             logprobs=_logprobs_count(req),
             structured=structured,
-            adapter=adapter,
+            adapter=target.adapter,
+            model=target.model,
         )
         self.limits.check_work([prompt], [options], prompt_param="messages")
-        check_options_token_ids(options, self.engine.model_info.vocab_size)
+        check_options_token_ids(options, model.vocab_size)
         return ChatJob(req, prompt, options, tools)
+
+    def context_length(self, model: str) -> int:
+        """The context length of the chat model (or adapter's base) `model` names."""
+        target = check_model(model, self.model_name, models=self.models)
+        return self.engine.serving(target.model).model_info.max_model_len
 
     async def start(self, job: ChatJob, request_id: str | None = None) -> ChatRequest:
         """Hand `job` to the engine; returns once its first step (or refusal) is in."""

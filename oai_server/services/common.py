@@ -15,6 +15,7 @@ from oai_server.errors import (
 )
 from oai_server.generation.engine_request import Usage
 from oai_server.models import ModelRegistry
+from oai_server.observability.context import current_request
 from oai_server.structured.limits import check_schema
 from schemas.chat import CreateChatCompletionRequest
 from schemas.common import CompletionUsage, PromptTokensDetails, ResponseFormat, StreamOptions
@@ -24,20 +25,41 @@ from schemas.realtime import Usage as RealtimeUsage
 from schemas.responses import InputTokensDetails, ResponseUsage
 
 
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Where a request goes: the chat model whose engine answers, and the LoRA adapter
+    it answers with (None: the model itself)."""
+
+    model: str
+    adapter: str | None = None
+
+    @property
+    def name(self) -> str:
+        """The name the request resolved to: the adapter's, else the model's."""
+        return self.adapter or self.model
+
+
 def check_model(
     requested: str, served: str, param: str = "model", models: ModelRegistry | None = None
-) -> str | None:
-    """The LoRA adapter `requested` names (None: the base model `served`).
+) -> Target:
+    """The chat model (and adapter) `requested` names; `served` is the one model known
+    when there is no registry.
 
-    Raise `ModelNotFoundError` unless `requested` is the model this server serves or one
-    of its adapters (a 400 when `models` serves it as another kind: an embedding model
-    asked for chat)."""
-    if requested == served:
-        return None
-    if models is not None and requested in models:
+    Raise `ModelNotFoundError` unless `requested` is a chat model this server serves or
+    one of their adapters (a 400 when `models` serves it as another kind: an embedding
+    model asked for chat). The request being handled is labelled with the name it
+    resolved to (its metrics' `model`), whether the engine or the response cache answers."""
+    target: Target | None = None
+    if models is not None and (requested in models or requested != served):
         model = models.find(requested, "chat", param=param)
-        if model.parent == served:
-            return model.name
+        target = Target(model.name) if model.parent is None else Target(model.parent, model.name)
+    elif requested == served:
+        target = Target(served)
+    if target is not None:
+        record = current_request.get()
+        if record is not None:
+            record.model = target.name
+        return target
     raise ModelNotFoundError(
         f"The model '{requested}' does not exist. This server serves '{served}'.",
         param=param,

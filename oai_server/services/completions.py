@@ -145,7 +145,7 @@ class CompletionService:
     # The server's other models, so a request naming one gets the error that says which.
     models: ModelRegistry | None = None
 
-    def _prompts(self, req: CreateCompletionRequest) -> list[list[int]]:
+    def _prompts(self, req: CreateCompletionRequest, engine: Engine) -> list[list[int]]:
         prompt = DEFAULT_PROMPT if req.prompt is None else req.prompt
         if isinstance(prompt, str):
             items: list[str] | list[list[int]] = [prompt]
@@ -156,11 +156,11 @@ class CompletionService:
         if not items:
             raise InvalidRequestError("'prompt' must not be an empty list.", param="prompt")
         self.limits.check_prompt_count(len(items))
-        encode = self.engine.tokenizer.encode
+        encode = engine.tokenizer.encode
         token_lists = [encode(p) if isinstance(p, str) else list(p) for p in items]
         if any(not tokens for tokens in token_lists):
             raise InvalidRequestError("A prompt must not be empty.", param="prompt")
-        vocab_size = self.engine.model_info.vocab_size
+        vocab_size = engine.model_info.vocab_size
         for p in items:
             if not isinstance(p, str):
                 check_token_ids(p, vocab_size, "prompt")
@@ -178,12 +178,13 @@ class CompletionService:
 
     def prepare(self, req: CreateCompletionRequest) -> CompletionJob:
         """Validate `req` and convert it into one engine prompt and options per prompt."""
-        adapter = check_model(req.model, self.model_name, models=self.models)
+        target = check_model(req.model, self.model_name, models=self.models)
+        engine = self.engine.serving(target.model)
         reject_unsupported(req)
         samples = self._check(req)
-        prompts = self._prompts(req)
+        prompts = self._prompts(req, engine)
         score_only = bool(req.echo and req.max_tokens == 0)
-        model = self.engine.model_info
+        model = engine.model_info
         requested = 1 if score_only else req.max_tokens
         budgets = [
             resolve_max_tokens(
@@ -206,12 +207,13 @@ class CompletionService:
                 logprobs=logprobs,
                 prompt_logprobs=req.logprobs if req.echo and req.logprobs is not None else None,
                 structured=structured_output(req.response_format),
-                adapter=adapter,
+                adapter=target.adapter,
+                model=target.model,
             )
             for budget in budgets
         ]
         self.limits.check_work(prompts, options, prompt_param="prompt")
-        check_options_token_ids(options[0], self.engine.model_info.vocab_size)
+        check_options_token_ids(options[0], model.vocab_size)
         return CompletionJob(req, prompts, options, score_only)
 
     async def start(self, job: CompletionJob, request_id: str | None = None) -> Batch:
@@ -238,14 +240,17 @@ class CompletionService:
                     await outcome.close()
             raise
         batch.runs = [
-            self._echo(job.req, p, g) for p, g in zip(job.prompts, generations, strict=True)
+            self._echo(job.req, p, g, job.options[0].model)
+            for p, g in zip(job.prompts, generations, strict=True)
         ]
         return batch
 
-    def _echo(self, req: CreateCompletionRequest, prompt: list[int], g: Generation) -> PromptRun:
+    def _echo(
+        self, req: CreateCompletionRequest, prompt: list[int], g: Generation, model: str | None
+    ) -> PromptRun:
         if not req.echo:
             return PromptRun(g)
-        tokenizer = self.engine.tokenizer
+        tokenizer = self.engine.serving(model).tokenizer
         run = PromptRun(g, echo=tokenizer.decode(prompt))
         entries = g.prompt_logprobs
         if req.logprobs is not None and entries is not None:

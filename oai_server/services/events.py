@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Generic, TypeVar, final
 
 from schemas.common import ResponseModel
 
 Chunk = TypeVar("Chunk", bound=ResponseModel, covariant=True)
 
 
+@final
 @dataclass(slots=True)
 class TextDelta:
     """One choice's next text, and nothing else.

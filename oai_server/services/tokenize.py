@@ -1,4 +1,4 @@
-"""`/tokenize` and `/detokenize`: the served model's tokenizer, as vLLM exposes it."""
+"""`/tokenize` and `/detokenize`: a served chat model's tokenizer, as vLLM exposes it."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from oai_server.engine.protocol import Engine, Tokenizer
 from oai_server.errors import InvalidRequestError, UnsupportedParameterError
 from oai_server.generation.chat_template import render_prompt
-from oai_server.services.common import check_model
+from oai_server.models import ModelRegistry
+from oai_server.services.common import Target, check_model
 from schemas.chat import CreateChatCompletionRequest
 from schemas.tokenize import (
     DetokenizeRequest,
@@ -19,23 +20,30 @@ from schemas.tokenize import (
 
 @dataclass
 class TokenizeService:
-    """Serves `/tokenize` and `/detokenize` for one model."""
+    """Serves `/tokenize` and `/detokenize` with the tokenizer of the model a request names
+    (the first chat model when it names none)."""
 
     engine: Engine
     model_name: str
     chat_template: str | None = None
+    models: ModelRegistry | None = None
+
+    def _target(self, model: str | None) -> Target:
+        if model is None:
+            return Target(self.model_name)
+        return check_model(model, self.model_name, models=self.models)
 
     def tokenize(self, req: TokenizeRequest) -> TokenizeResponse:
         """The token ids of a prompt, or of a conversation rendered as chat completions would."""
-        if req.model is not None:
-            check_model(req.model, self.model_name)
-        tokenizer = self.engine.tokenizer
+        target = self._target(req.model)
+        engine = self.engine.serving(target.model)
+        tokenizer = engine.tokenizer
         if req.messages is not None:
             if req.prompt is not None:
                 raise InvalidRequestError(
                     "Give either 'prompt' or 'messages', not both.", param="prompt"
                 )
-            tokens = self._chat_tokens(req, tokenizer)
+            tokens = self._chat_tokens(req, tokenizer, target)
         elif req.prompt is not None:
             add_special = req.add_special_tokens is not False
             tokens = tokenizer.encode(req.prompt, add_special_tokens=add_special)
@@ -47,14 +55,14 @@ class TokenizeService:
             )
         return TokenizeResponse(
             count=len(tokens),
-            max_model_len=self.engine.model_info.max_model_len,
+            max_model_len=engine.model_info.max_model_len,
             tokens=tokens,
             # One id at a time: the text each token stands for (a lone byte of a
             # multi-byte character shows as U+FFFD).
             token_strs=[tokenizer.decode([t]) for t in tokens] if req.return_token_strs else None,
         )
 
-    def _chat_tokens(self, req: TokenizeRequest, tokenizer: Tokenizer) -> list[int]:
+    def _chat_tokens(self, req: TokenizeRequest, tokenizer: Tokenizer, target: Target) -> list[int]:
         if req.chat_template is not None:
             raise UnsupportedParameterError(
                 "A per-request 'chat_template' is not accepted; the server's template is used.",
@@ -70,7 +78,7 @@ class TokenizeService:
         # as it does in `usage.prompt_tokens`, and is refused for the same reasons.
         chat = CreateChatCompletionRequest.model_validate(
             {
-                "model": self.model_name,
+                "model": target.name,
                 "messages": req.messages,
                 "tools": req.tools,
                 "add_generation_prompt": req.add_generation_prompt,
@@ -81,17 +89,17 @@ class TokenizeService:
         )
         # As vLLM does, tools are shown to the template whatever a later tool_choice would be.
         tools = [t.model_dump(exclude_none=True) for t in chat.tools] if chat.tools else None
-        return render_prompt(chat, tokenizer, self.chat_template, tools)
+        template = self.chat_template if target.model == self.model_name else None
+        return render_prompt(chat, tokenizer, template, tools)
 
     def detokenize(self, req: DetokenizeRequest) -> DetokenizeResponse:
         """The text that `req.tokens` stand for."""
-        if req.model is not None:
-            check_model(req.model, self.model_name)
-        vocab_size = self.engine.model_info.vocab_size
+        engine = self.engine.serving(self._target(req.model).model)
+        vocab_size = engine.model_info.vocab_size
         unknown = [t for t in req.tokens if not 0 <= t < vocab_size]
         if unknown:
             # The tokenizer would quietly decode them as "".
             raise InvalidRequestError(
                 f"Token id {unknown[0]} is out of vocabulary (size {vocab_size}).", param="tokens"
             )
-        return DetokenizeResponse(prompt=self.engine.tokenizer.decode(req.tokens))
+        return DetokenizeResponse(prompt=engine.tokenizer.decode(req.tokens))

@@ -16,6 +16,7 @@ import pytest
 from oai_server.app import create_app
 from oai_server.cache import ResponseCache
 from oai_server.engine.fake import FakeEngine
+from oai_server.engine.fake_pooling import FakeEmbeddingEngine
 from oai_server.settings import Settings
 from tests.conformance import AsyncValidatingTransport
 from tests.redis_server import RedisServer
@@ -72,13 +73,21 @@ class Cached:
 
 
 @asynccontextmanager
-async def cached(engine: FakeEngine, backend: str, **settings: Any) -> AsyncIterator[Cached]:
-    """The app around `engine` with the cache on `backend`, and a validating client."""
-    app = create_app(Settings(response_cache=backend, **settings), engine)
+async def cached(
+    engine: FakeEngine,
+    backend: str,
+    embedder: FakeEmbeddingEngine | None = None,
+    **settings: Any,
+) -> AsyncIterator[Cached]:
+    """The app around `engine` (and `embedder`) with the cache on `backend`, and a
+    validating client."""
+    app = create_app(Settings(response_cache=backend, **settings), engine, embedder=embedder)
     cache = app.state.server.cache
     assert cache is not None
     async with app.router.lifespan_context(app):
         await engine.start()
+        if embedder is not None:
+            await embedder.start()
         transport = AsyncValidatingTransport(transport=httpx.ASGITransport(app=app))
         async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
             yield Cached(client, cache)

@@ -1,8 +1,9 @@
 """The chart's `server` values, generated from the server's one definition of its settings.
 
 `values.schema.json` describes `server` with one property per field of `Settings`, by its
-camelCase name, so `helm install` rejects a misspelt or mistyped setting. Regenerate it
-after adding a setting (the chart's templates need no edit)::
+camelCase name, so `helm install` rejects a misspelt or mistyped setting; and `models`
+(the server's --models-file) as a list of `ModelEntry`, by their snake_case names, as the
+file has them. Regenerate it after adding a setting (the chart's templates need no edit)::
 
     python -m tests.helm.settings_schema
 """
@@ -13,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from oai_server.settings import Settings
+from oai_server.settings import ModelEntry, Settings
 
 CHART_DIR = Path(__file__).resolve().parents[2] / "helm" / "oai-server"
 VALUES_SCHEMA = CHART_DIR / "values.schema.json"
@@ -58,6 +59,18 @@ def server_properties() -> dict[str, Any]:
     return {camel_case(name): _clean(prop, defs) for name, prop in schema["properties"].items()}
 
 
+def models_schema() -> dict[str, Any]:
+    """The chart's `models`: a list of models-file entries, unknown keys refused."""
+    schema = ModelEntry.model_json_schema()
+    item = _clean({k: v for k, v in schema.items() if k != "$defs"}, schema.get("$defs", {}))
+    item.pop("description", None)
+    return {
+        "description": "Every model to serve (the server's --models-file).",
+        "type": "array",
+        "items": item,
+    }
+
+
 def read_values_schema() -> dict[str, Any]:
     """The chart's values.schema.json as committed."""
     loaded: dict[str, Any] = json.loads(VALUES_SCHEMA.read_text())
@@ -68,6 +81,7 @@ def main() -> None:
     """Rewrite `server` in the chart's values.schema.json from `Settings`."""
     schema = read_values_schema()
     schema["properties"]["server"]["properties"] = server_properties()
+    schema["properties"]["models"] = models_schema()
     VALUES_SCHEMA.write_text(json.dumps(schema, indent=2, ensure_ascii=False) + "\n")
 
 

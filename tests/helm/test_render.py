@@ -50,8 +50,15 @@ AUTOSCALING: dict[str, Any] = {
     "metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prometheus"}}},
     "modelCache": {"mountPath": "/models", "persistence": {"existingClaim": "shared-models"}},
 }
+SEVERAL_MODELS: dict[str, Any] = {
+    "models": [
+        {"name": "qwen", "model": "Qwen/Qwen2.5-1.5B-Instruct", "max_model_len": 8192},
+        {"name": "all-minilm-l6-v2", "kind": "embedding"},
+    ]
+}
 VALUE_SETS = {
     "cpu-embedded": CPU_EMBEDDED,
+    "several-models": SEVERAL_MODELS,
     "gpu-tensor-parallel": GPU_TENSOR_PARALLEL,
     "redis-and-postgres": REDIS_AND_POSTGRES,
     "autoscaling": AUTOSCALING,

@@ -88,8 +88,9 @@ def run_server(log_dir: Path, *flags: str, exit_code: int | None = 0) -> Iterato
     outlive it, and a clean stop (exit 0) logs no traceback.
     """
     port = _free_port()
-    if "--embedding-model" not in flags:
-        # The embedding engine costs a start and memory: only servers that test it get it.
+    if "--embedding-model" not in flags and "--models-file" not in flags:
+        # The embedding engine costs a start and memory: only servers that test it get it
+        # (a models file names every model itself).
         flags = (*flags, "--embedding-model", "none")
     log = log_dir / "server.log"
     env = {**os.environ, "OAI_LOG_LEVEL": "info", "OAI_DRAIN_TIMEOUT": "5"}

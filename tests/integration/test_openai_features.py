@@ -247,6 +247,9 @@ def test_best_of_keeps_the_likeliest_of_its_samples(client: openai.OpenAI) -> No
         return float(sum(logprobs) / len(logprobs))
 
     ranked = sorted(every.choices, key=per_token, reverse=True)
+    # This seed's two likeliest are not its first two samples (measured: the first is
+    # not among them), so a best_of that kept the first n, or ranked the wrong way, fails.
+    assert [c.text for c in ranked[:2]] != [c.text for c in every.choices[:2]]
     assert [c.index for c in best.choices] == [0, 1]
     assert [c.text for c in best.choices] == [c.text for c in ranked[:2]]
     # Every sample drawn is generated, so counted, as OpenAI bills best_of.

@@ -1,5 +1,5 @@
-"""`--response-cache memory` on the real engine: a repeated greedy question is answered
-from the cache, with the engine's text, streamed or not."""
+"""`--response-cache memory` on the real engines: a repeated greedy question is answered
+from the cache, with the engine's text, streamed or not; repeated embeddings too."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from tests.conformance import ValidatingTransport
-from tests.integration.conftest import MODEL, run_server
+from tests.integration.conftest import EMBEDDING_MODEL, MODEL, run_server
 
 pytestmark = pytest.mark.integration
 
@@ -29,7 +29,9 @@ def _streamed_text(body: str) -> str:
 
 def test_a_repeated_greedy_question_is_answered_from_the_cache(tmp_path: Path) -> None:
     with (
-        run_server(tmp_path, "--response-cache", "memory") as server,
+        run_server(
+            tmp_path, "--response-cache", "memory", "--embedding-model", EMBEDDING_MODEL
+        ) as server,
         httpx.Client(
             base_url=server.base_url, transport=ValidatingTransport(), timeout=120
         ) as http,
@@ -47,6 +49,11 @@ def test_a_repeated_greedy_question_is_answered_from_the_cache(tmp_path: Path) -
         assert replayed["prompt_tokens"] == usage["prompt_tokens"]
         assert replayed["completion_tokens"] == usage["completion_tokens"]
         assert replayed["prompt_tokens_details"]["cached_tokens"] == usage["prompt_tokens"]
+        embed = {"model": EMBEDDING_MODEL, "input": ["cached text", "another"]}
+        embedded = [http.post("/embeddings", json=embed) for _ in range(2)]
+        assert [r.headers["x-cache"] for r in embedded] == ["miss", "hit"]
+        assert embedded[1].json() == embedded[0].json()
+        assert len(embedded[0].json()["data"][0]["embedding"]) == 384
         metrics = httpx.get(f"{server.root}/metrics", timeout=10).text
-        assert "oai_cache_hits_total 2.0" in metrics
-        assert "oai_cache_misses_total 1.0" in metrics
+        assert "oai_cache_hits_total 3.0" in metrics
+        assert "oai_cache_misses_total 2.0" in metrics

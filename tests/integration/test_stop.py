@@ -20,6 +20,7 @@ import pytest
 
 from tests.conformance import async_validating_client
 from tests.integration.conftest import MODEL, Server, run_server
+from tests.production.processes import until_draining
 
 pytestmark = pytest.mark.integration
 
@@ -30,8 +31,8 @@ LONG = {"max_tokens": 1500, "ignore_eos": True}  # a minute or more: outlasts th
 EXIT_AFTER_DRAIN_S = 30
 METRICS = (
     "oai_engine_waiting_requests ",
-    "oai_time_to_first_token_seconds_count ",
-    "oai_request_queue_time_seconds_count ",
+    "oai_time_to_first_token_seconds_count{model=",
+    "oai_request_queue_time_seconds_count{model=",
     "vllm:num_requests_waiting{",
     "vllm:kv_cache_usage_perc{",
     "vllm:prefix_cache_hits_total{",
@@ -92,9 +93,8 @@ async def test_sigterm_drains_real_requests_in_flight(tmp_path: Path) -> None:
             metrics = (await http.get("/metrics")).text
             signalled = time.monotonic()
             server.proc.send_signal(signal.SIGTERM)
-            await asyncio.sleep(0.2)
-            async with httpx.AsyncClient(base_url=server.root, timeout=10) as fresh:
-                health = await fresh.get("/health")
+            async with async_validating_client(base_url=server.root, timeout=10) as fresh:
+                health = await until_draining(fresh)
             finished = await asyncio.gather(whole_short, short)
             finished_s = time.monotonic() - signalled
             cut = await asyncio.gather(whole_long, long)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import socket
@@ -27,6 +28,16 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+async def until_draining(http: httpx.AsyncClient, timeout_s: float = 5) -> httpx.Response:
+    """/health once it says the server drains (503), after a SIGTERM: how soon the signal
+    is handled is up to the machine's load, so it is polled for, not assumed after a sleep."""
+    deadline = time.monotonic() + timeout_s
+    while (health := await http.get("/health")).status_code == 200:
+        assert time.monotonic() < deadline, f"/health still 200 {timeout_s} s after SIGTERM"
+        await asyncio.sleep(0.02)
+    return health
 
 
 @contextlib.contextmanager

@@ -13,7 +13,7 @@ import httpx
 
 from tests.conformance import async_validating_client
 from tests.production.conftest import chat_body
-from tests.production.processes import fake_server
+from tests.production.processes import fake_server, until_draining
 
 STREAMS = 10
 # The drain's own wait aside, what stopping may take on a loaded 2-core machine (the
@@ -46,9 +46,8 @@ async def _drain(tmp_path: Path, *, tokens: int, drain_timeout: float) -> dict[s
                 await asyncio.wait_for(e.wait(), 10)
             signalled = time.monotonic()
             server.proc.send_signal(signal.SIGTERM)
-            await asyncio.sleep(0.1)
             async with async_validating_client(base_url=server.root) as fresh:
-                health = await fresh.get("/health")
+                health = await until_draining(fresh)
                 refused = await fresh.post(CHAT, json=chat_body())
             results = await asyncio.gather(*streams)
             finished = time.monotonic() - signalled

@@ -40,9 +40,17 @@ RATE_HEADERS = [
 ]
 
 
-def _at_a_window_start(window_s: float) -> None:
-    """Sleep into the start of the next window, so a test's requests get a whole one."""
-    time.sleep(window_s - time.time() % window_s + 0.01)
+def _at_a_window_start(window_s: float) -> float:
+    """Sleep into the start of the next window, so a test's requests get a whole one;
+    that window's start, on the clock the limiter reads."""
+    start = (time.time() // window_s + 1) * window_s
+    time.sleep(start - time.time() + 0.01)
+    return start
+
+
+def _window_left_s() -> float:
+    """Seconds until the current `LONG_WINDOW` ends, on the clock the limiter reads."""
+    return LONG_WINDOW - time.time() % LONG_WINDOW
 
 
 def _auth(key: str) -> dict[str, str]:
@@ -112,7 +120,9 @@ async def test_tokens_are_reserved_up_front_and_settled() -> None:
             return await http.post(CHAT, json=body, headers=_auth(key))
 
         holding = asyncio.create_task(hold())
-        while not engine.running_requests():  # noqa: ASYNC110 - polling the fake engine
+        deadline = time.monotonic() + 10
+        while not engine.running_requests():  # polling the fake engine
+            assert time.monotonic() < deadline, "the request never reached the engine"
             await asyncio.sleep(0.01)
         # While 900 are reserved by a request in flight, another 900 do not fit.
         refused = await http.post(CHAT, json=body, headers=_auth(key))
@@ -138,21 +148,23 @@ def test_openai_sdk_with_retries_waits_and_succeeds() -> None:
         ) as http,
         openai.OpenAI(base_url=f"{root}/v1", api_key=key, http_client=http, max_retries=5) as sdk,
     ):
-        _at_a_window_start(window)
-        began = time.monotonic()
+        start = _at_a_window_start(window)
         for _ in range(6):
             reply = sdk.chat.completions.create(
                 model=MODEL, messages=[{"role": "user", "content": "Hi"}]
             )
             assert reply.choices[0].message.content
-        elapsed = time.monotonic() - began
+        ended = time.time()
     rejected = statuses.count(429)
+    elapsed = ended - start
     print(f"SDK: 6 calls, {len(statuses)} requests, {rejected} 429s retried, {elapsed:.2f} s")
     assert statuses.count(200) == 6
     # 2 per window: the 3rd call, in the first window, was refused and retried; six
-    # calls need three windows, so the last one waited for the third.
+    # calls need three windows, so the last one waited for the third to begin (timed
+    # from the window's start, not from when this thread woke: a late wake-up on a
+    # loaded machine shortens nothing the server decides).
     assert rejected >= 1
-    assert elapsed >= 2 * window - 0.1
+    assert ended >= start + 2 * window
 
 
 async def test_redis_limits_are_shared_by_replicas(redis_url: str) -> None:
@@ -249,13 +261,19 @@ async def test_without_keys_every_caller_shares_one_bucket() -> None:
 
 async def test_retry_after_ms_says_the_same_wait_in_milliseconds() -> None:
     key = new_key()
-    app = make_app(api_key=[key], rate_limit_rpm=1, rate_limit_window=30)
+    # A window that cannot end between the two requests (a 30 s one aligned to the clock
+    # could, in a few runs in a thousand).
+    app = make_app(api_key=[key], rate_limit_rpm=1, rate_limit_window=LONG_WINDOW)
     async with serve_async(app) as root, async_validating_client(base_url=root) as http:
         assert (await http.post(CHAT, json=chat_body(), headers=_auth(key))).status_code == 200
+        before = _window_left_s()
         refused = await http.post(CHAT, json=chat_body(), headers=_auth(key))
+        after = _window_left_s()
     assert refused.status_code == 429
     wait_ms = int(refused.headers["retry-after-ms"])
-    assert 0 < wait_ms <= 30_000
+    # The wait is until the window ends, in milliseconds ...
+    assert after * 1000 - 1 <= wait_ms <= before * 1000 + 1
+    # ... and the same wait in whole seconds, rounded up.
     assert int(refused.headers["retry-after"]) == -(-wait_ms // 1000)
 
 

@@ -80,19 +80,23 @@ async def test_metrics_by_matched_route_and_engine_metrics() -> None:
         await http.get("/nowhere")
         text = (await http.get("/metrics")).text
     expected = [
-        'oai_requests_total{method="POST",route="/v1/chat/completions",status="200"} 1.0',
-        'oai_requests_total{method="GET",route="/v1/models/{model:path}",status="200"} 1.0',
-        'oai_requests_total{method="GET",route="/v1/models/{model:path}",status="404"} 1.0',
-        'oai_requests_total{method="GET",route="unmatched",status="404"} 1.0',
-        "oai_time_to_first_token_seconds_count 1.0",
-        "oai_inter_token_latency_seconds_count 6.0",
-        "oai_e2e_request_latency_seconds_count 1.0",
-        "oai_request_queue_time_seconds_count 1.0",
-        "oai_generation_tokens_total 7.0",
-        'oai_request_finished_total{finish_reason="stop"} 1.0',
+        # `model`: the model the request resolved to; none for one that named none.
+        'oai_requests_total{method="POST",model="smollm2-135m-instruct",'
+        'route="/v1/chat/completions",status="200"} 1.0',
+        'oai_requests_total{method="GET",model="",'
+        'route="/v1/models/{model:path}",status="200"} 1.0',
+        'oai_requests_total{method="GET",model="",'
+        'route="/v1/models/{model:path}",status="404"} 1.0',
+        'oai_requests_total{method="GET",model="",route="unmatched",status="404"} 1.0',
+        'oai_time_to_first_token_seconds_count{model="smollm2-135m-instruct"} 1.0',
+        'oai_inter_token_latency_seconds_count{model="smollm2-135m-instruct"} 6.0',
+        'oai_e2e_request_latency_seconds_count{model="smollm2-135m-instruct"} 1.0',
+        'oai_request_queue_time_seconds_count{model="smollm2-135m-instruct"} 1.0',
+        'oai_generation_tokens_total{model="smollm2-135m-instruct"} 7.0',
+        'oai_request_finished_total{finish_reason="stop",model="smollm2-135m-instruct"} 1.0',
         "oai_engine_running_requests 0.0",
         "oai_engine_waiting_requests 0.0",
-        "oai_prompt_tokens_total ",
+        'oai_prompt_tokens_total{model="smollm2-135m-instruct"} ',
         "oai_request_duration_seconds_bucket",
     ]
     for line in expected:

@@ -11,7 +11,7 @@ import httpx
 import psutil
 
 from tests.conformance import async_validating_client
-from tests.production.conftest import chat_body
+from tests.production.conftest import MODEL, chat_body
 from tests.production.processes import fake_server
 
 CONCURRENT = 400
@@ -58,5 +58,5 @@ async def test_400_concurrent_requests_all_answered(tmp_path: Path) -> None:
     # Nothing lost or crossed: each answer is whole and carries its own request's id.
     assert sorted(r[1] for r in results) == sorted(f"load-{i}" for i in range(CONCURRENT))
     assert all(r[2] == "length" for r in results)
-    assert f"oai_generation_tokens_total {CONCURRENT * TOKENS}.0" in metrics
+    assert f'oai_generation_tokens_total{{model="{MODEL}"}} {CONCURRENT * TOKENS}.0' in metrics
     assert peak - rss_before < 200 * 2**20

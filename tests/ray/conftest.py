@@ -42,10 +42,15 @@ class RayServe:
 @pytest.fixture(scope="session")
 def ray_serve() -> Iterator[RayServe]:
     """Serve's proxy on a free 127.0.0.1 port of a small local Ray."""
+    with pytest.MonkeyPatch.context() as env:  # the variables go with the session's Ray
+        # Load reports every half second (default 10 s), so the autoscaling test is quick.
+        for reporter in ("REPLICA", "HANDLE"):
+            env.setenv(f"RAY_SERVE_{reporter}_AUTOSCALING_METRIC_PUSH_INTERVAL_S", "0.5")
+        yield from _local_ray_serve()
+
+
+def _local_ray_serve() -> Iterator[RayServe]:
     path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
-    # Load reports every half second (default 10 s), so the autoscaling test is quick.
-    for reporter in ("REPLICA", "HANDLE"):
-        os.environ[f"RAY_SERVE_{reporter}_AUTOSCALING_METRIC_PUSH_INTERVAL_S"] = "0.5"
     metrics_port = free_port()
     ray.init(
         # What the tests' replicas ask for at most at once (two of 0.5 CPU, or one engine

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from oai_server.engine.fake import FakeEngine
+from oai_server.engine.router import EngineRouter
+from oai_server.models.entries import model_entries
 from oai_server.settings import Settings
 
 TOKEN_DELAY_S = 0.05
@@ -18,3 +20,9 @@ def slow_fake(settings: Settings) -> FakeEngine:
 def dying_fake(settings: Settings) -> FakeEngine:
     """Dies (as vLLM's engine core can) at the second step of its first request."""
     return FakeEngine(fail_at_step=1)
+
+
+def one_fake_per_model(settings: Settings) -> EngineRouter:
+    """A fake engine for each chat model of `settings`, each saying which model it is."""
+    chat = [entry.name for entry in model_entries(settings) if entry.kind == "chat"]
+    return EngineRouter({name: FakeEngine(reply=f"I am {name}.") for name in chat})

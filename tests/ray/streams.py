@@ -32,6 +32,7 @@ def expected_text(tokens: int) -> str:
 class Stream:
     replica: str = ""
     first_chunk_s: float | None = None
+    last_chunk_s: float | None = None  # the last chunk with content
     total_s: float = 0.0
     text: str = ""
     finish_reason: str | None = None
@@ -57,10 +58,21 @@ async def read_stream(client: httpx.AsyncClient, url: str, max_tokens: int, out:
                 break
             out.chunks += 1
             for choice in json.loads(line[len("data: ") :])["choices"]:
-                out.pieces.append(choice["delta"].get("content") or "")
+                if content := choice["delta"].get("content"):
+                    out.pieces.append(content)
+                    out.last_chunk_s = time.perf_counter() - began
                 out.finish_reason = choice["finish_reason"] or out.finish_reason
     out.text = "".join(out.pieces)
     out.total_s = time.perf_counter() - began
+
+
+async def until_started(streams: list[Stream], timeout_s: float = 30) -> None:
+    """Until every stream has its first chunk; fails after `timeout_s`, not the run's timeout."""
+    deadline = time.monotonic() + timeout_s
+    while any(s.first_chunk_s is None for s in streams):
+        waiting = sum(s.first_chunk_s is None for s in streams)
+        assert time.monotonic() < deadline, f"{waiting} streams without a first chunk"
+        await asyncio.sleep(0.05)
 
 
 RUNNING = re.compile(r"^oai_engine_running_requests (\S+)$", re.MULTILINE)

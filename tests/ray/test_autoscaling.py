@@ -61,7 +61,12 @@ async def test_a_replica_is_added_under_load_and_removed_after(url: str) -> None
         while not trace or trace[-1][1] < 2:
             assert time.monotonic() < deadline, f"no replica added under load: {trace}"
             await asyncio.sleep(0.25)
-        await asyncio.sleep(3)  # the new replica takes its share
+        # The load goes on until the new replica has served a stream (the proxy learns of
+        # it late on a loaded machine), not for a fixed while.
+        deadline = time.monotonic() + 30
+        while len({s.replica for s in served}) < 2:
+            assert time.monotonic() < deadline, f"the added replica served nothing: {trace}"
+            await asyncio.sleep(0.25)
         load_done.set()
         await asyncio.gather(*users)
     load_ended = round(time.monotonic() - began, 1)

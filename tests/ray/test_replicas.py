@@ -27,7 +27,15 @@ from tests.ray.conftest import (
     wait_for,
     wait_for_replicas,
 )
-from tests.ray.streams import Stream, chat_body, expected_text, read_stream, running_on
+from tests.ray.engines import TOKEN_DELAY_S
+from tests.ray.streams import (
+    Stream,
+    chat_body,
+    expected_text,
+    read_stream,
+    running_on,
+    until_started,
+)
 
 APP = "two"
 
@@ -76,9 +84,13 @@ async def test_streams_spread_over_both_replicas_and_arrive_incrementally(url: s
         assert s.finish_reason == "length"
         assert s.chunks >= tokens  # one chunk per token, not one blob at the end
         assert s.first_chunk_s is not None
-        assert s.first_chunk_s < 0.5 * s.total_s, (s.first_chunk_s, s.total_s)
-    # A figure, not a bound: on a loaded 2-core machine it varies (each stream's own
-    # first chunk, long before its end, is what the test holds).
+        assert s.last_chunk_s is not None
+        # Delivered as generated: the words arrive over the generation's second (a proxy
+        # that buffered would hand them over together). Load only stretches this span,
+        # where a bound on the first chunk's wait would fail when requests queue.
+        spread = s.last_chunk_s - s.first_chunk_s
+        assert spread >= 0.5 * (tokens - 1) * TOKEN_DELAY_S, (s.first_chunk_s, s.last_chunk_s)
+    # A figure, not a bound: on a loaded 2-core machine it varies.
     median_first = statistics.median(s.first_chunk_s or 0 for s in streams)
     print(f"Ray, 40 streams over 2 replicas: median first chunk {median_first:.3f} s")
 
@@ -96,8 +108,10 @@ async def test_a_client_that_disconnects_aborts_its_engine_request(url: str) -> 
                 chunks += (await anext(lines)).startswith("data: ")
             assert await running_on(http, url, replica) == 1
         left = time.monotonic()  # the connection is closed here
+        # Well before the stream's own end (20 s): generous for a loaded machine, where
+        # the cancel crosses the proxy and the replica's actor.
         while await running_on(http, url, replica) != 0:
-            assert time.monotonic() - left < 3, "the replica kept generating for nobody"
+            assert time.monotonic() - left < 10, "the replica kept generating for nobody"
             await asyncio.sleep(0.05)
 
 
@@ -134,8 +148,7 @@ async def test_a_replica_killed_mid_run_leaves_the_other_serving(url: str) -> No
         asyncio.create_task(read_stream(c, url, tokens, s))
         for c, s in zip(clients, streams, strict=True)
     ]
-    while any(s.first_chunk_s is None for s in streams):  # noqa: ASYNC110 - filled by the tasks
-        await asyncio.sleep(0.05)
+    await until_started(streams)
     victim = streams[0].replica
     await asyncio.to_thread(kill_replica, APP, victim)
     results = await asyncio.gather(*running, return_exceptions=True)
@@ -171,8 +184,7 @@ async def test_deleting_the_app_lets_in_flight_streams_finish(url: str) -> None:
     streams = [Stream() for _ in range(6)]
     async with client() as http:
         running = [asyncio.create_task(read_stream(http, url, tokens, s)) for s in streams]
-        while any(s.first_chunk_s is None for s in streams):  # noqa: ASYNC110 - filled by the tasks
-            await asyncio.sleep(0.05)
+        await until_started(streams)
         deleting = asyncio.create_task(asyncio.to_thread(serve.delete, APP))
         await asyncio.gather(*running)
         await deleting

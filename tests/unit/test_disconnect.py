@@ -35,7 +35,9 @@ async def live_server(engine: FakeEngine) -> AsyncIterator[str]:
         yield url
 
 
-async def eventually(condition: Callable[[], bool], within: float = 1.0) -> bool:
+async def eventually(condition: Callable[[], bool], within: float = 10.0) -> bool:
+    """Whether `condition()` comes to hold within `within` seconds (polled; it returns as
+    soon as it holds, so a generous wait costs a passing test nothing)."""
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
         if condition():
@@ -171,3 +173,48 @@ async def test_abandoned_streamed_batch_aborts_every_prompt_within_a_second() ->
         assert await eventually(lambda: engine.running_requests() == 0, within=1.0)
         assert time.monotonic() - left < 1.0
         assert len(engine.aborted) == len(prompts)
+
+
+async def test_client_gone_between_the_streams_start_and_its_body_aborts_the_request() -> None:
+    # A middleware may wait while the response starts (the limits' Redis backend reads the
+    # caller's standing there): a client that leaves then is seen while nothing is guarded,
+    # and the stream must still stop and release its engine request rather than generate
+    # 400 tokens for nobody. In process, to hold that moment open.
+    engine = FakeEngine(token_delay=0.02, reply=LONG_REPLY)
+    app = create_app(Settings(), engine)
+    body = json.dumps(chat_body(stream=True, max_tokens=400)).encode()
+    started = asyncio.Event()
+    messages = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def receive() -> dict[str, Any]:
+        if messages:
+            return messages.pop()
+        await started.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            assert message["status"] == 200
+            started.set()
+            await asyncio.sleep(0.05)  # the watcher sees the client leave now
+
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0", "spec_version": "2.3"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/v1/chat/completions",
+        "raw_path": b"/v1/chat/completions",
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"host", b"test"), (b"content-type", b"application/json")],
+        "client": ("127.0.0.1", 1),
+        "server": ("127.0.0.1", 80),
+    }
+    async with app.router.lifespan_context(app):
+        await engine.start()
+        await asyncio.wait_for(app(scope, receive, send), timeout=5)
+        [call] = engine.calls
+        assert await eventually(lambda: call.request_id in engine.aborted)
+        assert engine.running_requests() == 0

@@ -34,9 +34,11 @@ PRODUCTION: dict[str, Any] = {
     "response_cache": "memory",
 }
 # Calls per further chunk of a plain-text chat stream, as measured when the hot path was
-# last cut down (the engine's own share, the fake's, included). Raise one only with the
-# reason in the commit; lower it when a change saves calls.
-BUDGET = {"default": 25, "production": 25}
+# last cut down (the engine's own share, the fake's, and this test's `send`, three calls,
+# included): 43 at first, 25 after the first pass, 13 since the events are encoded in the
+# response's sending loop. Raise one only with the reason in the commit; lower it when a
+# change saves calls.
+BUDGET = {"default": 13, "production": 13}
 
 
 @asynccontextmanager
@@ -120,6 +122,8 @@ async def test_each_streamed_chunk_costs_no_more_calls_than_its_budget(config: s
         short = stream_calls(app, 16, "short")
         long = stream_calls(app, 80, "long")
         per_chunk = (await long - await short) / (80 - 16)
-    assert per_chunk <= BUDGET[config], (
+    # A fraction of a call is not per chunk: a few calls made once per request or so
+    # (a garbage collection's callback, a timer) fall unevenly on the two lengths.
+    assert per_chunk < BUDGET[config] + 0.5, (
         f"{per_chunk:.1f} calls per streamed chunk ({config}): the hot path gained work"
     )

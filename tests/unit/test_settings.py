@@ -38,7 +38,7 @@ def test_flags_land_in_fields() -> None:
 def test_defaults() -> None:
     settings = parse()
     assert settings.model_name == EMBEDDED_MODEL_NAME == "smollm2-135m-instruct"
-    assert settings.model is None
+    assert settings.model == []
     assert settings.enforce_eager is None
     assert settings.max_model_len is None
     assert settings.host == "127.0.0.1"

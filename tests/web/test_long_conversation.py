@@ -18,10 +18,11 @@ from tests.web.browser import open_page, send, wait_reply
 from tests.web.conftest import Serve
 
 # Generous: a loaded 2-core CI machine runs this many times slower than a laptop. They
-# catch a page that renders all 5,000 rows (seconds), not a slow moment; the figures
-# themselves are printed.
+# catch a page that renders all 5,000 rows (seconds, on every step), not a slow moment
+# (one frame held up by another process): steps and updates are bounded at their p95,
+# not their max. The figures themselves are printed.
 OPEN_BOUND_MS = 2000
-SCROLL_STEP_BOUND_MS = 500
+SCROLL_STEP_P95_BOUND_MS = 500
 UPDATE_P95_BOUND_MS = 250
 
 INJECT = """async (messages) => {
@@ -79,6 +80,21 @@ WATCH_STREAM = """() => {
     if (window.watch.running) requestAnimationFrame(tick);
   };
   requestAnimationFrame(tick);
+}"""
+
+
+# The list's scrollTop once the user's scroll has come to rest (unchanged over ten
+# animation frames), however slowly a loaded machine draws them.
+SETTLED_SCROLL = """async () => {
+  const s = document.getElementById('messages');
+  const frame = () => new Promise((r) => requestAnimationFrame(r));
+  let last = s.scrollTop, still = 0;
+  while (still < 10) {
+    await frame();
+    still = s.scrollTop === last ? still + 1 : 0;
+    last = s.scrollTop;
+  }
+  return last;
 }"""
 
 
@@ -149,7 +165,7 @@ def test_5000_messages_open_scroll_and_stream_smoothly(
     record_property("figures", json.dumps(figures))
 
     assert opened["ms"] < OPEN_BOUND_MS
-    assert max(scrolled["times"]) < SCROLL_STEP_BOUND_MS
+    assert summary(scrolled["times"])["p95"] < SCROLL_STEP_P95_BOUND_MS
     assert opened["rows"] < 100  # virtualized: not 5,000 rows
     assert scrolled["rows"] < 100
     assert len(updates) >= 10
@@ -179,9 +195,8 @@ def test_auto_scroll_stops_when_the_user_scrolls_up(page: Page, live: Serve) -> 
         assert page.evaluate(at_end)  # following the reply
         page.hover("#messages")
         page.mouse.wheel(0, -800)
-        page.wait_for_timeout(200)
-        held = page.evaluate("() => document.getElementById('messages').scrollTop")
         expect(page.locator("#jump")).to_be_visible()
+        held = page.evaluate(SETTLED_SCROLL)
         wait_reply(page)
         assert page.evaluate("() => document.getElementById('messages').scrollTop") == held
         assert not page.evaluate(at_end)

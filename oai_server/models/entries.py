@@ -1,0 +1,133 @@
+"""Which models a server serves, and how each one's engine starts: `ModelEntry`s from the
+flags (`--model`, repeatable, and `--embedding-model`) or from a `--models-file`.
+
+The chat models come first, in the order given: the first is the one a request of the
+chat page or a Realtime session without a model of its own gets, and the one LoRA flags
+(`--lora-dir`, `--allow-runtime-lora`) serve adapters on.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from oai_server.engine.embedded_embedding import EMBEDDED_EMBEDDING_MODEL_NAME
+from oai_server.settings import EMBEDDED_MODEL_NAME, ModelEntry, Settings
+
+# Flags that name models themselves: a models file names every model instead.
+_MODEL_FLAGS = ("model", "served_model_name", "embedding_model", "lora_modules")
+
+
+class ModelsFileError(ValueError):
+    """The models to serve cannot be served as given; the message names why, in one line."""
+
+
+def model_entries(settings: Settings) -> list[ModelEntry]:
+    """Every model `settings` serves: chat models first, then the embedding model."""
+    if settings.models_file is not None:
+        entries = _read_models_file(settings, settings.models_file)
+    else:
+        entries = _from_flags(settings)
+    names: set[str] = set()
+    for entry in entries:
+        if entry.name in names:
+            raise ModelsFileError(f"two models are served as '{entry.name}'")
+        names.add(entry.name)
+    embedding = [e.name for e in entries if e.kind == "embedding"]
+    if len(embedding) > 1:
+        raise ModelsFileError(
+            "one embedding model per server for now; "
+            + " and ".join(f"'{n}'" for n in embedding)
+            + " are both embedding models"
+        )
+    if not any(e.kind == "chat" for e in entries):
+        raise ModelsFileError("no chat model is served; list at least one of kind chat")
+    return entries
+
+
+def _from_flags(settings: Settings) -> list[ModelEntry]:
+    shared = settings.engine_options()
+    # Adapters belong to one base model: the first --model's.
+    no_lora = {"enable_lora": False, "lora_modules": []}
+    entries: list[ModelEntry] = []
+    for i, item in enumerate(settings.model or [""]):
+        name, sep, source = item.partition("=")
+        if not sep:
+            name, source = "", item
+        elif i == 0 and settings.served_model_name:
+            raise ModelsFileError(
+                f"the first --model is named twice: '{name}' (name=path) and "
+                f"'{settings.served_model_name}' (--served-model-name); give one"
+            )
+        if not name:
+            given = settings.served_model_name if i == 0 else None
+            name = given or source or EMBEDDED_MODEL_NAME
+        lora = {"enable_lora": settings.lora_enabled} if i == 0 else no_lora
+        entries.append(_entry({**shared, **lora, "name": name, "model": source or None}))
+    embedding = settings.embedding_model
+    if embedding != "none":
+        update: dict[str, Any] = {**shared, **no_lora, "kind": "embedding"}
+        update["name"] = settings.embedding_model_name
+        if embedding == EMBEDDED_EMBEDDING_MODEL_NAME:
+            # The chat model's --dtype and --max-model-len are not the embedded model's.
+            update.update(model=None, dtype="auto", max_model_len=None)
+        else:
+            update["model"] = embedding
+        entries.append(_entry(update))
+    return entries
+
+
+def _entry(values: dict[str, Any]) -> ModelEntry:
+    # Built from settings already checked: the values are valid as they are.
+    return ModelEntry.model_construct(**values)
+
+
+def _read_models_file(settings: Settings, path: Path) -> list[ModelEntry]:
+    given = [f"--{f.replace('_', '-')}" for f in _MODEL_FLAGS if f in settings.model_fields_set]
+    if given:
+        raise ModelsFileError(
+            f"--models-file lists every model; leave out {', '.join(given)} "
+            "(put each model's settings in the file)"
+        )
+    where = f"--models-file {path}"
+    try:
+        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ModelsFileError(f"{where}: cannot read it ({exc.strerror})") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f" at line {mark.line + 1}" if mark is not None else ""
+        raise ModelsFileError(f"{where}: not valid YAML{line}") from None
+    if not isinstance(loaded, dict) or not isinstance(loaded.get("models"), list):
+        raise ModelsFileError(f"{where}: expected a mapping with a list under 'models'")
+    unknown = sorted(set(loaded) - {"models"})
+    if unknown:
+        raise ModelsFileError(f"{where}: unknown key '{unknown[0]}' (only 'models')")
+    entries: list[ModelEntry] = []
+    for i, raw in enumerate(loaded["models"]):
+        try:
+            entry = ModelEntry.model_validate(raw)
+        except ValidationError as exc:
+            raise ModelsFileError(f"{where}: {_describe(exc, i)}") from None
+        if entry.kind == "embedding" and entry.model == EMBEDDED_EMBEDDING_MODEL_NAME:
+            entry = entry.model_copy(update={"model": None})  # the embedded one, by its name
+        first_chat = entry.kind == "chat" and all(e.kind != "chat" for e in entries)
+        if first_chat and settings.lora_enabled:
+            # --lora-dir and --allow-runtime-lora serve adapters on the first chat model.
+            entry = entry.model_copy(update={"enable_lora": True})
+        entries.append(entry)
+    return entries
+
+
+def _describe(exc: ValidationError, index: int) -> str:
+    """The first problem of entry `index`, as `models[1].max_model_len: <why>`."""
+    error = exc.errors()[0]
+    where = ".".join(str(part) for part in (f"models[{index}]", *error["loc"]))
+    if error["type"] == "extra_forbidden":
+        return f"{where}: unknown key"
+    if error["type"] == "missing":
+        return f"{where}: missing"
+    return f"{where}: {str(error['msg']).removeprefix('Value error, ')}"

@@ -1,0 +1,35 @@
+"""One replica holds every model of its settings, and routes by `model` as the plain server
+does (README: Several models)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.conformance import validating_client
+from tests.ray.conftest import RayServe, deployed
+
+SETTINGS = {
+    "ray_min_replicas": 1,
+    "ray_max_replicas": 1,
+    "ray_num_cpus": 0.5,
+    "model": ["first=org/first", "second=org/second"],
+}
+
+
+@pytest.fixture(scope="module")
+def url(ray_serve: RayServe) -> Iterator[str]:
+    with deployed("models", engine_factory="tests.ray.engines:one_fake_per_model", **SETTINGS):
+        yield ray_serve.url
+
+
+def test_a_replica_serves_each_model_it_lists(url: str) -> None:
+    with validating_client(timeout=10) as http:
+        listed = [m["id"] for m in http.get(f"{url}/v1/models").json()["data"]]
+        assert listed == ["first", "second"]
+        for model in ("second", "first"):
+            body = {"model": model, "messages": [{"role": "user", "content": "Who?"}]}
+            answer = http.post(f"{url}/v1/chat/completions", json=body)
+            assert answer.status_code == 200, answer.text
+            assert answer.json()["choices"][0]["message"]["content"] == f"I am {model}."
