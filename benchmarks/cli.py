@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from benchmarks import (
+    batch,
     ceiling,
     compare,
     embeddings,
@@ -179,6 +180,7 @@ _REGISTRARS: Sequence[Callable[[Subparsers], None]] = (
     response_cache.register,
     outages.register,
     embeddings.register,
+    batch.register,
 )
 
 

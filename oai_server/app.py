@@ -40,6 +40,7 @@ from oai_server.engine.wrapper import EngineWrapper
 from oai_server.error_responses import install_error_handlers
 from oai_server.features import Feature, FeatureFactory
 from oai_server.generation.chat_template import load_template
+from oai_server.generation.service_tier import TierPolicy
 from oai_server.generation.work_limits import WorkLimits
 from oai_server.http.sse import BODY_SEND
 from oai_server.lifecycle import Lifecycle, LifecycleMiddleware
@@ -151,6 +152,7 @@ def _core(settings: Settings, engine: Engine, embedder: EmbeddingEngine | None) 
     )
     chat_template = load_template(settings.chat_template)
     work = WorkLimits(settings.max_request_tokens, settings.max_request_prompts)
+    priority_keys = settings.service_tier_priority_keys
     return ServerState(
         settings=settings,
         engine=served,
@@ -166,6 +168,10 @@ def _core(settings: Settings, engine: Engine, embedder: EmbeddingEngine | None) 
         models=registry,
         adapters=adapters,
         embedder=embedder,
+        tiers=TierPolicy(
+            settings.scheduling_policy == "priority",
+            None if priority_keys is None else frozenset(priority_keys),
+        ),
     )
 
 

@@ -182,6 +182,13 @@ class Settings(BaseSettings, EngineOptions):
         description="How long a replica holds a batch without renewing; after a replica "
         "dies, another takes its batches over once this passes.",
     )
+    service_tier_priority_keys: Annotated[list[str] | None, NoDecode] = Field(
+        None,
+        description="The API keys, by id ('key-' and 12 hex digits, as the access log names "
+        "them), that may ask for service_tier 'priority' or a negative 'priority' (repeat, or "
+        "comma-separated); default: every key. Another key's 'priority' request is served at "
+        "the 'default' tier.",
+    )
 
     # --- Ray Serve (oai_server.ray_serve; ignored by the plain server) ------------
     ray_min_replicas: int = Field(1, ge=0, description="Ray Serve: fewest replicas kept.")
@@ -276,7 +283,14 @@ class Settings(BaseSettings, EngineOptions):
         False, description="Put prompts in the access log (default: counts only, never text)."
     )
 
-    @field_validator("api_key", "cors_allow_origins", "lora_modules", "model", mode="before")
+    @field_validator(
+        "api_key",
+        "cors_allow_origins",
+        "lora_modules",
+        "model",
+        "service_tier_priority_keys",
+        mode="before",
+    )
     @classmethod
     def _comma_separated(cls, value: Any) -> Any:
         """A list from the environment: comma-separated, or a JSON array (as the chart writes)."""

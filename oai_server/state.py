@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from starlette.requests import HTTPConnection
 
 from oai_server.engine.pooling import EmbeddingEngine
+from oai_server.generation.service_tier import TierPolicy
 from oai_server.lifecycle import Lifecycle
 from oai_server.models import ModelRegistry
 from oai_server.models.adapters import AdapterEngine
@@ -52,6 +53,8 @@ class ServerState:
     adapters: AdapterEngine | None = None
     # The embedding model's engine, when one is served (`--embedding-model`).
     embedder: EmbeddingEngine | None = None
+    # How `service_tier` is served: engine priorities, and the keys that may jump ahead.
+    tiers: TierPolicy = field(default_factory=lambda: TierPolicy(by_priority=False))
     # Set by `create_app` from each feature's `service`, in feature order.
     store: StoreService | None = None
     # The response cache, when `--response-cache` turns it on.

@@ -139,6 +139,10 @@ class ResponseFormat(RequestModel):
 CacheSalt = Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[^@/\\\x00]*$")]
 
 
+# OpenAI's tiers (`ServiceTier`); `fast` is an alias of `priority`.
+ServiceTier = Literal["auto", "default", "flex", "scale", "priority", "fast"]
+
+
 class GenerationRequest(RequestModel):
     """The fields the chat and completions requests share: model, sampling, streaming."""
 
@@ -156,7 +160,7 @@ class GenerationRequest(RequestModel):
     top_p: TopP = None
     user: str | None = None
     metadata: Metadata = None
-    service_tier: str | None = None
+    service_tier: ServiceTier | None = None
     response_format: ResponseFormat | None = None
 
     # vLLM's sampling extensions, accepted as `vllm serve` accepts them.

@@ -19,6 +19,7 @@ from schemas.common import (
     Metadata,
     RequestModel,
     ResponseModel,
+    ServiceTier,
     Temperature,
     TokenCount,
     TopP,
@@ -185,7 +186,8 @@ class CreateResponse(RequestModel):
     prompt: dict[str, Any] | None = None
     max_tool_calls: int | None = None
     top_logprobs: Annotated[int, Field(ge=0, le=20)] | None = None
-    service_tier: str | None = None
+    # OpenAI's `ServiceTierResponses`: the chat tiers and `ultrafast` (served as default).
+    service_tier: ServiceTier | Literal["ultrafast"] | None = None
     user: str | None = None
     safety_identifier: str | None = None
     prompt_cache_key: Annotated[str, Field(max_length=64)] | None = None

@@ -12,7 +12,8 @@ import asyncio
 import contextlib
 from typing import TYPE_CHECKING
 
-from oai_server.batch.lines import Endpoint
+from oai_server.auth.salt import salt_for
+from oai_server.batch.lines import Endpoint, Shape
 from oai_server.batch.metrics import BatchMetrics
 from oai_server.batch.records import BatchRecords
 from oai_server.batch.routes import routes
@@ -20,7 +21,9 @@ from oai_server.batch.runner import BatchRunner
 from oai_server.features import Feature
 from oai_server.store.sql import SQLStore
 from schemas.chat import CreateChatCompletionRequest
+from schemas.common import GenerationRequest
 from schemas.completions import CreateCompletionRequest
+from schemas.embeddings import CreateEmbeddingRequest
 
 if TYPE_CHECKING:
     from oai_server.state import ServerState
@@ -39,14 +42,31 @@ def feature(state: ServerState) -> Feature[BatchRunner | None]:
         "/v1/chat/completions": (CreateChatCompletionRequest, state.chat),
         "/v1/completions": (CreateCompletionRequest, state.completions),
     }
+    if state.embeddings is not None:
+        # The embedding model's own engine: the chat engine's queue does not gate it.
+        endpoints["/v1/embeddings"] = (CreateEmbeddingRequest, state.embeddings)
     records = BatchRecords(database.engine)
+
+    def shape(owner: str) -> Shape:
+        """As the live routes shape a body of `owner` ("": no keys): salted, tiered."""
+        principal = owner or None
+
+        def shaped(req: GenerationRequest) -> GenerationRequest:
+            req.cache_salt = salt_for(
+                principal, req.cache_salt, shared=settings.prefix_cache_shared
+            )
+            return state.tiers.apply(req, principal)
+
+        return shaped
+
     runner = BatchRunner(
         records,
         endpoints,
         BatchMetrics(state.metrics.registry),
+        shape=shape,
         waiting=state.engine.waiting_requests,
         health=state.engine.check_health,
-        database_up=lambda: store.breaker.up,
+        breaker=store.breaker,
         max_in_flight=settings.batch_max_in_flight,
         lease_s=settings.batch_lease_seconds,
         priority=settings.scheduling_policy == "priority",

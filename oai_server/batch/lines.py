@@ -8,6 +8,7 @@ answered later by that same service, so its `body` is what the live endpoint ans
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,19 +23,25 @@ from oai_server.http.answer import GenerationService
 from oai_server.ids import new_id
 from schemas.batch import BatchError
 from schemas.common import GenerationRequest
+from schemas.embeddings import CreateEmbeddingRequest
 
 # The server's state, not the line's fault: the line is left to run again (after a restart).
 NOT_NOW = (EngineDeadError, EngineNotReadyError, EngineOverloadedError, ServerShuttingDownError)
 
 # What an endpoint takes: its request schema and the service that answers it.
-Endpoint = tuple[type[GenerationRequest], GenerationService[Any, Any, Any]]
+Endpoint = tuple[
+    type[GenerationRequest] | type[CreateEmbeddingRequest], GenerationService[Any, Any, Any]
+]
+# What the live route does to a body before its service sees it, for the batch's owner:
+# the key's cache salt and the service tier it is served at.
+Shape = Callable[[GenerationRequest], GenerationRequest]
 
 
 @dataclass(frozen=True)
 class Request:
     position: int  # 0-based; the error's `line` is position + 1
     custom_id: str
-    body: GenerationRequest
+    body: GenerationRequest | CreateEmbeddingRequest
 
 
 def _refused(line: int, code: str, message: str, param: str | None = None) -> BatchError:
@@ -42,7 +49,7 @@ def _refused(line: int, code: str, message: str, param: str | None = None) -> Ba
 
 
 def _request(
-    position: int, raw: bytes, url: str, endpoint: Endpoint, seen: set[str]
+    position: int, raw: bytes, url: str, endpoint: Endpoint, shape: Shape, seen: set[str]
 ) -> Request | BatchError:
     line = position + 1
     try:
@@ -70,6 +77,8 @@ def _request(
     try:
         # Strict, as the live endpoint parses it ("5" is not an integer).
         req = schema.model_validate_json(json.dumps(body), strict=True)
+        if isinstance(req, GenerationRequest):
+            req = shape(req)
         service.prepare(req)
     except Exception as exc:  # noqa: BLE001 - whatever the endpoint refuses with
         error = to_openai_error(exc)
@@ -78,7 +87,7 @@ def _request(
 
 
 def read_requests(
-    content: bytes, url: str, endpoint: Endpoint
+    content: bytes, url: str, endpoint: Endpoint, shape: Shape
 ) -> tuple[list[Request], list[BatchError]]:
     """Every line of a batch's input file as a request, or why it is refused."""
     requests: list[Request] = []
@@ -87,7 +96,7 @@ def read_requests(
     for position, raw in enumerate(content.splitlines()):
         if not raw.strip():
             continue  # a trailing newline, or a blank line, is no request
-        read = _request(position, raw, url, endpoint, seen)
+        read = _request(position, raw, url, endpoint, shape, seen)
         if isinstance(read, Request):
             requests.append(read)
         else:

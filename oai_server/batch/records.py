@@ -125,6 +125,13 @@ class BatchRecords:
             body: dict[str, Any] | None = (await conn.execute(query)).scalar()
         return body
 
+    async def owner(self, batch_id: str) -> str | None:
+        """Whose batch it is: "" without keys, None when there is no such batch."""
+        query = select(batches.c.owner).where(batches.c.id == batch_id)
+        async with self.engine.connect() as conn:
+            owner: str | None = (await conn.execute(query)).scalar()
+        return owner
+
     async def batches(self, owner: str, query: ListQuery) -> Page[dict[str, Any]]:
         rows = await self._page(
             batches, [batches.c.owner == owner], query, (batches.c.body,), "batch"

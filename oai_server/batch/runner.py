@@ -19,28 +19,36 @@ import contextlib
 import json
 import logging
 import secrets
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from typing import Any, TypeVar
 
 from oai_server.batch.lines import (
     NOT_NOW,
     Endpoint,
     Request,
+    Shape,
     answer_line,
     expired_line,
     read_requests,
 )
 from oai_server.batch.metrics import BatchMetrics
 from oai_server.batch.records import BatchRecords, Line, StoredFile, now_us
+from oai_server.generation.service_tier import BATCH_PRIORITY
 from oai_server.ids import new_id
+from oai_server.resilience import Breaker, DependencyDownError
 from schemas.batch import BatchErrors
+from schemas.common import GenerationRequest
 
 logger = logging.getLogger(__name__)
 
+T = TypeVar("T")
+
 POLL_S = 1.0
 ADMIT_POLL_S = 0.01
-# vLLM: lower runs first; batch lines run after every request that names no priority.
-BATCH_PRIORITY = 2**31 - 1
+# Deadlines of the runner's database calls, through the store's breaker (so a hung
+# database is marked down for every user of the store, and the batch is resumed later).
+CALL_S = 10.0  # a row or a line: off the request path, as the store's queued writes
+FILE_S = 60.0  # a whole input file read, or the output files written with the final state
 
 
 class BatchRunner:
@@ -50,19 +58,21 @@ class BatchRunner:
         endpoints: Mapping[str, Endpoint],
         metrics: BatchMetrics,
         *,
+        shape: Callable[[str], Shape],
         waiting: Callable[[], int],
         health: Callable[[], Awaitable[None]],
-        database_up: Callable[[], bool],
+        breaker: Breaker,
         max_in_flight: int,
         lease_s: float,
         priority: bool,
     ) -> None:
         self.records = records
         self.endpoints = endpoints
+        self.shape = shape
         self.metrics = metrics
         self.waiting = waiting
         self.health = health
-        self.database_up = database_up
+        self.breaker = breaker
         self.max_in_flight = max_in_flight
         self.lease_us = int(lease_s * 1_000_000)
         self.priority = priority
@@ -77,7 +87,9 @@ class BatchRunner:
             try:
                 # A database the store's breaker holds down is not asked every second.
                 held = (
-                    await self.records.claim(self.name, self.lease_us) if self.database_up() else []
+                    await self._db(self.records.claim(self.name, self.lease_us))
+                    if self.breaker.up
+                    else []
                 )
                 for batch_id in held:
                     if batch_id not in self._driving:
@@ -110,7 +122,7 @@ class BatchRunner:
             await self._work(batch_id)
         except asyncio.CancelledError:
             with contextlib.suppress(Exception):
-                await asyncio.shield(self.records.release(batch_id, self.name))
+                await asyncio.shield(self._db(self.records.release(batch_id, self.name)))
             raise
         except Exception as exc:  # noqa: BLE001 - left active: resumed in a later round
             # An engine loading or overloaded is expected, not worth a warning each round.
@@ -121,15 +133,17 @@ class BatchRunner:
             logger.log(level, "batch %s: %r (will resume)", batch_id, exc)
 
     async def _work(self, batch_id: str) -> None:
-        body = await self.records.batch(batch_id, None)
+        body = await self._db(self.records.batch(batch_id, None))
         if body is None:
             return
         endpoint = self.endpoints[body["endpoint"]]
-        content = await self.records.content(body["input_file_id"], None)
+        content = await self._db(self.records.content(body["input_file_id"], None), FILE_S)
         if content is None:
             await self._fail(batch_id, body, "file_not_found", "The input file was deleted.")
             return
-        requests, errors = read_requests(content, body["endpoint"], endpoint)
+        owner = await self._db(self.records.owner(batch_id))
+        shape = self.shape(owner or "")
+        requests, errors = read_requests(content, body["endpoint"], endpoint, shape)
         if body["status"] == "validating":
             if errors:
                 body["errors"] = BatchErrors(data=errors).model_dump(mode="json", exclude_none=True)
@@ -137,14 +151,14 @@ class BatchRunner:
                 return
             body.update(status="in_progress", in_progress_at=now_us() // 1_000_000)
             body["request_counts"] = {"total": len(requests), "completed": 0, "failed": 0}
-            if not await self.records.set_batch(
-                batch_id, body, runner=self.name, only_from=("validating",)
+            if not await self._db(
+                self.records.set_batch(batch_id, body, runner=self.name, only_from=("validating",))
             ):
                 return  # cancelled meanwhile: the next round finalizes it
         if body["status"] == "in_progress":
             await self.health()  # not serving (loading, dead): resumed in a later round
             body["status"] = await self._answer(batch_id, body, requests)
-        lines = await self.records.lines(batch_id)
+        lines = await self._db(self.records.lines(batch_id), FILE_S)
         final = {"cancelling": "cancelled", "in_progress": "completed"}.get(body["status"])
         if body["status"] == "expired":
             done = {line.position for line in lines}
@@ -159,7 +173,7 @@ class BatchRunner:
 
     async def _answer(self, batch_id: str, body: dict[str, Any], requests: list[Request]) -> str:
         """Answer the lines not yet finished; the status the batch ends this phase in."""
-        done = {line.position for line in await self.records.lines(batch_id)}
+        done = {line.position for line in await self._db(self.records.lines(batch_id), FILE_S)}
         todo = [r for r in requests if r.position not in done]
         endpoint = self.endpoints[body["endpoint"]]
         lines: set[asyncio.Task[None]] = set()
@@ -189,7 +203,7 @@ class BatchRunner:
 
     async def _status(self, batch_id: str, body: dict[str, Any]) -> str:
         """The batch's status as stored (what a cancel wrote), or `expired` past its window."""
-        current = await self.records.batch(batch_id, None) or body
+        current = await self._db(self.records.batch(batch_id, None)) or body
         status = current["status"]
         if status == "in_progress" and now_us() // 1_000_000 >= current["expires_at"]:
             return "expired"
@@ -210,21 +224,41 @@ class BatchRunner:
         self.in_flight -= 1
 
     async def _line(self, batch_id: str, request: Request, endpoint: Endpoint) -> None:
-        if self.priority:
+        if self.priority and isinstance(request.body, GenerationRequest):
             request = Request(
                 request.position,
                 request.custom_id,
                 request.body.model_copy(update={"priority": BATCH_PRIORITY}),
             )
         failed, line = await answer_line(request, endpoint)
-        await self.records.add_line(batch_id, Line(request.position, failed, line))
+        await self._db(self.records.add_line(batch_id, Line(request.position, failed, line)))
         self.metrics.line(failed, line)
+
+    async def _db(self, work: Coroutine[Any, Any, T], deadline_s: float | None = None) -> T:
+        """`work` on the database within `deadline_s` (else `CALL_S`); at once
+        `DependencyDownError` while the breaker holds it down. Either leaves the batch to
+        resume in a later round.
+
+        Unlike `Breaker.call`, a call cut short is waited for while it unwinds: the runner
+        is off the request path, and a stopping server must not close the database under a
+        query of its still running (that hung the event loop's shutdown)."""
+        if not self.breaker.up:
+            work.close()
+            raise DependencyDownError(self.breaker.name)
+        try:
+            async with asyncio.timeout(CALL_S if deadline_s is None else deadline_s):
+                return await work
+        except TimeoutError as exc:
+            self.breaker.failed(exc, at_once=True)  # the store's users stop waiting on it too
+            raise
 
     async def _watch(self, batch_id: str, body: dict[str, Any]) -> None:
         """Renew the lease; return when the batch is cancelled or expires."""
         while True:
             await asyncio.sleep(min(self.lease_us / 3_000_000, POLL_S))
-            if not await self.records.renew(batch_id, self.name, self.lease_us):
+            # A renewal later than the lease is worth nothing: another runner may hold it.
+            renewal = self.records.renew(batch_id, self.name, self.lease_us)
+            if not await self._db(renewal, min(CALL_S, self.lease_us / 3_000_000)):
                 raise LeaseLostError(batch_id)
             if await self._status(batch_id, body) != "in_progress":
                 return
@@ -258,7 +292,7 @@ class BatchRunner:
         counts = body.setdefault("request_counts", {"total": 0})
         counts["failed"] = sum(line.failed for line in lines)
         counts["completed"] = len(lines) - counts["failed"]
-        if await self.records.finish(batch_id, self.name, body, produced):
+        if await self._db(self.records.finish(batch_id, self.name, body, produced), FILE_S):
             self.metrics.finished(status)
 
 

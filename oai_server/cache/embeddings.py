@@ -64,12 +64,24 @@ class EmbeddingsEndpoint(Endpoint[CreateEmbeddingRequest, EmbeddingJob, Embeddin
         return handle.request_id, 0  # an embedding answer has neither
 
     def text_chunk(
-        self, id_: str, created: int, model: str, opts: StreamSettings, index: int, text: str
+        self,
+        id_: str,
+        created: int,
+        model: str,
+        opts: StreamSettings,
+        index: int,
+        text: str,
+        service_tier: str | None = None,
     ) -> ResponseModel:
         raise TypeError("embeddings are answered whole")
 
     def usage_chunk(
-        self, id_: str, created: int, model: str, usage: CompletionUsage
+        self,
+        id_: str,
+        created: int,
+        model: str,
+        usage: CompletionUsage,
+        service_tier: str | None = None,
     ) -> ResponseModel:
         raise TypeError("embeddings are answered whole")
 

@@ -76,13 +76,25 @@ class Endpoint(ABC, Generic[Req, Job, Handle]):
 
     @abstractmethod
     def text_chunk(
-        self, id_: str, created: int, model: str, opts: StreamSettings, index: int, text: str
+        self,
+        id_: str,
+        created: int,
+        model: str,
+        opts: StreamSettings,
+        index: int,
+        text: str,
+        service_tier: str | None = None,
     ) -> ResponseModel:
         """The chunk a `TextDelta` of an answer of `model` stands for, as the service builds it."""
 
     @abstractmethod
     def usage_chunk(
-        self, id_: str, created: int, model: str, usage: CompletionUsage
+        self,
+        id_: str,
+        created: int,
+        model: str,
+        usage: CompletionUsage,
+        service_tier: str | None = None,
     ) -> ResponseModel:
         """The last chunk of a stream that asked for usage, as the service builds it."""
 
@@ -148,6 +160,8 @@ class ChatEndpoint(Endpoint[CreateChatCompletionRequest, ChatJob, ChatRequest]):
             "parallel_tool_calls": req.parallel_tool_calls is not False,
             "tool_parser": self.tool_parser,
             "logprobs": bool(req.logprobs),
+            # Echoed on every chunk: an answer served at one tier is not replayed for another.
+            "service_tier": req.service_tier,
         }
 
     def usage(self, handle: ChatRequest) -> CompletionUsage:
@@ -157,14 +171,28 @@ class ChatEndpoint(Endpoint[CreateChatCompletionRequest, ChatJob, ChatRequest]):
         return handle.generation.request_id, handle.created
 
     def text_chunk(
-        self, id_: str, created: int, model: str, opts: StreamSettings, index: int, text: str
+        self,
+        id_: str,
+        created: int,
+        model: str,
+        opts: StreamSettings,
+        index: int,
+        text: str,
+        service_tier: str | None = None,
     ) -> ResponseModel:
-        return self.service.text_chunk(id_, created, model, opts, index, text)
+        return self.service.text_chunk(
+            id_, created, model, opts, index, text, service_tier=service_tier
+        )
 
     def usage_chunk(
-        self, id_: str, created: int, model: str, usage: CompletionUsage
+        self,
+        id_: str,
+        created: int,
+        model: str,
+        usage: CompletionUsage,
+        service_tier: str | None = None,
     ) -> ResponseModel:
-        return self.service.chunk(id_, created, model, WITH_USAGE, None, usage)
+        return self.service.chunk(id_, created, model, WITH_USAGE, None, usage, service_tier)
 
     def assemble(
         self,
@@ -178,7 +206,8 @@ class ChatEndpoint(Endpoint[CreateChatCompletionRequest, ChatJob, ChatRequest]):
         for event in events:
             assert isinstance(event, TextDelta | CreateChatCompletionStreamResponse)
             assembler.add(event)
-        assembler.add(self.usage_chunk(id_, created, req.model, usage))  # type: ignore[arg-type]
+        last = self.usage_chunk(id_, created, req.model, usage, req.service_tier)
+        assembler.add(last)  # type: ignore[arg-type]
         return assembler.result()
 
 
@@ -215,12 +244,24 @@ class CompletionsEndpoint(Endpoint[CreateCompletionRequest, CompletionJob, Batch
         return handle.id, handle.created
 
     def text_chunk(
-        self, id_: str, created: int, model: str, opts: StreamSettings, index: int, text: str
+        self,
+        id_: str,
+        created: int,
+        model: str,
+        opts: StreamSettings,
+        index: int,
+        text: str,
+        service_tier: str | None = None,
     ) -> ResponseModel:
         return self.service.text_chunk(id_, created, model, opts, index, text)
 
     def usage_chunk(
-        self, id_: str, created: int, model: str, usage: CompletionUsage
+        self,
+        id_: str,
+        created: int,
+        model: str,
+        usage: CompletionUsage,
+        service_tier: str | None = None,
     ) -> ResponseModel:
         return self.service.chunk(id_, created, model, WITH_USAGE, [], usage)
 

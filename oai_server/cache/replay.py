@@ -58,11 +58,13 @@ def replay_stream(
         for event in events:
             yield event
         if opts.include_usage:
-            yield endpoint.usage_chunk(id_, created, req.model, entry.usage)
+            yield endpoint.usage_chunk(id_, created, req.model, entry.usage, req.service_tier)
 
     return EventStream(
         stream(),
-        lambda index, text: endpoint.text_chunk(id_, created, req.model, opts, index, text),
+        lambda index, text: endpoint.text_chunk(
+            id_, created, req.model, opts, index, text, req.service_tier
+        ),
     )
 
 

@@ -30,5 +30,6 @@ def feature(state: ServerState) -> Feature[EmbeddingService | None]:
             state.chat.limits,
             None if limiter is None or limiter.tpm is None else limiter.reserve_tokens,
             state.metrics,
+            state.models,
         )
     return Feature(service, router.routes)

@@ -19,10 +19,11 @@ router = APIRouter()
 async def create_embedding(request: Request) -> Response:
     server = server_state(request)
     req = await parse_body(request, CreateEmbeddingRequest, server.settings.max_request_bytes)
-    server.models.find(req.model, "embedding")
     embeddings = server.embeddings
-    if embeddings is None:  # a registry that names an embedding model has its service
+    if embeddings is None:
+        server.models.find(req.model, "embedding")  # a 4xx naming the models there are
         raise InvalidRequestError("This server serves no embedding model.", param="model")
+    # Its `prepare` checks the model (so a batch line is refused as this route refuses it).
     service: GenerationService[CreateEmbeddingRequest, Any, Any] = embeddings
     if server.cache is not None:
         service = server.cache.embeddings(request, embeddings)

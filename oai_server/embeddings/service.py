@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from oai_server.engine.pooling import EmbeddingEngine
 from oai_server.errors import InvalidRequestError
 from oai_server.generation.work_limits import WorkLimits
+from oai_server.models import ModelRegistry
 from oai_server.observability.context import RequestRecord, current_request
 from oai_server.observability.metrics import Metrics
 from oai_server.services.events import EventStream
@@ -91,9 +92,13 @@ class EmbeddingService:
     limits: WorkLimits = field(default_factory=WorkLimits)
     admit: Admit | None = None
     metrics: Metrics | None = None
+    # Every model served, so a request naming another gets the error that says which.
+    models: ModelRegistry | None = None
 
     def prepare(self, req: CreateEmbeddingRequest) -> EmbeddingJob:
-        """Tokenize and check every input; a 400 naming the first bad one."""
+        """Check the model, tokenize and check every input; a 4xx naming the first bad one."""
+        if self.models is not None:
+            self.models.find(req.model, "embedding")
         info = self.engine.model_info
         self._check_dimensions(req.dimensions)
         prompts: list[list[int]] = []

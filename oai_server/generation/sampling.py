@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from oai_server.engine.types import SamplingDefaults, SamplingOptions, StructuredOutput
 from oai_server.errors import ContextLengthExceededError, InvalidRequestError
+from oai_server.generation.service_tier import engine_priority
 from schemas.common import GenerationRequest
 
 
@@ -115,7 +116,7 @@ def build_options(
         logprobs=logprobs,
         prompt_logprobs=prompt_logprobs,
         structured=structured,
-        priority=req.priority or 0,
+        priority=engine_priority(req),
         cache_salt=req.cache_salt,
         adapter=adapter,
         model=model,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
 
+from oai_server.auth.caller import caller
 from oai_server.auth.salt import salted
 from oai_server.errors import InvalidRequestError
 from oai_server.http.answer import json_response
@@ -60,9 +61,11 @@ def item_query(request: Request) -> ListQuery:
 
 @router.post("/v1/responses")
 async def create_response(request: Request) -> Response:
-    settings = server_state(request).settings
+    server = server_state(request)
+    settings = server.settings
     req = await parse_body(request, CreateResponse, settings.max_request_bytes)
     req = salted(request, req, shared=settings.prefix_cache_shared)
+    req = server.tiers.apply(req, caller(request.scope))
     service = responses_service(request)
     if req.background and (req.store is False or service.state is None):
         raise InvalidRequestError(

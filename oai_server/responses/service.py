@@ -146,6 +146,8 @@ class ResponsesService:
             response.user = req.user
         if req.top_logprobs is not None:
             response.top_logprobs = req.top_logprobs
+        if job.req.service_tier is not None:
+            response.service_tier = job.req.service_tier  # the tier served
         return ResponseJob(req, inputs, job, response, conversation, now_us())
 
     async def start(self, job: ResponseJob) -> ChatRequest:

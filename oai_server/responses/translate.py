@@ -148,6 +148,9 @@ def chat_request(
             chat.top_logprobs = req.top_logprobs or 0
         chat.prompt_cache_key = req.prompt_cache_key
         chat.cache_salt = req.cache_salt
+        # The tier served (the route resolved it; never `ultrafast`): the engine priority.
+        if req.service_tier is not None and req.service_tier != "ultrafast":
+            chat.service_tier = req.service_tier
         chat.stream = True
         chat.stream_options = StreamOptions(include_usage=False)
     return chat

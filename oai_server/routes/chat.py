@@ -6,6 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response
 
+from oai_server.auth.caller import caller
 from oai_server.auth.salt import salted
 from oai_server.http.answer import GenerationService, answer
 from oai_server.http.parsing import parse_body
@@ -22,6 +23,7 @@ async def create_chat_completion(request: Request) -> Response:
     req = await parse_body(request, CreateChatCompletionRequest, server.settings.max_request_bytes)
     check_metadata(req.metadata)  # OpenAI's limits hold whether or not it is stored
     req = salted(request, req, shared=server.settings.prefix_cache_shared)
+    req = server.tiers.apply(req, caller(request.scope))
     # A completion to be stored is the engine's answer, never the cache's (see oai_server/cache).
     store = server.store
     recorded = None if store is None else store.recording(request, req, server.chat)

@@ -6,6 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response
 
+from oai_server.auth.caller import caller
 from oai_server.auth.salt import salted
 from oai_server.http.answer import GenerationService, answer
 from oai_server.http.parsing import parse_body
@@ -20,6 +21,7 @@ async def create_completion(request: Request) -> Response:
     server = server_state(request)
     req = await parse_body(request, CreateCompletionRequest, server.settings.max_request_bytes)
     req = salted(request, req, shared=server.settings.prefix_cache_shared)
+    req = server.tiers.apply(req, caller(request.scope))
     service: GenerationService[CreateCompletionRequest, Any, Any] = server.completions
     if server.cache is not None:
         service = server.cache.completions(request)

@@ -163,11 +163,13 @@ class ChatService:
         opts: StreamSettings,
         choice: ChatCompletionChunkChoice | None,
         usage: CompletionUsage | None = None,
+        service_tier: str | None = None,
     ) -> CreateChatCompletionStreamResponse:
         """A chunk of the answer `id_` of `model` (the base model's name, or an adapter's),
         as streamed live and as the response cache replays it.
 
         With `include_usage`, `usage` is null unless given (the last chunk, or continuous stats).
+        `service_tier`, the tier served, is on every chunk when the request named one.
         """
         out = CreateChatCompletionStreamResponse(
             id=id_,
@@ -177,6 +179,8 @@ class ChatService:
         )
         if opts.include_usage:
             out.usage = usage
+        if service_tier is not None:
+            out.service_tier = service_tier
         return out
 
     def text_chunk(
@@ -188,18 +192,24 @@ class ChatService:
         index: int,
         text: str,
         usage: CompletionUsage | None = None,
+        service_tier: str | None = None,
     ) -> CreateChatCompletionStreamResponse:
         """The chunk a `TextDelta` of the answer `id_` stands for."""
-        return self.chunk(
-            id_, created, model, opts, _choice(index, ChatCompletionDelta(content=text)), usage
-        )
+        choice = _choice(index, ChatCompletionDelta(content=text))
+        return self.chunk(id_, created, model, opts, choice, usage, service_tier)
 
     def _chunk(
         self, chat: ChatRequest, opts: StreamSettings, choice: ChatCompletionChunkChoice | None
     ) -> CreateChatCompletionStreamResponse:
         usage = usage_of(chat.generation.usage) if opts.continuous_usage else None
         return self.chunk(
-            chat.generation.request_id, chat.created, chat.req.model, opts, choice, usage
+            chat.generation.request_id,
+            chat.created,
+            chat.req.model,
+            opts,
+            choice,
+            usage,
+            chat.req.service_tier,
         )
 
     def _text_chunk(
@@ -207,7 +217,14 @@ class ChatService:
     ) -> CreateChatCompletionStreamResponse:
         usage = usage_of(chat.generation.usage) if opts.continuous_usage else None
         return self.text_chunk(
-            chat.generation.request_id, chat.created, chat.req.model, opts, index, text, usage
+            chat.generation.request_id,
+            chat.created,
+            chat.req.model,
+            opts,
+            index,
+            text,
+            usage,
+            chat.req.service_tier,
         )
 
     async def _events(self, chat: ChatRequest, opts: StreamSettings) -> AsyncIterator[ChatEvent]:

@@ -87,13 +87,16 @@ class ChatAssembler:
     def result(self) -> CreateChatCompletionResponse:
         """The whole answer; call once every event has been added."""
         assert self._head is not None, "a chat stream starts with its role chunks"
-        return CreateChatCompletionResponse(
+        out = CreateChatCompletionResponse(
             id=self._head.id,
             created=self._head.created,
             model=self._head.model,
             choices=[self._choice(i, c) for i, c in sorted(self._choices.items())],
             usage=self._usage,
         )
+        if self._head.service_tier is not None:
+            out.service_tier = self._head.service_tier
+        return out
 
     def _choice(self, index: int, state: _Choice) -> ChatCompletionChoice:
         logprobs = None

@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import socket
+import subprocess
+import sys
 import time
 from typing import Any
 
+import httpx
 import openai
 
 from tests.store.conftest import MODEL
@@ -48,3 +53,29 @@ def wait(
 
 def read_lines(client: openai.OpenAI, file_id: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in client.files.content(file_id).text.splitlines()]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def start_fake_server(store_url: str) -> tuple[subprocess.Popen[bytes], str]:
+    """`tests.batch.fake_server` in a process of its own (to be killed), once it serves."""
+    port = _free_port()
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tests.batch.fake_server", store_url, str(port)], env=env
+    )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            if httpx.get(f"{base}/health").status_code == 200:
+                return process, base
+        except httpx.TransportError:
+            pass
+        assert time.monotonic() < deadline, "the server did not start"
+        time.sleep(0.1)

@@ -4,23 +4,17 @@ finished by the next one, every `custom_id` exactly once (SQLite and PostgreSQL)
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
-import socket
-import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
-
-import httpx
 
 from oai_server.batch.records import BatchRecords
 from oai_server.engine.fake import FakeEngine
 from oai_server.errors import EngineOverloadedError
 from oai_server.store.sql import create_engine
 from oai_server.store.url import async_url
-from tests.batch.helpers import chat_line, read_lines, upload, wait
+from tests.batch.helpers import chat_line, read_lines, start_fake_server, upload, wait
 from tests.live import serve
 from tests.store.conftest import make_app, sdk
 
@@ -54,34 +48,9 @@ def test_cancel_mid_run_keeps_what_finished_and_stops_the_rest(store_url: str) -
         assert client.batches.cancel(batch.id).status == "cancelled"
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def _start(store_url: str) -> tuple[subprocess.Popen[bytes], str]:
-    port = _free_port()
-    env = {**os.environ, "PYTHONPATH": os.getcwd()}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "tests.batch.fake_server", store_url, str(port)], env=env
-    )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            if httpx.get(f"{base}/health").status_code == 200:
-                return process, base
-        except httpx.TransportError:
-            pass
-        assert time.monotonic() < deadline, "the server did not start"
-        time.sleep(0.1)
-
-
 def test_a_server_killed_mid_batch_is_finished_by_the_next_exactly_once(store_url: str) -> None:
     total = 30
-    process, base = _start(store_url)
+    process, base = start_fake_server(store_url)
     try:
         with sdk(base) as client:
             file_id = upload(client, [chat_line(f"r{i}", f"q{i}") for i in range(total)])

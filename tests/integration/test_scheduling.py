@@ -43,14 +43,15 @@ async def _until_waiting(server: Server, count: int) -> None:
         await asyncio.sleep(0.05)
 
 
-async def test_lower_priority_value_runs_first(scheduled: Server) -> None:
-    finished: list[int] = []
+async def test_priority_tier_runs_before_flex(scheduled: Server) -> None:
+    # The tiers are engine priorities: `priority` (-1) before `flex` (just before batch).
+    finished: list[str] = []
 
-    async def complete(http: httpx.AsyncClient, priority: int) -> None:
-        body = _body(max_tokens=4, priority=priority)
+    async def complete(http: httpx.AsyncClient, tier: str) -> None:
+        body = _body(max_tokens=4, service_tier=tier)
         response = await http.post("/v1/completions", json=body)
         assert response.status_code == 200, response.text
-        finished.append(priority)
+        finished.append(tier)
 
     async with async_validating_client(base_url=scheduled.root, timeout=120) as http:
         # The one running sequence: the two below wait behind it until it is cut.
@@ -59,9 +60,9 @@ async def test_lower_priority_value_runs_first(scheduled: Server) -> None:
             assert blocker.status_code == 200
             lines = blocker.aiter_lines()
             await anext(lines)
-            late = asyncio.create_task(complete(http, 5))
+            late = asyncio.create_task(complete(http, "flex"))
             await _until_waiting(scheduled, 1)
-            early = asyncio.create_task(complete(http, -5))
+            early = asyncio.create_task(complete(http, "priority"))
             await _until_waiting(scheduled, 2)
             # Counted here, a request is still on its way to the engine core's queue (a
             # hop of milliseconds); the core takes new requests in between its steps, so
@@ -70,8 +71,8 @@ async def test_lower_priority_value_runs_first(scheduled: Server) -> None:
             for _ in range(6):
                 await anext(lines)
         await asyncio.wait_for(asyncio.gather(late, early), 120)
-    # Arrived second, ran first: under first-come-first-served it would be [5, -5].
-    assert finished == [-5, 5]
+    # Arrived second, ran first: under first-come-first-served it would be the other way.
+    assert finished == ["priority", "flex"]
 
 
 def _content_chunks(http: httpx.Client, server: Server) -> tuple[list[str], str]:

@@ -1,0 +1,214 @@
+"""`batch`: does bulk work slow the chat, does it use idle capacity, does `priority` jump ahead.
+
+Against one running server (start it with `--scheduling-policy priority` for the third):
+
+1. interactive chat streams at `--concurrency` (4): TTFT p50/p99 alone, then the same load
+   while a batch of `--lines` chat lines runs (the issue's target: p99 <= 1.25x);
+2. with no interactive load, a batch of `--throughput-lines` lines against the same
+   requests sent live at `--live-concurrency` (32): throughput ratio (target >= 0.8x);
+3. with `--priority`: `--live-concurrency` streams at the `default` tier saturating the
+   engine, and a few `service_tier: priority` requests: their TTFT against the defaults'.
+
+    python -m benchmarks batch --base-url http://127.0.0.1:8000/v1 --priority
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import io
+import json
+import time
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from benchmarks.client import discover_model, make_client
+from benchmarks.inproc import latency_summary
+from benchmarks.metrics import percentile
+
+if TYPE_CHECKING:
+    Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
+
+TERMINAL = {"completed", "failed", "cancelled", "expired"}
+
+
+def _chat(model: str, i: int, max_tokens: int, **extra: Any) -> dict[str, Any]:
+    question = f"Question {i}: name a colour and say why you like it."
+    return {
+        "model": model,
+        "messages": [{"role": "user", "content": question}],
+        "max_tokens": max_tokens,
+        "ignore_eos": True,  # every request the same length: ratios of like with like
+        **extra,
+    }
+
+
+async def _ttft(http: httpx.AsyncClient, body: dict[str, Any]) -> float:
+    began = time.perf_counter()
+    async with http.stream("POST", "/chat/completions", json={**body, "stream": True}) as r:
+        r.raise_for_status()
+        first: float | None = None
+        async for line in r.aiter_lines():
+            content = first is None and line.startswith("data: {") and '"content":"' in line
+            if content and json.loads(line[6:])["choices"][0]["delta"].get("content"):
+                first = time.perf_counter() - began
+    assert first is not None, "no content streamed"
+    return first
+
+
+async def _interactive(
+    http: httpx.AsyncClient, model: str, args: argparse.Namespace, **extra: Any
+) -> list[float]:
+    """`args.requests` streams, `args.concurrency` at a time: each one's TTFT."""
+    queue = iter(range(args.requests))
+    ttfts: list[float] = []
+
+    async def worker() -> None:
+        for i in queue:
+            ttfts.append(await _ttft(http, _chat(model, i, args.max_tokens, **extra)))
+
+    await asyncio.gather(*(worker() for _ in range(args.concurrency)))
+    return ttfts
+
+
+async def _start_batch(http: httpx.AsyncClient, model: str, lines: int, max_tokens: int) -> str:
+    rows = [
+        {
+            "custom_id": f"line-{i}",
+            "method": "POST",
+            "url": "/v1/chat/completions",
+            "body": _chat(model, i, max_tokens),
+        }
+        for i in range(lines)
+    ]
+    content = "".join(json.dumps(row) + "\n" for row in rows).encode()
+    files = {"file": ("input.jsonl", io.BytesIO(content))}
+    uploaded = await http.post("/files", files=files, data={"purpose": "batch"})
+    uploaded.raise_for_status()
+    body = {
+        "input_file_id": uploaded.json()["id"],
+        "endpoint": "/v1/chat/completions",
+        "completion_window": "24h",
+    }
+    created = await http.post("/batches", json=body)
+    created.raise_for_status()
+    batch_id: str = created.json()["id"]
+    return batch_id
+
+
+async def _batch(http: httpx.AsyncClient, batch_id: str) -> dict[str, Any]:
+    answer = await http.get(f"/batches/{batch_id}")
+    answer.raise_for_status()
+    body: dict[str, Any] = answer.json()
+    return body
+
+
+async def _finish(http: httpx.AsyncClient, batch_id: str) -> dict[str, Any]:
+    # Polled, as a client of the Batch API does: there is nothing to wait on.
+    while (batch := await _batch(http, batch_id))["status"] not in TERMINAL:  # noqa: ASYNC110
+        await asyncio.sleep(0.2)
+    return batch
+
+
+async def _cancel(http: httpx.AsyncClient, batch_id: str) -> dict[str, Any]:
+    (await http.post(f"/batches/{batch_id}/cancel")).raise_for_status()
+    return await _finish(http, batch_id)
+
+
+async def _live_seconds(
+    http: httpx.AsyncClient, model: str, count: int, concurrency: int, max_tokens: int
+) -> float:
+    queue = iter(range(count))
+
+    async def worker() -> None:
+        for i in queue:
+            answer = await http.post("/chat/completions", json=_chat(model, i, max_tokens))
+            answer.raise_for_status()
+
+    began = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return time.perf_counter() - began
+
+
+def _p99_ratio(loaded: list[float], alone: list[float]) -> float:
+    return (percentile(loaded, 99) or 0.0) / max(percentile(alone, 99) or 0.0, 1e-9)
+
+
+async def _run(args: argparse.Namespace) -> None:
+    pool = args.live_concurrency + args.concurrency + 4
+    async with make_client(args.base_url, pool, 1800, args.api_key) as http:
+        model = args.model or await discover_model(http)
+        alone = await _interactive(http, model, args)
+        print(f"interactive alone, concurrency {args.concurrency}: TTFT {latency_summary(alone)}")
+        batch_id = await _start_batch(http, model, args.lines, args.max_tokens)
+        while (await _batch(http, batch_id))["status"] == "validating":  # noqa: ASYNC110
+            await asyncio.sleep(0.1)
+        loaded = await _interactive(http, model, args)
+        during = await _batch(http, batch_id)
+        done = during["request_counts"]["completed"]
+        print(f"interactive with a {args.lines}-line batch running: TTFT {latency_summary(loaded)}")
+        print(f"  p99 ratio {_p99_ratio(loaded, alone):.2f}x; {done} lines done meanwhile")
+        await _cancel(http, batch_id)  # what is left would only delay the next phase
+
+        lines = args.throughput_lines
+        began = time.perf_counter()
+        batch = await _finish(http, await _start_batch(http, model, lines, args.max_tokens))
+        batch_s = time.perf_counter() - began
+        live_s = await _live_seconds(http, model, lines, args.live_concurrency, args.max_tokens)
+        print(
+            f"{lines} lines as a batch: {batch_s:.1f} s ({batch['status']}); live at "
+            f"concurrency {args.live_concurrency}: {live_s:.1f} s; "
+            f"batch throughput {live_s / batch_s:.2f}x live"
+        )
+        if args.priority:
+            await _priority(http, model, args)
+
+
+async def _priority(http: httpx.AsyncClient, model: str, args: argparse.Namespace) -> None:
+    stop = asyncio.Event()
+    defaults: list[float] = []
+
+    async def saturate(worker: int) -> None:
+        i = worker
+        while not stop.is_set():
+            defaults.append(await _ttft(http, _chat(model, i, args.max_tokens)))
+            i += args.live_concurrency
+
+    load = [asyncio.create_task(saturate(w)) for w in range(args.live_concurrency)]
+    await asyncio.sleep(2)  # the engine full before the first priority request
+    fast: list[float] = []
+    for i in range(args.priority_requests):
+        body = _chat(model, i, args.max_tokens, service_tier="priority")
+        fast.append(await _ttft(http, body))
+    stop.set()
+    await asyncio.gather(*load)
+    print(
+        f"under {args.live_concurrency} default streams: default TTFT {latency_summary(defaults)}"
+    )
+    print(f"  service_tier priority TTFT {latency_summary(fast)}")
+    ratio = (percentile(fast, 50) or 0.0) / max(percentile(defaults, 50) or 0.0, 1e-9)
+    print(f"  priority p50 / default p50: {ratio:.2f}x")
+
+
+def _command(args: argparse.Namespace) -> int:
+    asyncio.run(_run(args))
+    return 0
+
+
+def register(subparsers: Subparsers) -> None:
+    parser = subparsers.add_parser(
+        "batch", help="the Batch API and service tiers: chat TTFT beside a batch, throughput"
+    )
+    parser.add_argument("--base-url", required=True, help="e.g. http://127.0.0.1:8000/v1")
+    parser.add_argument("--api-key", default=None)
+    parser.add_argument("--model", default=None, help="default: the first the server lists")
+    parser.add_argument("--concurrency", type=int, default=4, help="interactive streams")
+    parser.add_argument("--requests", type=int, default=40, help="interactive requests a phase")
+    parser.add_argument("--lines", type=int, default=2000, help="the batch beside the chat")
+    parser.add_argument("--throughput-lines", type=int, default=128)
+    parser.add_argument("--live-concurrency", type=int, default=32)
+    parser.add_argument("--max-tokens", type=int, default=16)
+    parser.add_argument("--priority", action="store_true", help="also measure service tiers")
+    parser.add_argument("--priority-requests", type=int, default=8)
+    parser.set_defaults(handler=_command)
