@@ -173,8 +173,16 @@ class Settings(BaseSettings, EngineOptions):
     batch_max_in_flight: int = Field(
         4,
         ge=1,
-        description="Batch lines this replica runs at once; a line starts only while the "
-        "engine has no request queued, so interactive requests go first.",
+        description="Batch lines this replica runs at once while interactive requests are "
+        "in flight; a line starts only while the engine has no request queued, so "
+        "interactive requests go first.",
+    )
+    batch_max_in_flight_idle: int = Field(
+        32,
+        ge=1,
+        description="Batch lines this replica runs at once while no interactive request is "
+        "in flight (the idle engine's capacity); when one arrives, new lines wait until "
+        "fewer than --batch-max-in-flight run.",
     )
     batch_lease_seconds: float = Field(
         30.0,

@@ -65,9 +65,11 @@ def feature(state: ServerState) -> Feature[BatchRunner | None]:
         BatchMetrics(state.metrics.registry),
         shape=shape,
         waiting=state.engine.waiting_requests,
+        live=state.engine.live_requests,
         health=state.engine.check_health,
         breaker=store.breaker,
         max_in_flight=settings.batch_max_in_flight,
+        max_in_flight_idle=max(settings.batch_max_in_flight_idle, settings.batch_max_in_flight),
         lease_s=settings.batch_lease_seconds,
         priority=settings.scheduling_policy == "priority",
     )

@@ -6,10 +6,12 @@ the final state in one transaction. Its lease is renewed while it works; a repli
 stops renewing, and another takes the batch over when the lease runs out.
 
 Bulk never slows the chat: a line is admitted only while the engine has nothing queued (no
-request, interactive or batch, waiting for its first token), and at most `max_in_flight`
-lines run at once. Interactive requests that arrive find at most that many batch requests
-ahead of them and none queued; under `--scheduling-policy priority` the lines also run at
-the lowest priority, so the engine schedules every interactive request first.
+request, interactive or batch, waiting for its first token). While no interactive request
+is in flight, up to `max_in_flight_idle` lines run at once, so an idle engine is used; once
+one is, new lines wait until fewer than `max_in_flight` run, so interactive requests find
+few batch requests beside them and none queued. Under `--scheduling-policy priority` the
+lines also run at the lowest priority, so the engine schedules every interactive request
+first.
 """
 
 from __future__ import annotations
@@ -60,9 +62,11 @@ class BatchRunner:
         *,
         shape: Callable[[str], Shape],
         waiting: Callable[[], int],
+        live: Callable[[], int],
         health: Callable[[], Awaitable[None]],
         breaker: Breaker,
         max_in_flight: int,
+        max_in_flight_idle: int,
         lease_s: float,
         priority: bool,
     ) -> None:
@@ -71,9 +75,12 @@ class BatchRunner:
         self.shape = shape
         self.metrics = metrics
         self.waiting = waiting
+        # The chat engine's requests in flight, this runner's lines among them.
+        self.live = live
         self.health = health
         self.breaker = breaker
         self.max_in_flight = max_in_flight
+        self.max_in_flight_idle = max_in_flight_idle
         self.lease_us = int(lease_s * 1_000_000)
         self.priority = priority
         self.name = secrets.token_hex(8)
@@ -212,10 +219,15 @@ class BatchRunner:
         return str(status)
 
     def _full(self) -> bool:
-        return self.in_flight >= self.max_in_flight or self.waiting() > 0
+        if self.waiting() > 0:
+            return True
+        # Requests in flight that are not this runner's lines are interactive ones.
+        interactive = self.live() > self.in_flight
+        return self.in_flight >= (self.max_in_flight if interactive else self.max_in_flight_idle)
 
     async def _admit(self, watch: asyncio.Task[None]) -> None:
-        """Wait for room: fewer than the cap in flight, and nothing queued in the engine."""
+        """Wait for room: fewer lines than the cap in flight (the idle cap while only lines
+        are), and nothing queued in the engine."""
         # The engine's queue has no event to wait on: it is polled, cheaply, every 10 ms.
         while not watch.done() and self._full():  # noqa: ASYNC110
             await asyncio.sleep(ADMIT_POLL_S)

@@ -13,6 +13,11 @@ from oai_server.settings import Settings
 
 if __name__ == "__main__":
     store_url, port = sys.argv[1], int(sys.argv[2])
-    settings = Settings(store_url=store_url, batch_lease_seconds=1.0, batch_max_in_flight=2)
+    settings = Settings(
+        store_url=store_url,
+        batch_lease_seconds=1.0,
+        batch_max_in_flight=2,
+        batch_max_in_flight_idle=2,
+    )
     app = create_app(settings, FakeEngine(token_delay=0.02))
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")

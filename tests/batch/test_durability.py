@@ -23,7 +23,12 @@ SLOW = {"token_delay": 0.02}
 
 def test_cancel_mid_run_keeps_what_finished_and_stops_the_rest(store_url: str) -> None:
     engine = FakeEngine(**SLOW)
-    with serve(make_app(store_url, engine, batch_max_in_flight=2)) as base, sdk(base) as client:
+    with (
+        serve(
+            make_app(store_url, engine, batch_max_in_flight=2, batch_max_in_flight_idle=2)
+        ) as base,
+        sdk(base) as client,
+    ):
         file_id = upload(client, [chat_line(f"r{i}", f"q{i}") for i in range(40)])
         batch = client.batches.create(
             input_file_id=file_id, endpoint="/v1/chat/completions", completion_window="24h"
@@ -113,7 +118,12 @@ def _close_window(store_url: str, batch_id: str) -> None:
 
 def test_a_batch_past_its_window_expires_keeping_what_finished(store_url: str) -> None:
     engine = FakeEngine(**SLOW)
-    with serve(make_app(store_url, engine, batch_max_in_flight=1)) as base, sdk(base) as client:
+    with (
+        serve(
+            make_app(store_url, engine, batch_max_in_flight=1, batch_max_in_flight_idle=1)
+        ) as base,
+        sdk(base) as client,
+    ):
         file_id = upload(client, [chat_line(f"r{i}", f"q{i}") for i in range(40)])
         batch = client.batches.create(
             input_file_id=file_id, endpoint="/v1/chat/completions", completion_window="24h"

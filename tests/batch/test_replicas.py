@@ -103,7 +103,9 @@ def test_a_database_write_that_hangs_leaves_the_batch_to_resume(
         await add_line(self, *args)
 
     monkeypatch.setattr(BatchRecords, "add_line", hangs_once)
-    app = make_app(store_url, FakeEngine(token_delay=0.01), batch_max_in_flight=1)
+    app = make_app(
+        store_url, FakeEngine(token_delay=0.01), batch_max_in_flight=1, batch_max_in_flight_idle=1
+    )
     with serve(app) as base, sdk(base) as client:
         lines = [chat_line(f"r{i}", f"q{i}", max_tokens=2) for i in range(6)]
         batch = client.batches.create(
