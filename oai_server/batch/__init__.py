@@ -1,8 +1,9 @@
 """The Batch API: `/v1/files` and `/v1/batches`, run on the idle engine, kept in the store.
 
-Layout: `records` (files, batches and finished lines on the store's database), `lines`
-(an input file read into requests; one request answered as an output line, by the live
-endpoint's own service), `runner` (claims, runs and finishes batches; one replica per
+Layout: `records` (files, batches and finished lines on the store's database),
+`endpoints` (each endpoint a batch may name, answering through its live route's service),
+`lines` (an input file read into requests; one request answered as an output line),
+`runner` (claims, runs and finishes batches; one replica per
 batch), `routes`, `metrics`. `feature` wires it into the app after the store.
 """
 
@@ -13,7 +14,8 @@ import contextlib
 from typing import TYPE_CHECKING
 
 from oai_server.auth.salt import salt_for
-from oai_server.batch.lines import Endpoint, Shape
+from oai_server.batch.endpoints import Endpoint, ResponsesEndpoint, ServiceEndpoint
+from oai_server.batch.lines import Shape, Shaped
 from oai_server.batch.metrics import BatchMetrics
 from oai_server.batch.records import BatchRecords
 from oai_server.batch.routes import routes
@@ -21,7 +23,6 @@ from oai_server.batch.runner import BatchRunner
 from oai_server.features import Feature
 from oai_server.store.sql import SQLStore
 from schemas.chat import CreateChatCompletionRequest
-from schemas.common import GenerationRequest
 from schemas.completions import CreateCompletionRequest
 from schemas.embeddings import CreateEmbeddingRequest
 
@@ -39,19 +40,20 @@ def feature(state: ServerState) -> Feature[BatchRunner | None]:
         return Feature(None)
     settings = state.settings
     endpoints: dict[str, Endpoint] = {
-        "/v1/chat/completions": (CreateChatCompletionRequest, state.chat),
-        "/v1/completions": (CreateCompletionRequest, state.completions),
+        "/v1/chat/completions": ServiceEndpoint(CreateChatCompletionRequest, state.chat),
+        "/v1/completions": ServiceEndpoint(CreateCompletionRequest, state.completions),
+        "/v1/responses": ResponsesEndpoint(state.chat, store),
     }
     if state.embeddings is not None:
         # The embedding model's own engine: the chat engine's queue does not gate it.
-        endpoints["/v1/embeddings"] = (CreateEmbeddingRequest, state.embeddings)
+        endpoints["/v1/embeddings"] = ServiceEndpoint(CreateEmbeddingRequest, state.embeddings)
     records = BatchRecords(database.engine)
 
     def shape(owner: str) -> Shape:
         """As the live routes shape a body of `owner` ("": no keys): salted, tiered."""
         principal = owner or None
 
-        def shaped(req: GenerationRequest) -> GenerationRequest:
+        def shaped(req: Shaped) -> Shaped:
             req.cache_salt = salt_for(
                 principal, req.cache_salt, shared=settings.prefix_cache_shared
             )

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from oai_server.batch.endpoints import Body, Endpoint
 from oai_server.error_responses import error_body, to_openai_error
 from oai_server.errors import (
     EngineDeadError,
@@ -19,37 +20,39 @@ from oai_server.errors import (
     EngineOverloadedError,
     ServerShuttingDownError,
 )
-from oai_server.http.answer import GenerationService
 from oai_server.ids import new_id
 from schemas.batch import BatchError
 from schemas.common import GenerationRequest
-from schemas.embeddings import CreateEmbeddingRequest
+from schemas.responses import CreateResponse
 
 # The server's state, not the line's fault: the line is left to run again (after a restart).
 NOT_NOW = (EngineDeadError, EngineNotReadyError, EngineOverloadedError, ServerShuttingDownError)
 
-# What an endpoint takes: its request schema and the service that answers it.
-Endpoint = tuple[
-    type[GenerationRequest] | type[CreateEmbeddingRequest], GenerationService[Any, Any, Any]
-]
 # What the live route does to a body before its service sees it, for the batch's owner:
 # the key's cache salt and the service tier it is served at.
-Shape = Callable[[GenerationRequest], GenerationRequest]
+Shaped = GenerationRequest | CreateResponse
+Shape = Callable[[Shaped], Shaped]
 
 
 @dataclass(frozen=True)
 class Request:
     position: int  # 0-based; the error's `line` is position + 1
     custom_id: str
-    body: GenerationRequest | CreateEmbeddingRequest
+    body: Body
 
 
 def _refused(line: int, code: str, message: str, param: str | None = None) -> BatchError:
     return BatchError(code=code, message=message, param=param, line=line)
 
 
-def _request(
-    position: int, raw: bytes, url: str, endpoint: Endpoint, shape: Shape, seen: set[str]
+async def _request(
+    position: int,
+    raw: bytes,
+    url: str,
+    endpoint: Endpoint,
+    owner: str,
+    shape: Shape,
+    seen: set[str],
 ) -> Request | BatchError:
     line = position + 1
     try:
@@ -72,31 +75,30 @@ def _request(
         return _refused(
             line, "invalid_url", f"The url must be the batch's endpoint, '{url}'.", "url"
         )
-    schema, service = endpoint
     body = item.get("body")
     try:
         # Strict, as the live endpoint parses it ("5" is not an integer).
-        req = schema.model_validate_json(json.dumps(body), strict=True)
-        if isinstance(req, GenerationRequest):
+        req = endpoint.schema.model_validate_json(json.dumps(body), strict=True)
+        if isinstance(req, Shaped):
             req = shape(req)
-        service.prepare(req)
+        await endpoint.check(req, owner)
     except Exception as exc:  # noqa: BLE001 - whatever the endpoint refuses with
         error = to_openai_error(exc)
         return _refused(line, error.code or "invalid_request", error.message, error.param)
     return Request(position, custom_id, req)
 
 
-def read_requests(
-    content: bytes, url: str, endpoint: Endpoint, shape: Shape
+async def read_requests(
+    content: bytes, url: str, endpoint: Endpoint, owner: str, shape: Shape
 ) -> tuple[list[Request], list[BatchError]]:
-    """Every line of a batch's input file as a request, or why it is refused."""
+    """Every line of a batch's input file (of `owner`) as a request, or why it is refused."""
     requests: list[Request] = []
     errors: list[BatchError] = []
     seen: set[str] = set()
     for position, raw in enumerate(content.splitlines()):
         if not raw.strip():
             continue  # a trailing newline, or a blank line, is no request
-        read = _request(position, raw, url, endpoint, shape, seen)
+        read = await _request(position, raw, url, endpoint, owner, shape, seen)
         if isinstance(read, Request):
             requests.append(read)
         else:
@@ -106,7 +108,9 @@ def read_requests(
     return requests, errors
 
 
-async def answer_line(request: Request, endpoint: Endpoint) -> tuple[bool, dict[str, Any]]:
+async def answer_line(
+    request: Request, endpoint: Endpoint, owner: str, priority: int | None
+) -> tuple[bool, dict[str, Any]]:
     """The output line of one request (failed: whether it belongs in the error file).
 
     The same service as the live endpoint, not streamed; its refusals and the engine's
@@ -114,10 +118,9 @@ async def answer_line(request: Request, endpoint: Endpoint) -> tuple[bool, dict[
     An engine not serving now (loading, overloaded, stopping, dead) raises instead: no line
     is recorded, and the batch resumes when it serves again.
     """
-    _schema, service = endpoint
     try:
-        handle = await service.start(service.prepare(request.body))
-        status, body = 200, json.loads((await service.complete(handle)).to_json())
+        answer = await endpoint.answer(request.body, owner, priority)
+        status, body = 200, json.loads(answer.to_json())
     except NOT_NOW:
         raise
     except Exception as exc:  # noqa: BLE001 - a line that fails is an error line, never a stuck batch

@@ -10,7 +10,7 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from starlette.datastructures import UploadFile
 
-from oai_server.batch.lines import Endpoint
+from oai_server.batch.endpoints import Endpoint
 from oai_server.batch.records import ACTIVE, BatchRecords, StoredFile, now_us
 from oai_server.errors import InvalidRequestError, NotFoundError, RequestTooLargeError
 from oai_server.http.answer import json_response

@@ -24,9 +24,9 @@ import secrets
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any, TypeVar
 
+from oai_server.batch.endpoints import Endpoint
 from oai_server.batch.lines import (
     NOT_NOW,
-    Endpoint,
     Request,
     Shape,
     answer_line,
@@ -39,7 +39,6 @@ from oai_server.generation.service_tier import BATCH_PRIORITY
 from oai_server.ids import new_id
 from oai_server.resilience import Breaker, DependencyDownError
 from schemas.batch import BatchErrors
-from schemas.common import GenerationRequest
 
 logger = logging.getLogger(__name__)
 
@@ -148,9 +147,9 @@ class BatchRunner:
         if content is None:
             await self._fail(batch_id, body, "file_not_found", "The input file was deleted.")
             return
-        owner = await self._db(self.records.owner(batch_id))
-        shape = self.shape(owner or "")
-        requests, errors = read_requests(content, body["endpoint"], endpoint, shape)
+        owner = await self._db(self.records.owner(batch_id)) or ""
+        shape = self.shape(owner)
+        requests, errors = await read_requests(content, body["endpoint"], endpoint, owner, shape)
         if body["status"] == "validating":
             if errors:
                 body["errors"] = BatchErrors(data=errors).model_dump(mode="json", exclude_none=True)
@@ -164,7 +163,7 @@ class BatchRunner:
                 return  # cancelled meanwhile: the next round finalizes it
         if body["status"] == "in_progress":
             await self.health()  # not serving (loading, dead): resumed in a later round
-            body["status"] = await self._answer(batch_id, body, requests)
+            body["status"] = await self._answer(batch_id, body, requests, owner)
         lines = await self._db(self.records.lines(batch_id), FILE_S)
         final = {"cancelling": "cancelled", "in_progress": "completed"}.get(body["status"])
         if body["status"] == "expired":
@@ -178,7 +177,9 @@ class BatchRunner:
         if final is not None:
             await self._finish(batch_id, body, final, lines)
 
-    async def _answer(self, batch_id: str, body: dict[str, Any], requests: list[Request]) -> str:
+    async def _answer(
+        self, batch_id: str, body: dict[str, Any], requests: list[Request], owner: str
+    ) -> str:
         """Answer the lines not yet finished; the status the batch ends this phase in."""
         done = {line.position for line in await self._db(self.records.lines(batch_id), FILE_S)}
         todo = [r for r in requests if r.position not in done]
@@ -194,7 +195,7 @@ class BatchRunner:
                     # Counted now, not when the task first runs, so the next admission sees
                     # it; uncounted when done, even if cancelled before it ever ran.
                     self.in_flight += 1
-                    task = group.create_task(self._line(batch_id, request, endpoint))
+                    task = group.create_task(self._line(batch_id, request, endpoint, owner))
                     task.add_done_callback(self._line_done)
                     lines.add(task)
                     lines = {t for t in lines if not t.done()}
@@ -235,14 +236,9 @@ class BatchRunner:
     def _line_done(self, _task: asyncio.Task[None]) -> None:
         self.in_flight -= 1
 
-    async def _line(self, batch_id: str, request: Request, endpoint: Endpoint) -> None:
-        if self.priority and isinstance(request.body, GenerationRequest):
-            request = Request(
-                request.position,
-                request.custom_id,
-                request.body.model_copy(update={"priority": BATCH_PRIORITY}),
-            )
-        failed, line = await answer_line(request, endpoint)
+    async def _line(self, batch_id: str, request: Request, endpoint: Endpoint, owner: str) -> None:
+        priority = BATCH_PRIORITY if self.priority else None
+        failed, line = await answer_line(request, endpoint, owner, priority)
         await self._db(self.records.add_line(batch_id, Line(request.position, failed, line)))
         self.metrics.line(failed, line)
 
