@@ -8,8 +8,9 @@ stops renewing, and another takes the batch over when the lease runs out.
 Bulk never slows the chat: a line is admitted only while the engine has nothing queued (no
 request, interactive or batch, waiting for its first token). While no interactive request
 is in flight, up to `max_in_flight_idle` lines run at once, so an idle engine is used; once
-one is, new lines wait until fewer than `max_in_flight` run, so interactive requests find
-few batch requests beside them and none queued. Under `--scheduling-policy priority` the
+one is, the youngest lines beyond `max_in_flight` are handed back (aborted in the engine,
+run again later) and new lines wait until fewer than `max_in_flight` run, so interactive
+requests find few batch requests beside them and none queued. Under `--scheduling-policy priority` the
 lines also run at the lowest priority, so the engine schedules every interactive request
 first.
 """
@@ -18,9 +19,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import secrets
+from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any, TypeVar
 
@@ -84,6 +87,8 @@ class BatchRunner:
         self.priority = priority
         self.name = secrets.token_hex(8)
         self.in_flight = 0
+        # This runner's lines in flight, oldest first: how to hand each back to its batch.
+        self._running: dict[asyncio.Task[None], Callable[[], None]] = {}
         self.wake = asyncio.Event()
         self._driving: dict[str, asyncio.Task[None]] = {}
 
@@ -182,25 +187,29 @@ class BatchRunner:
     ) -> str:
         """Answer the lines not yet finished; the status the batch ends this phase in."""
         done = {line.position for line in await self._db(self.records.lines(batch_id), FILE_S)}
-        todo = [r for r in requests if r.position not in done]
+        todo = deque(r for r in requests if r.position not in done)
         endpoint = self.endpoints[body["endpoint"]]
         lines: set[asyncio.Task[None]] = set()
         try:
             async with asyncio.TaskGroup() as group:
                 watch = group.create_task(self._watch(batch_id, body))
-                for request in todo:
+                while not watch.done() and (todo or lines):
+                    if not todo:
+                        # The last lines run; one handed back by `_yield` comes back to `todo`.
+                        await self._drain(watch, lines)
+                        lines = {t for t in lines if not t.done()}
+                        continue
                     await self._admit(watch)
                     if watch.done():
                         break
+                    request = todo.popleft()
                     # Counted now, not when the task first runs, so the next admission sees
                     # it; uncounted when done, even if cancelled before it ever ran.
                     self.in_flight += 1
                     task = group.create_task(self._line(batch_id, request, endpoint, owner))
+                    self._running[task] = functools.partial(todo.appendleft, request)
                     task.add_done_callback(self._line_done)
                     lines.add(task)
-                    lines = {t for t in lines if not t.done()}
-                while lines and not watch.done():
-                    await asyncio.wait([watch, *lines], return_when=asyncio.FIRST_COMPLETED)
                     lines = {t for t in lines if not t.done()}
                 for task in lines:
                     task.cancel()  # cancelled or expired: what finished is kept
@@ -219,22 +228,51 @@ class BatchRunner:
             body["cancelling_at"] = current.get("cancelling_at")
         return str(status)
 
+    def _interactive(self) -> bool:
+        # Requests in flight that are not this runner's lines are interactive ones.
+        return self.live() > self.in_flight
+
     def _full(self) -> bool:
         if self.waiting() > 0:
             return True
-        # Requests in flight that are not this runner's lines are interactive ones.
-        interactive = self.live() > self.in_flight
-        return self.in_flight >= (self.max_in_flight if interactive else self.max_in_flight_idle)
+        cap = self.max_in_flight if self._interactive() else self.max_in_flight_idle
+        return self.in_flight >= cap
+
+    def _yield(self) -> None:
+        """Beside interactive requests, hand back the lines beyond the small cap that the
+        idle engine took: the youngest first (the least work lost), aborted in the engine,
+        and run again later. Else an interactive request would share every engine step with
+        up to the idle cap's lines until they end, however long they are."""
+        if not self._interactive():
+            return
+        while len(self._running) > self.max_in_flight:
+            task, hand_back = self._running.popitem()
+            if not task.done():  # one just finished is kept, not run twice
+                task.cancel()
+                hand_back()
 
     async def _admit(self, watch: asyncio.Task[None]) -> None:
         """Wait for room: fewer lines than the cap in flight (the idle cap while only lines
         are), and nothing queued in the engine."""
         # The engine's queue has no event to wait on: it is polled, cheaply, every 10 ms.
-        while not watch.done() and self._full():  # noqa: ASYNC110
+        while not watch.done() and self._full():
+            self._yield()
             await asyncio.sleep(ADMIT_POLL_S)
 
-    def _line_done(self, _task: asyncio.Task[None]) -> None:
+    async def _drain(self, watch: asyncio.Task[None], lines: set[asyncio.Task[None]]) -> None:
+        """Wait for a line to end (or the watch); polled while more lines run than the
+        small cap, which interactive requests may make too many."""
+        polled = len(self._running) > self.max_in_flight
+        await asyncio.wait(
+            [watch, *lines],
+            timeout=ADMIT_POLL_S if polled else None,
+            return_when=asyncio.FIRST_COMPLETED,
+        )
+        self._yield()
+
+    def _line_done(self, task: asyncio.Task[None]) -> None:
         self.in_flight -= 1
+        self._running.pop(task, None)
 
     async def _line(self, batch_id: str, request: Request, endpoint: Endpoint, owner: str) -> None:
         priority = BATCH_PRIORITY if self.priority else None

@@ -1,11 +1,19 @@
 """When the batch runner starts another line: the idle engine's capacity while only batch
-lines run, a few lines at most beside interactive requests, none while anything is queued."""
+lines run, a few lines at most beside interactive requests (those beyond them handed back
+when one arrives), none while anything is queued."""
 
 from __future__ import annotations
 
+import asyncio
+import functools
+import time
 from typing import Any, cast
 
 from oai_server.batch.runner import BatchRunner
+from oai_server.engine.fake import FakeEngine
+from tests.batch.helpers import chat_line, read_lines, upload, wait
+from tests.live import serve
+from tests.store.conftest import ask, make_app, sdk
 
 
 class Engine:
@@ -79,3 +87,51 @@ def test_nothing_starts_while_a_request_is_queued() -> None:
     batch = runner(engine)
     engine.queued = 1
     assert admitted(batch) == 0
+
+
+async def test_beside_interactive_requests_the_youngest_lines_beyond_the_cap_are_handed_back() -> (
+    None
+):
+    engine = Engine()
+    batch = runner(engine, cap=2, idle_cap=5)
+    handed_back: list[int] = []
+    tasks = []
+    for position in range(5):
+        task = asyncio.create_task(asyncio.sleep(60))
+        batch._running[task] = functools.partial(handed_back.append, position)
+        tasks.append(task)
+    batch.in_flight = 5
+    batch._yield()
+    assert handed_back == []  # only lines: the idle engine keeps them all
+    engine.interactive = 1
+    batch._yield()
+    assert handed_back == [4, 3, 2]  # the youngest, which have done the least
+    await asyncio.sleep(0)
+    assert [task.cancelled() for task in tasks] == [False, False, True, True, True]
+    assert list(batch._running) == tasks[:2]
+    for task in tasks[:2]:
+        task.cancel()
+
+
+def test_a_chat_request_makes_the_lines_beyond_the_cap_yield_and_each_still_runs_once(
+    store_url: str,
+) -> None:
+    engine = FakeEngine(token_delay=0.05)
+    app = make_app(store_url, engine, batch_max_in_flight=2, batch_max_in_flight_idle=8)
+    with serve(app) as base, sdk(base) as client:
+        lines = [chat_line(f"r{i}", f"q{i}", max_tokens=20) for i in range(12)]
+        batch = client.batches.create(
+            input_file_id=upload(client, lines),
+            endpoint="/v1/chat/completions",
+            completion_window="24h",
+        )
+        deadline = time.monotonic() + 20
+        while engine.running_requests() < 8:  # the idle engine's capacity, taken
+            assert time.monotonic() < deadline, "the idle cap's lines never ran"
+            time.sleep(0.01)
+        ask(client, "an interactive question", max_tokens=4)
+        assert len(engine.aborted) == 6, "the lines beyond the small cap were not handed back"
+        done = wait(client, batch.id)
+        assert (done.status, done.request_counts.completed) == ("completed", 12)
+        output = read_lines(client, done.output_file_id)
+        assert [line["custom_id"] for line in output] == [f"r{i}" for i in range(12)]
