@@ -181,8 +181,8 @@ class Settings(BaseSettings, EngineOptions):
         32,
         ge=1,
         description="Batch lines this replica runs at once while no interactive request is "
-        "in flight (the idle engine's capacity); when one arrives, new lines wait until "
-        "fewer than --batch-max-in-flight run.",
+        "in flight (the idle engine's capacity); when one arrives, the lines beyond "
+        "--batch-max-in-flight are handed back (aborted, run again later).",
     )
     batch_lease_seconds: float = Field(
         30.0,
