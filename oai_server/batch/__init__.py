@@ -45,8 +45,11 @@ def feature(state: ServerState) -> Feature[BatchRunner | None]:
         "/v1/responses": ResponsesEndpoint(state.chat, store),
     }
     if state.embeddings is not None:
-        # The embedding model's own engine: the chat engine's queue does not gate it.
-        endpoints["/v1/embeddings"] = ServiceEndpoint(CreateEmbeddingRequest, state.embeddings)
+        # On the embedding model's own engine: its lines never share a step with the chat,
+        # so an interactive chat request neither hands them back nor is hidden by them.
+        endpoints["/v1/embeddings"] = ServiceEndpoint(
+            CreateEmbeddingRequest, state.embeddings, shares_chat_engine=False
+        )
     records = BatchRecords(database.engine)
 
     def shape(owner: str) -> Shape:

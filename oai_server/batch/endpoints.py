@@ -31,6 +31,8 @@ class Endpoint(ABC):
     live route's refusals and answers, for the batch's owner ("" without keys)."""
 
     schema: type[Body]
+    # Whether its lines run on the chat engine, beside interactive chat requests.
+    shares_chat_engine = True
 
     @abstractmethod
     async def check(self, body: Any, owner: str) -> None:
@@ -44,9 +46,16 @@ class Endpoint(ABC):
 class ServiceEndpoint(Endpoint):
     """Chat, completions or embeddings: the owner is in the body already (its salt)."""
 
-    def __init__(self, schema: type[Body], service: GenerationService[Any, Any, Any]) -> None:
+    def __init__(
+        self,
+        schema: type[Body],
+        service: GenerationService[Any, Any, Any],
+        *,
+        shares_chat_engine: bool = True,
+    ) -> None:
         self.schema = schema
         self.service = service
+        self.shares_chat_engine = shares_chat_engine
 
     async def check(self, body: Any, owner: str) -> None:
         self.service.prepare(body)

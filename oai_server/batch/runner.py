@@ -10,9 +10,9 @@ request, interactive or batch, waiting for its first token). While no interactiv
 is in flight, up to `max_in_flight_idle` lines run at once, so an idle engine is used; once
 one is, the youngest lines beyond `max_in_flight` are handed back (aborted in the engine,
 run again later) and new lines wait until fewer than `max_in_flight` run, so interactive
-requests find few batch requests beside them and none queued. Under `--scheduling-policy priority` the
-lines also run at the lowest priority, so the engine schedules every interactive request
-first.
+requests find few batch requests beside them and none queued. Under `--scheduling-policy
+priority` the lines also run at the lowest priority, so the engine schedules every
+interactive request first.
 """
 
 from __future__ import annotations
@@ -87,6 +87,8 @@ class BatchRunner:
         self.priority = priority
         self.name = secrets.token_hex(8)
         self.in_flight = 0
+        # Of those, the lines on the chat engine (embeddings have an engine of their own).
+        self.on_chat_engine = 0
         # This runner's lines in flight, oldest first: how to hand each back to its batch.
         self._running: dict[asyncio.Task[None], Callable[[], None]] = {}
         self.wake = asyncio.Event()
@@ -205,10 +207,13 @@ class BatchRunner:
                     request = todo.popleft()
                     # Counted now, not when the task first runs, so the next admission sees
                     # it; uncounted when done, even if cancelled before it ever ran.
+                    shared = endpoint.shares_chat_engine
                     self.in_flight += 1
+                    self.on_chat_engine += shared
                     task = group.create_task(self._line(batch_id, request, endpoint, owner))
-                    self._running[task] = functools.partial(todo.appendleft, request)
-                    task.add_done_callback(self._line_done)
+                    if shared:
+                        self._running[task] = functools.partial(todo.appendleft, request)
+                    task.add_done_callback(functools.partial(self._line_done, shared))
                     lines.add(task)
                     lines = {t for t in lines if not t.done()}
                 for task in lines:
@@ -229,8 +234,8 @@ class BatchRunner:
         return str(status)
 
     def _interactive(self) -> bool:
-        # Requests in flight that are not this runner's lines are interactive ones.
-        return self.live() > self.in_flight
+        # The chat engine's requests in flight that are not this runner's lines.
+        return self.live() > self.on_chat_engine
 
     def _full(self) -> bool:
         if self.waiting() > 0:
@@ -270,8 +275,9 @@ class BatchRunner:
         )
         self._yield()
 
-    def _line_done(self, task: asyncio.Task[None]) -> None:
+    def _line_done(self, shared: bool, task: asyncio.Task[None]) -> None:
         self.in_flight -= 1
+        self.on_chat_engine -= shared
         self._running.pop(task, None)
 
     async def _line(self, batch_id: str, request: Request, endpoint: Endpoint, owner: str) -> None:

@@ -28,7 +28,7 @@ def runner(engine: Engine, *, cap: int = 2, idle_cap: int = 8) -> BatchRunner:
     unused = cast(Any, None)
 
     def live() -> int:
-        return engine.interactive + batch.in_flight
+        return engine.interactive + batch.on_chat_engine
 
     async def healthy() -> None:
         return None
@@ -54,6 +54,7 @@ def admitted(batch: BatchRunner) -> int:
     """Start lines while there is room; how many run then."""
     while not batch._full():
         batch.in_flight += 1
+        batch.on_chat_engine += 1
     return batch.in_flight
 
 
@@ -74,12 +75,21 @@ def test_lines_already_running_when_chat_arrives_are_not_joined_by_more() -> Non
     assert admitted(batch) == 8
     engine.interactive = 1
     assert batch._full()
-    batch.in_flight = 2  # six lines finished: still the small cap while the chat runs
+    batch.in_flight = batch.on_chat_engine = 2  # six lines ended: the small cap still
     assert batch._full()
-    batch.in_flight = 1
+    batch.in_flight = batch.on_chat_engine = 1
     assert not batch._full()
     engine.interactive = 0  # the chat is done: the idle cap again
     assert admitted(batch) == 8
+
+
+def test_lines_on_the_embedding_engine_do_not_hide_a_chat_request() -> None:
+    engine = Engine()
+    batch = runner(engine)
+    batch.in_flight = 5  # an embeddings batch's lines: not on the chat engine
+    assert not batch._full()
+    engine.interactive = 1
+    assert batch._full(), "a chat request beside embedding lines got the idle cap"
 
 
 def test_nothing_starts_while_a_request_is_queued() -> None:
@@ -100,7 +110,7 @@ async def test_beside_interactive_requests_the_youngest_lines_beyond_the_cap_are
         task = asyncio.create_task(asyncio.sleep(60))
         batch._running[task] = functools.partial(handed_back.append, position)
         tasks.append(task)
-    batch.in_flight = 5
+    batch.in_flight = batch.on_chat_engine = 5
     batch._yield()
     assert handed_back == []  # only lines: the idle engine keeps them all
     engine.interactive = 1
