@@ -184,6 +184,13 @@ class Settings(BaseSettings, EngineOptions):
         "in flight (the idle engine's capacity); when one arrives, the lines beyond "
         "--batch-max-in-flight are handed back (aborted, run again later).",
     )
+    batch_idle_seconds: float = Field(
+        2.0,
+        ge=0,
+        description="How long no interactive request must have been in flight before batch "
+        "lines take the idle engine (--batch-max-in-flight-idle); a chat pausing less between "
+        "requests keeps them at --batch-max-in-flight.",
+    )
     batch_lease_seconds: float = Field(
         30.0,
         gt=0,

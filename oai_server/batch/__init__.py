@@ -75,6 +75,7 @@ def feature(state: ServerState) -> Feature[BatchRunner | None]:
         breaker=store.breaker,
         max_in_flight=settings.batch_max_in_flight,
         max_in_flight_idle=max(settings.batch_max_in_flight_idle, settings.batch_max_in_flight),
+        idle_s=settings.batch_idle_seconds,
         lease_s=settings.batch_lease_seconds,
         priority=settings.scheduling_policy == "priority",
     )

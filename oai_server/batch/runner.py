@@ -7,12 +7,12 @@ stops renewing, and another takes the batch over when the lease runs out.
 
 Bulk never slows the chat: a line is admitted only while the engine has nothing queued (no
 request, interactive or batch, waiting for its first token). While no interactive request
-is in flight, up to `max_in_flight_idle` lines run at once, so an idle engine is used; once
-one is, the youngest lines beyond `max_in_flight` are handed back (aborted in the engine,
-run again later) and new lines wait until fewer than `max_in_flight` run, so interactive
-requests find few batch requests beside them and none queued. Under `--scheduling-policy
-priority` the lines also run at the lowest priority, so the engine schedules every
-interactive request first.
+has been in flight for `idle_s`, up to `max_in_flight_idle` lines run at once, so an idle
+engine is used; else at most `max_in_flight`, and when an interactive request arrives, the
+youngest lines beyond that are handed back (aborted in the engine, run again later), so
+interactive requests find few batch requests beside them and none queued. Under
+`--scheduling-policy priority` the lines also run at the lowest priority, so the engine
+schedules every interactive request first.
 """
 
 from __future__ import annotations
@@ -22,7 +22,9 @@ import contextlib
 import functools
 import json
 import logging
+import math
 import secrets
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any, TypeVar
@@ -69,6 +71,7 @@ class BatchRunner:
         breaker: Breaker,
         max_in_flight: int,
         max_in_flight_idle: int,
+        idle_s: float,
         lease_s: float,
         priority: bool,
     ) -> None:
@@ -83,6 +86,8 @@ class BatchRunner:
         self.breaker = breaker
         self.max_in_flight = max_in_flight
         self.max_in_flight_idle = max_in_flight_idle
+        self.idle_s = idle_s
+        self._interactive_at = -math.inf  # when an interactive request was last seen
         self.lease_us = int(lease_s * 1_000_000)
         self.priority = priority
         self.name = secrets.token_hex(8)
@@ -237,10 +242,20 @@ class BatchRunner:
         # The chat engine's requests in flight that are not this runner's lines.
         return self.live() > self.on_chat_engine
 
+    def _idle(self) -> bool:
+        """Whether no interactive request has been in flight for `idle_s`: a chat that
+        pauses between requests keeps the small cap, rather than finding the idle cap's
+        lines (and handing them back) at each request."""
+        now = time.monotonic()
+        if self._interactive():
+            self._interactive_at = now
+            return False
+        return now - self._interactive_at >= self.idle_s
+
     def _full(self) -> bool:
         if self.waiting() > 0:
             return True
-        cap = self.max_in_flight if self._interactive() else self.max_in_flight_idle
+        cap = self.max_in_flight_idle if self._idle() else self.max_in_flight
         return self.in_flight >= cap
 
     def _yield(self) -> None:

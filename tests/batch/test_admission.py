@@ -24,7 +24,7 @@ class Engine:
         self.interactive = 0
 
 
-def runner(engine: Engine, *, cap: int = 2, idle_cap: int = 8) -> BatchRunner:
+def runner(engine: Engine, *, cap: int = 2, idle_cap: int = 8, idle_s: float = 0) -> BatchRunner:
     unused = cast(Any, None)
 
     def live() -> int:
@@ -44,6 +44,7 @@ def runner(engine: Engine, *, cap: int = 2, idle_cap: int = 8) -> BatchRunner:
         breaker=unused,
         max_in_flight=cap,
         max_in_flight_idle=idle_cap,
+        idle_s=idle_s,
         lease_s=30,
         priority=False,
     )
@@ -80,6 +81,19 @@ def test_lines_already_running_when_chat_arrives_are_not_joined_by_more() -> Non
     batch.in_flight = batch.on_chat_engine = 1
     assert not batch._full()
     engine.interactive = 0  # the chat is done: the idle cap again
+    assert admitted(batch) == 8
+
+
+def test_a_chat_pausing_between_requests_keeps_the_small_cap_until_idle_long_enough() -> None:
+    engine = Engine()
+    batch = runner(engine, idle_s=0.2)
+    assert admitted(batch) == 8  # no chat seen yet: the engine is idle
+    batch.in_flight = batch.on_chat_engine = 0
+    engine.interactive = 1
+    assert admitted(batch) == 2
+    engine.interactive = 0  # the chat pauses: the lines do not take the engine back yet
+    assert admitted(batch) == 2
+    time.sleep(0.25)
     assert admitted(batch) == 8
 
 
