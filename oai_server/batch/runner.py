@@ -272,8 +272,8 @@ class BatchRunner:
                 hand_back()
 
     async def _admit(self, watch: asyncio.Task[None]) -> None:
-        """Wait for room: fewer lines than the cap in flight (the idle cap while only lines
-        are), and nothing queued in the engine."""
+        """Wait for room: fewer lines than the cap in flight (the idle cap once no interactive
+        request has run for `idle_s`), and nothing queued in the engine."""
         # The engine's queue has no event to wait on: it is polled, cheaply, every 10 ms.
         while not watch.done() and self._full():
             self._yield()
