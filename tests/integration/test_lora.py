@@ -23,7 +23,7 @@ from oai_server.engine.build import EMBEDDED_MAX_MODEL_LEN
 from oai_server.engine.embedded_model import ensure_embedded_model
 from oai_server.settings import Settings
 from tests.conformance import AsyncValidatingTransport, ValidatingTransport
-from tests.integration.conftest import MODEL, SDK_TIMEOUT_S, Server, run_server
+from tests.integration.conftest import MODEL, SDK_TIMEOUT_S, START_TIMEOUT_S, Server, run_server
 from tests.lora.adapter import write_adapter
 
 pytestmark = pytest.mark.integration
@@ -54,9 +54,44 @@ def modules(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 @pytest.fixture(scope="module")
+def vllm_reference(modules: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """What vLLM's own engine answers for each adapter of `modules` (greedy, QUESTION under
+    the chat template): `vllm.LLM` with the adapter's `LoRARequest`, in a process of its
+    own (tests/lora/vllm_reference.py) that ends before the module's server starts."""
+    dtype = cpu.plan_kernels("auto", embedded=True, flags=cpu.cpu_flags()).dtype
+    spec = {
+        "model": str(ensure_embedded_model(Settings().cache_dir, dtype)),
+        "dtype": dtype,
+        "max_model_len": EMBEDDED_MAX_MODEL_LEN,
+        "max_lora_rank": 8,
+        "max_tokens": MAX_TOKENS,
+        "messages": QUESTION,
+        "adapters": {name: str(path) for name, path in modules.items()},
+    }
+    work = tmp_path_factory.mktemp("vllm-reference")
+    out, log = work / "answers.json", work / "vllm.log"
+    with log.open("wb") as logged:
+        reference = subprocess.run(
+            [sys.executable, "-m", "tests.lora.vllm_reference", str(out)],
+            input=json.dumps(spec).encode(),
+            stdout=logged,
+            stderr=subprocess.STDOUT,
+            timeout=START_TIMEOUT_S,
+            check=False,
+        )
+    errors = [line for line in log.read_text().splitlines() if "Error" in line]
+    assert reference.returncode == 0, "\n".join(errors[-20:])
+    return json.loads(out.read_text())
+
+
+@pytest.fixture(scope="module")
 def lora_server(
-    lora_dir: Path, modules: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
+    lora_dir: Path,
+    modules: dict[str, Path],
+    vllm_reference: Any,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Server]:
+    """The module's server (after vLLM's reference, so the two engines never overlap)."""
     flags = (
         *(flag for name, path in modules.items() for flag in ("--lora-modules", f"{name}={path}")),
         *("--lora-dir", str(lora_dir), "--allow-runtime-lora"),
@@ -108,39 +143,17 @@ def test_each_adapter_answers_its_own_way(lora_server: Server) -> None:
 
 
 def test_an_adapter_answers_as_vllms_own_engine_does(
-    lora_server: Server, modules: dict[str, Path], tmp_path: Path
+    lora_server: Server, vllm_reference: Any
 ) -> None:
-    """The same prompt tokens, greedy, through `vllm.LLM` with each adapter's `LoRARequest`
-    (tests/lora/vllm_reference.py, in a process of its own): the same words."""
+    """The same prompt tokens, greedy, as through `vllm.LLM` with the adapter's
+    `LoRARequest`: the same words."""
     tokenized = post(lora_server, "/tokenize", {"model": MODEL, "messages": QUESTION})
-    assert tokenized.status_code == 200, tokenized.text
-    dtype = cpu.plan_kernels("auto", embedded=True, flags=cpu.cpu_flags()).dtype
-    spec = {
-        "model": str(ensure_embedded_model(Settings().cache_dir, dtype)),
-        "dtype": dtype,
-        "max_model_len": EMBEDDED_MAX_MODEL_LEN,
-        "max_lora_rank": 8,
-        "max_tokens": MAX_TOKENS,
-        "prompt_token_ids": tokenized.json()["tokens"],
-        "adapters": {name: str(path) for name, path in modules.items()},
-    }
-    out, log = tmp_path / "answers.json", tmp_path / "vllm.log"
-    with log.open("wb") as logged:
-        reference = subprocess.run(
-            [sys.executable, "-m", "tests.lora.vllm_reference", str(out)],
-            input=json.dumps(spec).encode(),
-            stdout=logged,
-            stderr=subprocess.STDOUT,
-            timeout=600,
-            check=False,
-        )
-    errors = [line for line in log.read_text().splitlines() if "Error" in line]
-    assert reference.returncode == 0, "\n".join(errors[-20:])
-    vllm_answers = json.loads(out.read_text())
+    assert tokenized.json()["tokens"] == vllm_reference["prompt_token_ids"]
+    answers = vllm_reference["answers"]
     # Each adapter answers its own way, so an answer through the wrong adapter would show.
-    assert len(set(vllm_answers.values())) == len(modules), vllm_answers
-    for name in modules:
-        assert chat(lora_server, name) == vllm_answers[name], name
+    assert len(set(answers.values())) == len(answers) == 2, answers
+    for name, text in answers.items():
+        assert chat(lora_server, name) == text, name
 
 
 async def test_a_mixed_burst_gets_each_model_its_own_answer(lora_server: Server) -> None:
