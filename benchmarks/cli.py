@@ -12,7 +12,7 @@
 - cache: the response cache's hits against its misses, per backend (module `response_cache`).
 - outages: latency and health while Redis or PostgreSQL hangs or dies (module `outages`).
 - embeddings: /v1/embeddings against `vllm serve --runner pooling`, start-up, PSS (`embeddings`).
-- lora: a mixed load over LoRA adapters, and an adapter's first request, against vllm serve (`lora`).
+- lora: LoRA adapters mixed with the base model, and an adapter's first request (`lora`).
 
 A subcommand lives in a module with a `register(subparsers)` function that sets `handler`, a
 function of the parsed arguments returning the exit status; add it to `_REGISTRARS` below.
