@@ -12,6 +12,7 @@
 - cache: the response cache's hits against its misses, per backend (module `response_cache`).
 - outages: latency and health while Redis or PostgreSQL hangs or dies (module `outages`).
 - embeddings: /v1/embeddings against `vllm serve --runner pooling`, start-up, PSS (`embeddings`).
+- lora: LoRA adapters mixed with the base model, and an adapter's first request (`lora`).
 
 A subcommand lives in a module with a `register(subparsers)` function that sets `handler`, a
 function of the parsed arguments returning the exit status; add it to `_REGISTRARS` below.
@@ -35,6 +36,7 @@ from benchmarks import (
     compare,
     embeddings,
     floor,
+    lora,
     multiturn,
     options,
     outages,
@@ -181,6 +183,7 @@ _REGISTRARS: Sequence[Callable[[Subparsers], None]] = (
     outages.register,
     embeddings.register,
     batch.register,
+    lora.register,
 )
 
 

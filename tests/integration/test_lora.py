@@ -7,6 +7,10 @@ downloaded.
 from __future__ import annotations
 
 import asyncio
+import json
+import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,8 +18,12 @@ from typing import Any
 import httpx
 import pytest
 
+from oai_server.engine import cpu
+from oai_server.engine.build import EMBEDDED_MAX_MODEL_LEN
+from oai_server.engine.embedded_model import ensure_embedded_model
+from oai_server.settings import Settings
 from tests.conformance import AsyncValidatingTransport, ValidatingTransport
-from tests.integration.conftest import MODEL, SDK_TIMEOUT_S, Server, run_server
+from tests.integration.conftest import MODEL, SDK_TIMEOUT_S, START_TIMEOUT_S, Server, run_server
 from tests.lora.adapter import write_adapter
 
 pytestmark = pytest.mark.integration
@@ -39,11 +47,53 @@ def lora_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def lora_server(lora_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    modules = tmp_path_factory.mktemp("modules")
+def modules(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The adapters of --lora-modules."""
+    root = tmp_path_factory.mktemp("modules")
+    return {name: write_adapter(root / name, seed=seed) for name, seed in (("ad1", 1), ("ad2", 2))}
+
+
+@pytest.fixture(scope="module")
+def vllm_reference(modules: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """What vLLM's own engine answers for each adapter of `modules` (greedy, QUESTION under
+    the chat template): `vllm.LLM` with the adapter's `LoRARequest`, in a process of its
+    own (tests/lora/vllm_reference.py) that ends before the module's server starts."""
+    dtype = cpu.plan_kernels("auto", embedded=True, flags=cpu.cpu_flags()).dtype
+    spec = {
+        "model": str(ensure_embedded_model(Settings().cache_dir, dtype)),
+        "dtype": dtype,
+        "max_model_len": EMBEDDED_MAX_MODEL_LEN,
+        "max_lora_rank": 8,
+        "max_tokens": MAX_TOKENS,
+        "messages": QUESTION,
+        "adapters": {name: str(path) for name, path in modules.items()},
+    }
+    work = tmp_path_factory.mktemp("vllm-reference")
+    out, log = work / "answers.json", work / "vllm.log"
+    with log.open("wb") as logged:
+        reference = subprocess.run(
+            [sys.executable, "-m", "tests.lora.vllm_reference", str(out)],
+            input=json.dumps(spec).encode(),
+            stdout=logged,
+            stderr=subprocess.STDOUT,
+            timeout=START_TIMEOUT_S,
+            check=False,
+        )
+    errors = [line for line in log.read_text().splitlines() if "Error" in line]
+    assert reference.returncode == 0, "\n".join(errors[-20:])
+    return json.loads(out.read_text())
+
+
+@pytest.fixture(scope="module")
+def lora_server(
+    lora_dir: Path,
+    modules: dict[str, Path],
+    vllm_reference: Any,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Server]:
+    """The module's server (after vLLM's reference, so the two engines never overlap)."""
     flags = (
-        *("--lora-modules", f"ad1={write_adapter(modules / 'ad1', seed=1)}"),
-        *("--lora-modules", f"ad2={write_adapter(modules / 'ad2', seed=2)}"),
+        *(flag for name, path in modules.items() for flag in ("--lora-modules", f"{name}={path}")),
         *("--lora-dir", str(lora_dir), "--allow-runtime-lora"),
         *("--max-lora-rank", "8", "--max-loras", "2", "--max-cpu-loras", "4"),
     )
@@ -92,6 +142,20 @@ def test_each_adapter_answers_its_own_way(lora_server: Server) -> None:
     assert completion.json()["model"] == "ad2"
 
 
+def test_an_adapter_answers_as_vllms_own_engine_does(
+    lora_server: Server, vllm_reference: Any
+) -> None:
+    """The same prompt tokens, greedy, as through `vllm.LLM` with the adapter's
+    `LoRARequest`: the same words."""
+    tokenized = post(lora_server, "/tokenize", {"model": MODEL, "messages": QUESTION})
+    assert tokenized.json()["tokens"] == vllm_reference["prompt_token_ids"]
+    answers = vllm_reference["answers"]
+    # Each adapter answers its own way, so an answer through the wrong adapter would show.
+    assert len(set(answers.values())) == len(answers) == 2, answers
+    for name, text in answers.items():
+        assert chat(lora_server, name) == text, name
+
+
 async def test_a_mixed_burst_gets_each_model_its_own_answer(lora_server: Server) -> None:
     """The base model and two adapters in one batch: each answers as when asked alone (on
     CPU the base model's requests carry the null adapter, see engine/vllm_lora.py)."""
@@ -109,6 +173,16 @@ async def test_a_mixed_burst_gets_each_model_its_own_answer(lora_server: Server)
         answers = await asyncio.gather(*(ask(m) for m in [MODEL, "ad1", "ad2"] * 3))
     for model, text in answers:
         assert text == alone[model], model
+
+
+def test_metrics_name_the_adapter_beside_vllms_own(lora_server: Server) -> None:
+    """Our series carry the adapter in `model`; vLLM's LoRA gauge is there as under `vllm serve`."""
+    chat(lora_server, "ad2")
+    text = httpx.get(f"{lora_server.root}/metrics", timeout=10).text
+    generated = re.search(r'^oai_generation_tokens_total\{model="ad2"\} (\S+)$', text, re.M)
+    assert generated is not None
+    assert float(generated[1]) > 0
+    assert re.search(r"^vllm:lora_requests_info\{", text, re.M), "vllm:lora_requests_info"
 
 
 def test_an_adapter_of_lora_dir_loads_on_first_use(lora_server: Server) -> None:

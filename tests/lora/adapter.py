@@ -21,11 +21,18 @@ OUTPUTS = {"q_proj": 576, "v_proj": 192}
 
 
 def write_adapter(
-    directory: Path, *, seed: int, rank: int = 8, hidden: int = HIDDEN, scale: float = 0.05
+    directory: Path,
+    *,
+    seed: int,
+    rank: int = 8,
+    hidden: int = HIDDEN,
+    scale: float = 0.05,
+    base_model: str = "HuggingFaceTB/SmolLM2-135M-Instruct",
 ) -> Path:
     """An adapter of `rank` on every layer's q and v projections, in `directory`.
 
-    A `hidden` other than the model's makes one for another base model (wrong shapes)."""
+    A `hidden` other than the model's makes one for another base model (wrong shapes);
+    `base_model` is what its config names (vLLM's filesystem resolver wants the engine's model)."""
     directory.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
     tensors = {}
@@ -45,7 +52,7 @@ def write_adapter(
         "lora_dropout": 0.0,
         "bias": "none",
         "target_modules": sorted(OUTPUTS),
-        "base_model_name_or_path": "HuggingFaceTB/SmolLM2-135M-Instruct",
+        "base_model_name_or_path": base_model,
     }
     (directory / "adapter_config.json").write_text(json.dumps(config), encoding="utf-8")
     return directory

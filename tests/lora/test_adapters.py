@@ -4,6 +4,7 @@ the response cache, `--lora-dir` by name, the run-time endpoints and their refus
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -100,6 +101,28 @@ async def test_the_cache_keeps_each_adapters_answer_apart(client: httpx.AsyncCli
     streamed = await answer(client, "ad1", temperature=0, stream=True)
     assert '"model":"ad1"' in streamed.text
     assert f'"model":"{MODEL}"' not in streamed.text
+
+
+async def test_stored_records_and_metrics_name_the_adapter(client: httpx.AsyncClient) -> None:
+    """What is kept and counted names the model the client asked for: the adapter."""
+    stored = (await answer(client, "ad1", store=True)).json()
+    await answer(client, MODEL, store=True)
+    kept = (await client.get(f"/v1/chat/completions/{stored['id']}")).json()
+    assert kept["model"] == "ad1"
+    listed = (await client.get("/v1/chat/completions", params={"model": "ad1"})).json()["data"]
+    assert [c["id"] for c in listed] == [stored["id"]]
+    response = (await client.post("/v1/responses", json={"model": "ad1", "input": "Hi"})).json()
+    assert (await client.get(f"/v1/responses/{response['id']}")).json()["model"] == "ad1"
+    text = (await client.get("/metrics")).text
+    # Two answers (the chat completion and the response), their tokens counted under ad1.
+    assert 'oai_time_to_first_token_seconds_count{model="ad1"} 2.0' in text
+    generated = re.search(r'^oai_generation_tokens_total\{model="ad1"\} (\S+)$', text, re.M)
+    assert generated is not None
+    assert float(generated[1]) > 0
+    assert (
+        'oai_requests_total{method="POST",model="ad1",'
+        'route="/v1/chat/completions",status="200"} 1.0'
+    ) in text
 
 
 async def test_realtime_sessions_answer_with_the_adapter(module: str) -> None:

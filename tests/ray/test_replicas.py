@@ -12,12 +12,14 @@ import re
 import statistics
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
 from ray import serve
 
 from tests.conformance import AsyncValidatingTransport, ConformanceLog
+from tests.lora.adapter import write_adapter
 from tests.ray.conftest import (
     FAKE,
     RayServe,
@@ -40,13 +42,19 @@ from tests.ray.streams import (
 APP = "two"
 
 
-SETTINGS = {"ray_min_replicas": 2, "ray_max_replicas": 2, "ray_num_cpus": 0.5}
+@pytest.fixture(scope="module")
+def settings(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Two replicas; their --lora-dir, a directory both see (README: LoRA adapters)."""
+    lora_dir = tmp_path_factory.mktemp("adapters")
+    write_adapter(lora_dir / "by-name", seed=1)
+    limits = {"ray_min_replicas": 2, "ray_max_replicas": 2, "ray_num_cpus": 0.5}
+    return {**limits, "engine_factory": FAKE, "lora_dir": str(lora_dir)}
 
 
 @pytest.fixture(scope="module")
-def app(ray_serve: RayServe) -> Iterator[str]:
+def app(ray_serve: RayServe, settings: dict[str, Any]) -> Iterator[str]:
     """The two-replica app, shared by the module and deleted after it."""
-    deploy(APP, engine_factory=FAKE, **SETTINGS)
+    deploy(APP, **settings)
     try:
         yield ray_serve.url
     finally:
@@ -55,11 +63,11 @@ def app(ray_serve: RayServe) -> Iterator[str]:
 
 
 @pytest.fixture
-def url(app: str) -> str:
+def url(app: str, settings: dict[str, Any]) -> str:
     """Two replicas serving, whatever an earlier test did to them (killed one, deleted
     the app): each test starts from the same state, in any order."""
     if APP not in serve.status().applications:
-        deploy(APP, engine_factory=FAKE, **SETTINGS)
+        deploy(APP, **settings)
     wait_for(lambda: running_replicas(APP) == 2, 60, "two running replicas")
     wait_for_replicas(app, 2)
     return app
@@ -113,6 +121,22 @@ async def test_a_client_that_disconnects_aborts_its_engine_request(url: str) -> 
         while await running_on(http, url, replica) != 0:
             assert time.monotonic() - left < 10, "the replica kept generating for nobody"
             await asyncio.sleep(0.05)
+
+
+async def test_every_replica_serves_an_adapter_of_the_shared_lora_dir(url: str) -> None:
+    """Each replica loads the adapter by name on its first request for it: whichever
+    replica the proxy picks answers with it, not a 404 from the one that never loaded it."""
+    body = {**chat_body(3, stream=False), "model": "by-name"}
+    answered: set[str] = set()
+    async with client() as http:
+        for _ in range(40):
+            response = await http.post(f"{url}/v1/chat/completions", json=body)
+            assert response.status_code == 200, response.text
+            assert response.json()["choices"][0]["message"]["content"].startswith("[by-name]")
+            answered.add(response.headers["x-replica"])
+            if len(answered) == 2:
+                break
+    assert len(answered) == 2, f"only {answered} answered"
 
 
 async def test_replica_metrics_reach_rays_metrics(url: str, ray_serve: RayServe) -> None:
