@@ -1,4 +1,5 @@
-"""Suite-wide: every response any test sees is checked against OpenAI's spec.
+"""Suite-wide: every response of an OpenAI route that a test reads is checked against
+OpenAI's spec (`/health`, `/metrics` and the page's files have no schema there).
 
 The HTTP clients the tests use (httpx, and through it the OpenAI SDK, LangChain and
 LlamaIndex) go through `ValidatingTransport`, which records every nonconforming body.

@@ -52,7 +52,10 @@ async def test_the_key_covers_inputs_encoding_and_dimensions(backend: str) -> No
 
 
 async def test_a_hit_spends_none_of_the_token_limit(backend: str) -> None:
-    async with cached(FakeEngine(), backend, FakeEmbeddingEngine(), rate_limit_tpm=12) as c:
+    # Windows are aligned to the clock: one of 10^9 s cannot end between the requests
+    # (the default minute's could, and the hit would see a fresh budget).
+    limits: dict[str, Any] = {"rate_limit_tpm": 12, "rate_limit_window": 1e9}
+    async with cached(FakeEngine(), backend, FakeEmbeddingEngine(), **limits) as c:
         miss = await c.post(EMBEDDINGS, body(input="x" * 10))
         hit = await c.post(EMBEDDINGS, body(input="x" * 10))
         assert hit.headers["x-cache"] == "hit"

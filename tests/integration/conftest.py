@@ -47,12 +47,16 @@ class Server:
         return self.gauge("oai_engine_running_requests")
 
     def gauge(self, name: str) -> float:
-        """An unlabelled series' value, from /metrics."""
+        """A series' value from /metrics, summed over its labels (vLLM's carry some)."""
         text = httpx.get(f"{self.root}/metrics", timeout=10).text
-        for line in text.splitlines():
-            if line.startswith(f"{name} "):
-                return float(line.split()[1])
-        raise AssertionError(f"{name} missing from /metrics")
+        values = [
+            float(line.rsplit(maxsplit=1)[1])
+            for line in text.splitlines()
+            if line.startswith((f"{name} ", f"{name}{{"))
+        ]
+        if not values:
+            raise AssertionError(f"{name} missing from /metrics")
+        return sum(values)
 
 
 def _free_port() -> int:

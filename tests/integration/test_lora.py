@@ -106,6 +106,13 @@ def post(server: Server, path: str, body: dict[str, Any]) -> httpx.Response:
         return http.post(f"{server.root}{path}", json=body)
 
 
+def listed_models(server: Server) -> list[dict[str, Any]]:
+    """`GET /v1/models`, checked against the spec."""
+    with httpx.Client(transport=ValidatingTransport(), timeout=SDK_TIMEOUT_S) as http:
+        data: list[dict[str, Any]] = http.get(f"{server.base_url}/models").json()["data"]
+        return data
+
+
 def chat(server: Server, model: str) -> str:
     body = {"model": model, "messages": QUESTION, "max_tokens": MAX_TOKENS, "temperature": 0}
     response = post(server, "/v1/chat/completions", body)
@@ -115,8 +122,7 @@ def chat(server: Server, model: str) -> str:
 
 
 def test_models_lists_adapters_under_their_base(lora_server: Server) -> None:
-    data = httpx.get(f"{lora_server.base_url}/models", timeout=10).json()["data"]
-    by_id = {m["id"]: m for m in data}
+    by_id = {m["id"]: m for m in listed_models(lora_server)}
     for name in ("ad1", "ad2"):
         assert by_id[name]["parent"] == MODEL
         assert by_id[name]["root"] == name
@@ -189,7 +195,7 @@ def test_an_adapter_of_lora_dir_loads_on_first_use(lora_server: Server) -> None:
     by_name = chat(lora_server, "by-name")
     assert by_name == chat(lora_server, "ad1")
     assert by_name != chat(lora_server, MODEL)
-    ids = [m["id"] for m in httpx.get(f"{lora_server.base_url}/models", timeout=10).json()["data"]]
+    ids = [m["id"] for m in listed_models(lora_server)]
     assert "by-name" in ids
     for bad in ("..", ".hidden", "a/b"):
         response = post(lora_server, "/v1/chat/completions", {"model": bad, "messages": QUESTION})

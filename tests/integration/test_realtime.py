@@ -7,9 +7,12 @@ import time
 from typing import Any
 
 import openai
+import pytest
 
 from tests.integration.conftest import MODEL, Server
 from tests.realtime.conftest import events_until
+
+pytestmark = pytest.mark.integration
 
 USER: Any = {
     "type": "message",

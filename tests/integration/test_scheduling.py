@@ -35,11 +35,11 @@ def _body(**fields: Any) -> dict[str, Any]:
     return {"model": MODEL, "prompt": "List the colours:", "temperature": 0, **fields}
 
 
-async def _until_waiting(server: Server, count: int) -> None:
-    """Until `count` requests wait for the engine (a minute at most)."""
+async def _until_waiting(server: Server, count: int, gauge: str) -> None:
+    """Until `gauge` counts `count` waiting requests (a minute at most)."""
     deadline = time.monotonic() + 60
-    while await asyncio.to_thread(server.gauge, "oai_engine_waiting_requests") < count:
-        assert time.monotonic() < deadline, "the requests never queued"
+    while await asyncio.to_thread(server.gauge, gauge) < count:
+        assert time.monotonic() < deadline, f"the requests never queued ({gauge})"
         await asyncio.sleep(0.05)
 
 
@@ -61,15 +61,11 @@ async def test_priority_tier_runs_before_flex(scheduled: Server) -> None:
             lines = blocker.aiter_lines()
             await anext(lines)
             late = asyncio.create_task(complete(http, "flex"))
-            await _until_waiting(scheduled, 1)
+            await _until_waiting(scheduled, 1, "oai_engine_waiting_requests")
             early = asyncio.create_task(complete(http, "priority"))
-            await _until_waiting(scheduled, 2)
-            # Counted here, a request is still on its way to the engine core's queue (a
-            # hop of milliseconds); the core takes new requests in between its steps, so
-            # once the blocker has streamed a few more chunks both are in its queue.
-            await asyncio.sleep(2)
-            for _ in range(6):
-                await anext(lines)
+            # Ours counts a request before it reaches the engine core's queue; vLLM's own
+            # gauge counts it once there, where the scheduler will choose between the two.
+            await _until_waiting(scheduled, 2, "vllm:num_requests_waiting")
         await asyncio.wait_for(asyncio.gather(late, early), 120)
     # Arrived second, ran first: under first-come-first-served it would be the other way.
     assert finished == ["priority", "flex"]

@@ -23,7 +23,7 @@ import pytest
 from oai_server.engine import cpu
 from oai_server.engine.embedded_model import ensure_embedded_model
 from oai_server.settings import Settings
-from tests.conformance import AsyncValidatingTransport
+from tests.conformance import AsyncValidatingTransport, ValidatingTransport
 from tests.integration.conftest import EMBEDDING_MODEL, SDK_TIMEOUT_S, Server, run_server
 
 pytestmark = pytest.mark.integration
@@ -93,7 +93,8 @@ def _client() -> httpx.AsyncClient:
 
 
 def test_every_model_is_listed_and_named_ready(server: Server) -> None:
-    listed = httpx.get(f"{server.base_url}/models", timeout=10).json()["data"]
+    with httpx.Client(transport=ValidatingTransport(), timeout=SDK_TIMEOUT_S) as http:
+        listed = http.get(f"{server.base_url}/models").json()["data"]
     assert [(m["id"], m["max_model_len"]) for m in listed] == [
         ("smol", 512),
         ("pirate", 512),

@@ -9,7 +9,7 @@ import pytest
 from playwright.sync_api import Page
 
 from tests.integration.conftest import Server
-from tests.web.browser import VIEWPORT, chromium, open_page, send, wait_reply
+from tests.web.browser import chromium, new_context, open_page, send, wait_reply
 
 pytestmark = pytest.mark.integration
 
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.integration
 @pytest.fixture
 def page() -> Iterator[Page]:
     with chromium() as browser:
-        context = browser.new_context(viewport=VIEWPORT)
+        context = new_context(browser)
         yield context.new_page()
         context.close()
 
@@ -30,7 +30,7 @@ def test_a_question_answered_on_the_page(server: Server, page: Page) -> None:
     page.fill("#temperature", "0")
     page.focus("#prompt")
     send(page, "What is the capital of France?")
-    reply = wait_reply(page, timeout_ms=120_000)
+    reply = wait_reply(page)
     assert reply.strip()
     assert page.locator(".msg.assistant .error").count() == 0
     figures = page.inner_text(".msg.assistant .stats")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ from oai_server.settings import Settings
 from tests.conformance import async_validating_client
 from tests.live import serve_async
 from tests.production.conftest import MODEL, WS_PATH, chat_body, make_app, new_key
+from tests.realtime.conftest import checked
 
 
 def _bearer(key: str, scheme: str = "Bearer") -> dict[str, str]:
@@ -93,7 +93,7 @@ async def test_websocket_routes_need_a_key() -> None:
                 pass
         offered = ["realtime", f"openai-insecure-api-key.{key}"]
         async with websockets.connect(realtime, subprotocols=offered) as ws:  # type: ignore[arg-type]
-            assert json.loads(await ws.recv())["type"] == "session.created"
+            assert checked(await ws.recv())["type"] == "session.created"
 
 
 async def test_without_keys_everything_is_open() -> None:

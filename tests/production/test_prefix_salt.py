@@ -6,6 +6,7 @@ the real engine's side (salts keep blocks apart) is tests/integration/test_prefi
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -18,6 +19,7 @@ from oai_server.engine.fake import FakeEngine
 from tests.conformance import async_validating_client
 from tests.live import serve_async
 from tests.production.conftest import MODEL, make_app, new_key
+from tests.realtime.conftest import EVENTS_TIMEOUT_S, checked
 
 # Long enough for several whole blocks of the fake tokenizer's tokens.
 PROMPT = "You answer questions about the weather in Lisbon. " * 8
@@ -66,10 +68,11 @@ async def test_a_realtime_session_is_salted_with_its_key() -> None:
         url = root.replace("http://", "ws://") + "/v1/realtime?model=" + MODEL
         headers = {"authorization": f"Bearer {key}"}
         async with websockets.connect(url, additional_headers=headers) as ws:
-            assert json.loads(await ws.recv())["type"] == "session.created"
+            assert checked(await ws.recv())["type"] == "session.created"
             await ws.send(json.dumps({"type": "response.create"}))
-            while json.loads(await ws.recv())["type"] != "response.done":
-                pass
+            async with asyncio.timeout(EVENTS_TIMEOUT_S):
+                while checked(await ws.recv())["type"] != "response.done":
+                    pass
     assert [call.options.cache_salt for call in engine.calls] == [key_id(key)]
 
 

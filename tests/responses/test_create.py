@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 
-import httpx
 import openai
 import pytest
 from openai.types.chat import ChatCompletionMessageParam
@@ -12,6 +11,7 @@ from openai.types.chat import ChatCompletionMessageParam
 from oai_server.app import create_app
 from oai_server.engine.fake import FakeEngine
 from oai_server.settings import Settings
+from tests.conformance import validating_client
 from tests.live import serve
 from tests.responses.conftest import CALL, WEATHER
 from tests.store.conftest import MODEL, sdk
@@ -189,9 +189,8 @@ def test_prefix_cache_hits_are_reported_as_chat_completions_report_them() -> Non
 
 def test_failure_mid_stream_is_response_failed() -> None:
     engine = FakeEngine(reply="a b c d", fail_at_step=2)
-    with serve(app(engine)) as base:
-        with httpx.stream(
-            "POST", f"{base}/v1/responses", json={"model": MODEL, "input": "x", "stream": True}
-        ) as r:
+    body = {"model": MODEL, "input": "x", "stream": True}
+    with serve(app(engine)) as base, validating_client() as http:
+        with http.stream("POST", f"{base}/v1/responses", json=body) as r:
             lines = [line for line in r.iter_lines() if line.startswith("event: ")]
         assert lines[-1] == "event: response.failed"

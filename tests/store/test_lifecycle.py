@@ -70,11 +70,14 @@ async def test_a_client_that_leaves_mid_stream_is_not_stored() -> None:
         async with client.stream("POST", "/v1/chat/completions", json=body) as response:
             async for _ in response.aiter_lines():
                 break  # the first event, then the client goes away
-        async with asyncio.timeout(5):
-            while not engine.aborted:  # noqa: ASYNC110 - the fake engine records, no event
+
+        async def counted_incomplete() -> bool:
+            return "oai_store_incomplete_total 1.0" in (await client.get("/metrics")).text
+
+        # The store's decision is counted: once it is, nothing may have been written.
+        async with asyncio.timeout(10):
+            while not await counted_incomplete():  # noqa: ASYNC110 - a metric, no event
                 await asyncio.sleep(0.01)
-        await asyncio.sleep(0.1)
+        assert engine.aborted
         listed = await client.get("/v1/chat/completions")
         assert listed.json()["data"] == []
-        metrics = (await client.get("/metrics")).text
-        assert "oai_store_incomplete_total 1.0" in metrics

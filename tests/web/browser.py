@@ -10,9 +10,14 @@ import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from playwright.sync_api import Browser, Page, sync_playwright
+from playwright.sync_api import Browser, BrowserContext, Page, sync_playwright
 
 VIEWPORT = {"width": 1100, "height": 720}
+# How long a page waits for what must come (the page loaded, a reply finished). Playwright's
+# 30 s default was exceeded loading the page on a 2-core machine with its memory taken by
+# other engines (load average 22, nothing left for the page cache): generous, far below the
+# test's own timeout, and never the measure of anything.
+WAIT_MS = 120_000
 # The page is idle again (Send, not Stop) and the last reply carries its figures.
 REPLY_DONE = """() => !document.getElementById('send').hidden
   && document.querySelector('#messages .msg.assistant:last-child .stats .total') !== null"""
@@ -31,6 +36,13 @@ def chromium() -> Iterator[Browser]:
             browser.close()
 
 
+def new_context(browser: Browser) -> BrowserContext:
+    """A fresh context (empty local storage) at the suite's viewport and waits."""
+    context = browser.new_context(viewport=VIEWPORT)
+    context.set_default_timeout(WAIT_MS)
+    return context
+
+
 def open_page(page: Page, root: str) -> None:
     """Load the chat page and wait until it has listed the models."""
     page.goto(root + "/")
@@ -42,7 +54,7 @@ def send(page: Page, text: str) -> None:
     page.press("#prompt", "Enter")
 
 
-def wait_reply(page: Page, timeout_ms: float = 15_000) -> str:
+def wait_reply(page: Page) -> str:
     """Wait for the last reply to finish; return its text."""
-    page.wait_for_function(REPLY_DONE, timeout=timeout_ms)
+    page.wait_for_function(REPLY_DONE)
     return page.inner_text(".msg.assistant:last-child .content")

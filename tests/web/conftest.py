@@ -13,7 +13,7 @@ from oai_server.app import create_app
 from oai_server.engine.fake import FakeEngine
 from oai_server.settings import Settings
 from tests.live import serve
-from tests.web.browser import VIEWPORT, chromium
+from tests.web.browser import chromium, new_context
 
 Serve = Callable[..., AbstractContextManager[str]]
 
@@ -28,7 +28,7 @@ def browser() -> Iterator[Browser]:
 
 @pytest.fixture
 def page(browser: Browser) -> Iterator[Page]:
-    context = browser.new_context(viewport=VIEWPORT)
+    context = new_context(browser)
     page = context.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))

@@ -18,7 +18,7 @@ from oai_server.app import create_app
 from oai_server.engine.fake import FakeEngine
 from oai_server.settings import Settings
 from tests.live import serve
-from tests.web.browser import VIEWPORT, chromium, open_page, send, wait_reply
+from tests.web.browser import chromium, new_context, open_page, send, wait_reply
 
 README_FIGURE = Path(__file__).resolve().parents[2] / "benchmarks" / "figures" / "web-chat.png"
 
@@ -53,7 +53,7 @@ def take(page: Page, path: Path) -> None:
 def main() -> None:
     path = Path(sys.argv[1]) if len(sys.argv) > 1 else README_FIGURE
     with chromium() as browser:
-        context = browser.new_context(viewport=VIEWPORT)
+        context = new_context(browser)
         take(context.new_page(), path)
         context.close()
     print(f"wrote {path}")
