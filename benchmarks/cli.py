@@ -11,6 +11,7 @@
 - responses: streamed `/v1/responses` against chat; rebuilding a stored context (`responses`).
 - cache: the response cache's hits against its misses, per backend (module `response_cache`).
 - outages: latency and health while Redis or PostgreSQL hangs or dies (module `outages`).
+- multiturn / replicas: conversations that come back, against any server or on a local Ray.
 - embeddings: /v1/embeddings against `vllm serve --runner pooling`, start-up, PSS (`embeddings`).
 
 A subcommand lives in a module with a `register(subparsers)` function that sets `handler`, a
@@ -40,6 +41,7 @@ from benchmarks import (
     outages,
     quality,
     realtime,
+    replicas,
     response_cache,
     responses,
     store,
@@ -170,6 +172,7 @@ _REGISTRARS: Sequence[Callable[[Subparsers], None]] = (
     _register_report,
     ceiling.register,
     multiturn.register,
+    replicas.register,
     _register_stub,
     compare.register,
     floor.register,
