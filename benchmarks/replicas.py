@@ -22,6 +22,7 @@ import os
 import secrets
 import socket
 import statistics
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -123,9 +124,20 @@ def _p(values: list[float], q: float) -> float:
 
 
 def _command(args: argparse.Namespace) -> int:
-    settings: dict[str, Any] = {"ray_num_cpus": 0.5, **dict(args.setting)}
-    if args.engine_factory:
-        settings["engine_factory"] = args.engine_factory
+    with tempfile.TemporaryDirectory(prefix="oai-replicas-") as data_dir:
+        # A store of its own: never migrate the data directory other servers here use.
+        settings: dict[str, Any] = {"ray_num_cpus": 0.5, "data_dir": data_dir}
+        settings.update(args.setting)
+        if args.engine_factory:
+            settings["engine_factory"] = args.engine_factory
+        results = _run_all(args, settings)
+    _summarise(results)
+    return 0
+
+
+def _run_all(
+    args: argparse.Namespace, settings: dict[str, Any]
+) -> dict[str, list[multiturn.Tally]]:
     results: dict[str, list[multiturn.Tally]] = {"one": [], "default": [], "affinity": []}
     shape = f"{args.conversations} conversations x {args.turns} turns"
     print(f"replicas: {shape}, ~{args.system_tokens}-token system prompts, {args.rounds} rounds")
@@ -149,8 +161,7 @@ def _command(args: argparse.Namespace) -> int:
                 results[name].append(tally)
                 load = os.getloadavg()[0]
                 print(f"{name} round {round_ + 1} (load {load:.2f})", *multiturn.describe(tally))
-    _summarise(results)
-    return 0
+    return results
 
 
 def _summarise(results: dict[str, list[multiturn.Tally]]) -> None:
