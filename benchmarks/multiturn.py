@@ -44,8 +44,9 @@ def system_prompt(conversation: int, tokens: int, tag: str = "") -> str:
     `tag` makes the prompts of one run differ from another's, so a run against replicas
     that served an earlier one finds nothing of it in their caches.
     """
-    words = [f"Shop {tag}{conversation} rule {i}: answer politely." for i in range(tokens // 8)]
-    return " ".join(words)
+    # About 8 tokens a rule under a Llama-style tokenizer; the tag only once, at the start.
+    rules = [f"Rule {i}: answer politely." for i in range(tokens // 8)]
+    return " ".join([f"You serve shop {tag}-{conversation}.", *rules])
 
 
 async def _turn(http: httpx.AsyncClient, body: dict[str, Any], tally: Tally, seen: set[str]) -> str:
