@@ -11,6 +11,7 @@
 - responses: streamed `/v1/responses` against chat; rebuilding a stored context (`responses`).
 - cache: the response cache's hits against its misses, per backend (module `response_cache`).
 - outages: latency and health while Redis or PostgreSQL hangs or dies (module `outages`).
+- multiturn / replicas: conversations that come back, against any server or on a local Ray.
 - embeddings: /v1/embeddings against `vllm serve --runner pooling`, start-up, PSS (`embeddings`).
 - lora: LoRA adapters mixed with the base model, and an adapter's first request (`lora`).
 
@@ -42,6 +43,7 @@ from benchmarks import (
     outages,
     quality,
     realtime,
+    replicas,
     response_cache,
     responses,
     store,
@@ -172,6 +174,7 @@ _REGISTRARS: Sequence[Callable[[Subparsers], None]] = (
     _register_report,
     ceiling.register,
     multiturn.register,
+    replicas.register,
     _register_stub,
     compare.register,
     floor.register,

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import secrets
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -37,17 +38,24 @@ class Tally:
     replicas: list[set[str]] = field(default_factory=list)
 
 
-def system_prompt(conversation: int, tokens: int) -> str:
-    """About `tokens` tokens of instructions, different from the first word on."""
-    words = [f"Shop {conversation} rule {i}: answer politely." for i in range(tokens // 8)]
-    return " ".join(words)
+def system_prompt(conversation: int, tokens: int, tag: str = "") -> str:
+    """About `tokens` tokens of instructions, different from the first word on.
+
+    `tag` makes the prompts of one run differ from another's, so a run against replicas
+    that served an earlier one finds nothing of it in their caches.
+    """
+    # About 8 tokens a rule under a Llama-style tokenizer; the tag only once, at the start.
+    rules = [f"Rule {i}: answer politely." for i in range(tokens // 8)]
+    return " ".join([f"You serve shop {tag}-{conversation}.", *rules])
 
 
 async def _turn(http: httpx.AsyncClient, body: dict[str, Any], tally: Tally, seen: set[str]) -> str:
     began = time.perf_counter()
     text: list[str] = []
     async with http.stream("POST", "/chat/completions", json=body) as response:
-        response.raise_for_status()
+        if response.status_code != 200:
+            await response.aread()
+            raise RuntimeError(f"HTTP {response.status_code}: {response.text}")
         seen.add(response.headers.get("x-replica", "-"))
         async for line in response.aiter_lines():
             if not line.startswith("data: ") or line == "data: [DONE]":
@@ -69,7 +77,8 @@ async def _turn(http: httpx.AsyncClient, body: dict[str, Any], tally: Tally, see
 async def _conversation(
     http: httpx.AsyncClient, args: argparse.Namespace, model: str, index: int, tally: Tally
 ) -> None:
-    messages = [{"role": "system", "content": system_prompt(index, args.system_tokens)}]
+    system = system_prompt(index, args.system_tokens, args.tag)
+    messages = [{"role": "system", "content": system}]
     seen: set[str] = set()
     for turn in range(args.turns):
         messages.append({"role": "user", "content": f"Question {turn}: what do you sell?"})
@@ -88,7 +97,8 @@ async def _conversation(
     tally.replicas.append(seen)
 
 
-async def _run(args: argparse.Namespace) -> Tally:
+async def run(args: argparse.Namespace) -> Tally:
+    """The workload of `args` (the subcommand's options) against `args.base_url`."""
     tally = Tally()
     async with make_client(args.base_url, args.conversations, 600, args.api_key) as http:
         model = args.model or await discover_model(http)
@@ -98,24 +108,32 @@ async def _run(args: argparse.Namespace) -> Tally:
     return tally
 
 
-def _command(args: argparse.Namespace) -> int:
-    tally = asyncio.run(_run(args))
-    share = tally.cached_tokens / max(tally.prompt_tokens, 1)
+def cached_share(tally: Tally) -> float:
+    return tally.cached_tokens / max(tally.prompt_tokens, 1)
+
+
+def describe(tally: Tally) -> list[str]:
+    """The run's figures, a line each."""
     spread = statistics.mean(len(r) for r in tally.replicas)
     replicas = len(set().union(*tally.replicas))
+    share = cached_share(tally)
+    return [
+        f"  cached share {share:.3f} ({tally.cached_tokens}/{tally.prompt_tokens} prompt tokens)",
+        f"  TTFT {latency_summary(tally.ttft_s)}",
+        f"  replicas: {replicas} in all, {spread:.2f} per conversation on average",
+    ]
+
+
+def _command(args: argparse.Namespace) -> int:
+    tally = asyncio.run(run(args))
     shape = f"{args.conversations} conversations x {args.turns} turns"
     print(f"multiturn: {shape}, ~{args.system_tokens}-token system prompts")
-    print(f"  cached share {share:.3f} ({tally.cached_tokens}/{tally.prompt_tokens} prompt tokens)")
-    print(f"  TTFT {latency_summary(tally.ttft_s)}")
-    print(f"  replicas: {replicas} in all, {spread:.2f} per conversation on average")
+    print("\n".join(describe(tally)))
     return 0
 
 
-def register(subparsers: Subparsers) -> None:
-    parser = subparsers.add_parser(
-        "multiturn", help="multi-turn conversations: prefix-cache share and TTFT across replicas"
-    )
-    parser.add_argument("--base-url", required=True, help="e.g. http://127.0.0.1:8000/v1")
+def add_workload_options(parser: argparse.ArgumentParser) -> None:
+    """The workload's shape (shared with `replicas`, which stands the servers up itself)."""
     parser.add_argument("--api-key", default=None)
     parser.add_argument("--model", default=None, help="default: the first the server lists")
     parser.add_argument("--conversations", type=int, default=16)
@@ -125,4 +143,18 @@ def register(subparsers: Subparsers) -> None:
     parser.add_argument(
         "--prompt-cache-key", action="store_true", help="send one prompt_cache_key per conversation"
     )
+    parser.add_argument(
+        "--tag",
+        default=secrets.token_hex(4),
+        help="put in every system prompt, so no earlier run's cache serves this one "
+        "(default: random)",
+    )
+
+
+def register(subparsers: Subparsers) -> None:
+    parser = subparsers.add_parser(
+        "multiturn", help="multi-turn conversations: prefix-cache share and TTFT across replicas"
+    )
+    parser.add_argument("--base-url", required=True, help="e.g. http://127.0.0.1:8000/v1")
+    add_workload_options(parser)
     parser.set_defaults(handler=_command)

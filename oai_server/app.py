@@ -225,6 +225,7 @@ def create_app(
     *,
     embedder: EmbeddingEngine | None = None,
     extra: Sequence[FeatureFactory] = (),
+    replica: str | None = None,
 ) -> FastAPI:
     """An app serving `engine` (and `embedder`, for /v1/embeddings) under `settings`; the
     engines start when the app does.
@@ -232,8 +233,10 @@ def create_app(
     The HTTP server listens while the model loads: `/health` answers 503 until the
     engines are ready, which is what a Kubernetes readiness probe wants. `extra`: features
     from outside the package (a Ray replica's metrics mirror), after the built-in ones.
+    `replica`: the Ray Serve replica's id, recorded with stored responses.
     """
     state = _core(settings, engine, embedder)
+    state.replica = replica
     features = _features(state, extra)
 
     @contextlib.asynccontextmanager

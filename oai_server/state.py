@@ -65,6 +65,9 @@ class ServerState:
     limiter: RateLimiter | None = None
     # `/v1/embeddings`, on `embedder`.
     embeddings: EmbeddingService | None = None
+    # The Ray Serve replica this app runs in (None outside Ray), recorded with stored
+    # responses so the affinity gateway can send a conversation back to its prefix cache.
+    replica: str | None = None
 
 
 def server_state(connection: HTTPConnection) -> ServerState:

@@ -1,10 +1,12 @@
 """Which replica a request should prefer: where its prefix is likely cached (no Ray here).
 
 In order: the request's `prompt_cache_key`; the replica that served the response its
-`previous_response_id` names (learned from the answers that went by); its `conversation`;
-else the first characters of its prompt (the system prompt and the first turns, which
-every later turn of a conversation repeats). A key is placed on a consistent-hash ring
-of the replicas, so a replica joining or leaving moves only the keys next to it.
+`previous_response_id` names, or its `conversation`'s latest turn (learned from the
+answers that went by, else read from the store, where each replica records itself);
+its `conversation`; else the first characters of its prompt (the system prompt and the
+first turns, which every later turn of a conversation repeats). A key is placed on a
+consistent-hash ring of the replicas, so a replica joining or leaving moves only the
+keys next to it.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ RING_POINTS = 64
 # Response ids remembered (each a few dozen bytes): the last turns of many conversations.
 LEARNED_RESPONSES = 100_000
 _RESPONSE_ID = re.compile(rb'"id"\s*:\s*"(resp_[A-Za-z0-9_-]+)"')
+_CONVERSATION_ID = re.compile(rb'"conversation"\s*:\s*\{\s*"id"\s*:\s*"(conv_[A-Za-z0-9_-]+)"')
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,15 @@ class RouteHint:
 
     key: str | None = None
     replica: str | None = None  # the replica that served the previous turn, if known
+
+
+@dataclass(frozen=True)
+class Route:
+    """What a request body says about where it belongs."""
+
+    key: str | None = None  # the affinity key for the ring
+    previous: str | None = None  # the stored object whose replica served the last turn
+    by_cache_key: bool = False  # the client named its cache: no need to ask the store
 
 
 def _digest(text: str) -> int:
@@ -54,50 +66,61 @@ def _prompt_text(doc: dict[str, Any]) -> str:
     return text[:PREFIX_CHARS]
 
 
-def route_key(doc: dict[str, Any]) -> tuple[str | None, str | None]:
-    """The request's affinity key, and the previous response it continues (if any)."""
+def route_of(doc: dict[str, Any]) -> Route:
+    """The request's affinity key, and the response or conversation it continues."""
     previous = doc.get("previous_response_id")
-    previous = previous if isinstance(previous, str) else None
+    conversation = _conversation(doc.get("conversation"))
+    continues = previous if isinstance(previous, str) else conversation
     cache_key = doc.get("prompt_cache_key")
     if isinstance(cache_key, str) and cache_key:
-        return "key:" + cache_key, previous
-    conversation = _conversation(doc.get("conversation"))
+        return Route("key:" + cache_key, continues, by_cache_key=True)
     if conversation is not None:
-        return "conversation:" + conversation, previous
+        return Route("conversation:" + conversation, continues)
     text = _prompt_text(doc)
     if len(text) < PREFIX_CHARS:
         # Shorter than the blocks worth keeping together: any replica will do.
-        return None, previous
-    return "prefix:" + hashlib.sha256(text.encode()).hexdigest(), previous
+        return Route(None, continues)
+    return Route("prefix:" + hashlib.sha256(text.encode()).hexdigest(), continues)
+
+
+def parse(body: bytes) -> Route:
+    """The route of a request body; an unreadable body gets none (the replica refuses it)."""
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        return Route()
+    return route_of(doc) if isinstance(doc, dict) else Route()
 
 
 class ResponseReplicas:
-    """Which replica answered each recent response id (least recently seen forgotten)."""
+    """Which replica answered each recent response and conversation (least recent forgotten)."""
 
     def __init__(self, size: int = LEARNED_RESPONSES) -> None:
         self.size = size
         self._replicas: OrderedDict[str, str] = OrderedDict()
 
     def learn(self, first_bytes: bytes, replica: str) -> None:
-        """Note the response id at the start of an answer (JSON or `response.created`)."""
-        found = _RESPONSE_ID.search(first_bytes)
-        if found is None:
-            return
-        self._replicas[found.group(1).decode()] = replica
+        """Note the response id (and its conversation's) at the start of an answer (JSON or
+        `response.created`)."""
+        for pattern in (_RESPONSE_ID, _CONVERSATION_ID):
+            found = pattern.search(first_bytes)
+            if found is not None:
+                self.remember(found.group(1).decode(), replica)
+
+    def remember(self, object_id: str, replica: str) -> None:
+        self._replicas[object_id] = replica
+        self._replicas.move_to_end(object_id)
         while len(self._replicas) > self.size:
             self._replicas.popitem(last=False)
 
+    def get(self, object_id: str) -> str | None:
+        return self._replicas.get(object_id)
+
     def hint(self, body: bytes) -> RouteHint:
-        """The hint for a request body; an unreadable body gets none (the replica refuses it)."""
-        try:
-            doc = json.loads(body)
-        except ValueError:
-            return RouteHint()
-        if not isinstance(doc, dict):
-            return RouteHint()
-        key, previous = route_key(doc)
-        replica = None if previous is None else self._replicas.get(previous)
-        return RouteHint(key=key, replica=replica)
+        """The hint for a request body from what was learned (no store)."""
+        route = parse(body)
+        replica = None if route.previous is None else self.get(route.previous)
+        return RouteHint(key=route.key, replica=replica)
 
 
 class HashRing:

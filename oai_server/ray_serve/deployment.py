@@ -63,7 +63,9 @@ class Replica:
         self.replica = serve.get_replica_context().replica_id.unique_id
         await self.engine.start()
         # Ray's metrics mirror is one more feature: the app's lifespan starts and stops it.
-        self._app = create_app(self.settings, self.engine, extra=[ray_metrics.feature])
+        self._app = create_app(
+            self.settings, self.engine, extra=[ray_metrics.feature], replica=self.replica
+        )
 
     def __serve_build_asgi_app__(self) -> ASGIApp:
         return ReplicaHeader(self._app, self.replica)
@@ -133,6 +135,6 @@ def build_app(args: dict[str, Any]) -> Application:
     app: Application = deployment.bind(given, engine_factory)
     if settings.ray_router == "affinity":
         app = GatewayDeployment.options(**gateway_options(settings)).bind(
-            app, REPLICA_HEADER, settings.max_request_bytes
+            app, REPLICA_HEADER, given
         )
     return app

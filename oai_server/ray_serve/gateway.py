@@ -6,7 +6,8 @@ the prompt. The gateway, a small deployment in front, reads the body, turns it i
 `RouteHint`, and hands scope and body to a replica through a handle whose router is
 `CacheAffinityRouter`; the replica runs the request through its app and streams the ASGI
 messages back. It learns which replica answered each response id from the answer's
-first bytes and its `x-replica` header.
+first bytes and its `x-replica` header; what it has not seen (it restarted, or another
+gateway replica saw it), it reads from the store, where each replica records itself.
 """
 
 from __future__ import annotations
@@ -23,6 +24,10 @@ from starlette.responses import Response, StreamingResponse
 from starlette.types import Message
 
 from oai_server.ray_serve.affinity import ResponseReplicas
+from oai_server.ray_serve.recorded import RouteHints
+from oai_server.settings import Settings
+from oai_server.store.sql import SQLStore
+from oai_server.store.url import async_url
 
 logger = logging.getLogger(__name__)
 
@@ -49,11 +54,18 @@ SCOPE_KEYS = (
 class Gateway:
     """Forwards every HTTP request to a replica chosen by `CacheAffinityRouter`."""
 
-    def __init__(self, server: DeploymentHandle[Any], replica_header: str, max_bytes: int) -> None:
+    def __init__(
+        self, server: DeploymentHandle[Any], replica_header: str, settings: dict[str, Any]
+    ) -> None:
+        """`settings`: the replicas' given settings; the store's URL resolves on this node."""
+        resolved = Settings(**settings)
         self.server = server.options(stream=True, method_name="handle_http")
         self.replica_header = replica_header.encode()
-        self.max_bytes = max_bytes
+        self.max_bytes = resolved.max_request_bytes
         self.responses = ResponseReplicas()
+        # The replicas create and migrate the store; the gateway only reads a column.
+        store = SQLStore(async_url(resolved.store_url, resolved.data_dir))
+        self.hints = RouteHints(self.responses, store)
 
     async def __call__(self, request: Request) -> Response:
         scope = {k: request.scope[k] for k in SCOPE_KEYS if k in request.scope}
@@ -62,7 +74,7 @@ class Gateway:
             body += piece
             if len(body) > self.max_bytes:
                 break  # the replica refuses it (413): no need to read further
-        hint = self.responses.hint(body) if request.method == "POST" else None
+        hint = await self.hints.hint(body) if request.method == "POST" else None
         messages, start = await self._start(scope, body, hint)
         headers: list[tuple[bytes, bytes]] = start.get("headers", [])
         replica = next((v.decode() for k, v in headers if k == self.replica_header), "")

@@ -76,8 +76,8 @@ def deployment_options(settings: Settings) -> dict[str, Any]:
 def gateway_options(settings: Settings) -> dict[str, Any]:
     """The affinity gateway's deployment: small; one per replica at most.
 
-    Each gateway replica learns its own response ids, so a conversation continued through
-    another gateway replica falls back to its key or prefix.
+    Each gateway replica learns its own response ids; a conversation continued through
+    another gateway replica finds its replica in the store (`recorded.py`).
     """
     return {
         "ray_actor_options": {"num_cpus": GATEWAY_CPUS},

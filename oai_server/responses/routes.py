@@ -37,8 +37,10 @@ router = APIRouter()
 
 
 def response_state(request: Request) -> ResponseState | None:
-    store = server_state(request).store
-    return None if store is None else ResponseState(store, owner_of(request))
+    state = server_state(request)
+    if state.store is None:
+        return None
+    return ResponseState(state.store, owner_of(request), state.replica)
 
 
 def stored_state(request: Request) -> ResponseState:

@@ -40,7 +40,11 @@ def wire_item(item: StoredItem) -> Item:
 
 
 def response_record(
-    response: Response, inputs: Sequence[Item], owner: str, created_at: int
+    response: Response,
+    inputs: Sequence[Item],
+    owner: str,
+    created_at: int,
+    replica: str | None = None,
 ) -> Record:
     obj = StoredObject(
         id=response.id,
@@ -52,6 +56,7 @@ def response_record(
         metadata=dict(response.metadata),
         status=response.status,
         parent_id=response.previous_response_id,
+        replica=replica,
     )
     items = [stored_item(i, "input") for i in inputs]
     items += [stored_item(i, "output") for i in response.output]
@@ -72,6 +77,9 @@ class ResponseState:
 
     store: StoreService
     owner: str
+    # The Ray Serve replica answering (None outside Ray): recorded with each response and
+    # conversation turn, so the affinity gateway sends the next turn back to its cache.
+    replica: str | None = None
 
     async def previous_context(self, response_id: str) -> list[Item]:
         """Every item before and of `response_id`, oldest first; 404 if it is not stored.
@@ -100,11 +108,12 @@ class ResponseState:
                 conversation_id,
                 self.owner,
                 [stored_item(i, CONVERSATION) for i in items],
+                replica=self.replica,
             )
 
     async def queue(self, response: Response, inputs: Sequence[Item], created_at: int) -> None:
         """Store a background response now, so it can be polled from its first moment."""
-        record = response_record(response, inputs, self.owner, created_at)
+        record = response_record(response, inputs, self.owner, created_at, self.replica)
         async with self.store.reading():
             await self.store.store.put([record])
 
@@ -124,4 +133,5 @@ class ResponseState:
 
     def record(self, response: Response, inputs: Sequence[Item], created_at: int) -> None:
         """Queue a finished response for storing; returns at once."""
-        self.store.writer.submit(response_record(response, inputs, self.owner, created_at))
+        record = response_record(response, inputs, self.owner, created_at, self.replica)
+        self.store.writer.submit(record)

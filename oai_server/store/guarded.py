@@ -78,9 +78,16 @@ class GuardedStore:
         return await self._read(self.inner.list_items(kind, parent_id, owner, query))
 
     async def append_items(
-        self, kind: str, parent_id: str, owner: str, items: Sequence[StoredItem]
+        self,
+        kind: str,
+        parent_id: str,
+        owner: str,
+        items: Sequence[StoredItem],
+        *,
+        replica: str | None = None,
     ) -> bool:
-        return await self._read(self.inner.append_items(kind, parent_id, owner, items))
+        work = self.inner.append_items(kind, parent_id, owner, items, replica=replica)
+        return await self._read(work)
 
     async def lineage_items(
         self, kind: str, object_id: str, owner: str
@@ -94,6 +101,9 @@ class GuardedStore:
 
     async def delete_item(self, kind: str, parent_id: str, owner: str, item_id: str) -> bool:
         return await self._read(self.inner.delete_item(kind, parent_id, owner, item_id))
+
+    async def replica_of(self, object_id: str) -> str | None:
+        return await self._read(self.inner.replica_of(object_id))
 
     async def delete_before(self, created_at: int) -> int:
         return await self.breaker.call(self.inner.delete_before(created_at), RETENTION_S)

@@ -50,6 +50,7 @@ class StoredObject:
     request: dict[str, Any] | None = None
     status: str | None = None
     parent_id: str | None = None  # later: previous_response_id, conversation
+    replica: str | None = None  # the Ray Serve replica that served it (its prefix cache)
 
 
 @dataclass(frozen=True)
@@ -114,9 +115,17 @@ class Store(Protocol):
         """An object's items in position order; None if there is no such object."""
 
     async def append_items(
-        self, kind: str, parent_id: str, owner: str, items: Sequence[StoredItem]
+        self,
+        kind: str,
+        parent_id: str,
+        owner: str,
+        items: Sequence[StoredItem],
+        *,
+        replica: str | None = None,
     ) -> bool:
-        """Add items after the last one (a conversation growing); False if no such object."""
+        """Add items after the last one (a conversation growing); False if no such object.
+
+        `replica`, when given, becomes the object's: the replica that served this turn."""
 
     async def lineage_items(
         self, kind: str, object_id: str, owner: str
@@ -131,6 +140,9 @@ class Store(Protocol):
 
     async def delete_item(self, kind: str, parent_id: str, owner: str, item_id: str) -> bool:
         """Remove one item (a conversation's); False if there is no such object or item."""
+
+    async def replica_of(self, object_id: str) -> str | None:
+        """The replica recorded for an object of any kind and owner (routing only)."""
 
     async def delete_before(self, created_at: int) -> int:
         """Delete every object created before `created_at` (retention); how many went."""

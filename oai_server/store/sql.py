@@ -65,6 +65,7 @@ def _object(row: Row[Any]) -> StoredObject:
         request=row.request,
         status=row.status,
         parent_id=row.parent_id,
+        replica=row.replica,
     )
 
 
@@ -148,6 +149,7 @@ class SQLStore:
             "created_at": obj.created_at,
             "status": obj.status,
             "parent_id": obj.parent_id,
+            "replica": obj.replica,
             "meta": dict(obj.metadata),
             "request": obj.request,
             "body": obj.body,
@@ -259,7 +261,13 @@ class SQLStore:
         return Page([_item(r) for r in rows[: query.limit]], has_more=len(rows) > query.limit)
 
     async def append_items(
-        self, kind: str, parent_id: str, owner: str, new: Sequence[StoredItem]
+        self,
+        kind: str,
+        parent_id: str,
+        owner: str,
+        new: Sequence[StoredItem],
+        *,
+        replica: str | None = None,
     ) -> bool:
         async with self.engine.begin() as conn:
             if await self._get(conn, kind, parent_id, owner) is None:
@@ -272,6 +280,9 @@ class SQLStore:
             if new:
                 start = -1 if last is None else int(last)
                 await conn.execute(insert(items), _item_rows(parent_id, start + 1, new))
+            if replica is not None:
+                where = objects.c.id == parent_id
+                await conn.execute(update(objects).where(where).values(replica=replica))
             return True
 
     async def lineage_items(
@@ -321,6 +332,13 @@ class SQLStore:
                 delete(items).where(items.c.parent_id == parent_id, items.c.id == item_id)
             )
             return bool(gone.rowcount)
+
+    async def replica_of(self, object_id: str) -> str | None:
+        # One primary-key read: the affinity gateway asks on the hot path.
+        async with self.engine.connect() as conn:
+            found = await conn.execute(select(objects.c.replica).where(objects.c.id == object_id))
+            replica: str | None = found.scalar()
+            return replica
 
     async def delete_before(self, created_at: int) -> int:
         async with self.engine.begin() as conn:

@@ -14,6 +14,9 @@ Three tables, shared by chat completions now and by the Responses API later:
 `created_at` is the sort key in microseconds (the wire `created` is whole seconds, too coarse
 to order by); ties are broken by id, so (created_at, id) orders every list totally.
 
+Since revision 0003, `store_objects.replica`: the Ray Serve replica that served a response or
+a conversation's latest turn, where its prefix is cached (the affinity gateway reads it).
+
 The Batch API's (`oai_server.batch`) since revision 0002:
 
 - `files`: uploaded and produced files (`purpose`: `batch`, `batch_output`), their bytes in
@@ -47,6 +50,7 @@ Json = JSON().with_variant(JSONB(), "postgresql")
 ID_LENGTH = 96
 KEY_LENGTH = 64
 VALUE_LENGTH = 512
+REPLICA_LENGTH = 64
 
 objects = Table(
     "store_objects",
@@ -58,6 +62,7 @@ objects = Table(
     Column("created_at", BigInteger, nullable=False),
     Column("status", String(32), nullable=True),
     Column("parent_id", String(ID_LENGTH), nullable=True),
+    Column("replica", String(REPLICA_LENGTH), nullable=True),
     Column("meta", Json, nullable=False),
     Column("request", Json, nullable=True),
     Column("body", Json, nullable=False),

@@ -100,6 +100,16 @@ def kill_replica(app: str, replica: str) -> None:
     ray.kill(actor, no_restart=True)
 
 
+def kill_deployment(app: str, deployment: str) -> None:
+    """Kill every replica of one of the app's deployments, as a crash would."""
+    prefix = f"SERVE_REPLICA::{app}#{deployment}#"
+    names = [a["name"] for a in ray.util.list_named_actors(all_namespaces=True)]
+    doomed = [n for n in names if n.startswith(prefix)]
+    assert doomed, names
+    for name in doomed:
+        ray.kill(ray.get_actor(name, namespace="serve"), no_restart=True)
+
+
 def wait_for(predicate: Any, timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():

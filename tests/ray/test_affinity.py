@@ -2,7 +2,8 @@
 
 Every turn of a conversation goes to one replica (`x-replica`), whichever way it names
 itself, while load is light; a burst past the target spreads; a killed replica costs its
-conversations their affinity, never a request.
+conversations their affinity, never a request; a restarted gateway, which learned nothing
+yet, finds the previous turn's replica in the store.
 """
 
 from __future__ import annotations
@@ -17,7 +18,16 @@ import httpx
 import pytest
 
 from tests.conformance import AsyncValidatingTransport
-from tests.ray.conftest import FAKE, MODEL, RayServe, deployed, kill_replica, wait_for_replicas
+from tests.ray.conftest import (
+    FAKE,
+    MODEL,
+    RayServe,
+    deployed,
+    kill_deployment,
+    kill_replica,
+    wait_for,
+    wait_for_replicas,
+)
 
 APP = "affinity"
 TARGET = 2  # ongoing requests per replica before affinity gives way
@@ -65,6 +75,8 @@ async def _chat_turns(http: httpx.AsyncClient, url: str, **extra: Any) -> list[s
 async def _response_turns(http: httpx.AsyncClient, url: str, by: str) -> list[str]:
     """The replica of each turn of one Responses conversation, chained `by` its kind."""
     body: dict[str, Any] = {"model": MODEL, "input": "Hello?", "max_output_tokens": 16}
+    if by == "prompt_cache_key":
+        body["prompt_cache_key"] = uuid.uuid4().hex
     if by == "conversation":
         created = await http.post(f"{url}/v1/conversations", json={})
         assert created.status_code == 200, created.text
@@ -90,6 +102,9 @@ async def test_every_kind_of_affinity_keeps_a_conversation_on_one_replica(url: s
                 await _response_turns(http, url, "previous_response_id") for _ in range(3)
             ],
             "conversation": [await _response_turns(http, url, "conversation") for _ in range(3)],
+            "responses' prompt_cache_key": [
+                await _response_turns(http, url, "prompt_cache_key") for _ in range(3)
+            ],
         }
     for kind, conversations in runs.items():
         for replicas in conversations:
@@ -119,3 +134,30 @@ async def test_a_killed_replica_loses_its_conversations_affinity_not_their_reque
         later = [await http.post(f"{url}/v1/chat/completions", json=body) for _ in range(5)]
     assert [r.status_code for r in later] == [200] * 5
     assert victim not in {r.headers["x-replica"] for r in later}
+
+
+def _answers_through_the_gateway(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/health", timeout=5).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+async def test_a_restarted_gateway_sends_a_turn_where_the_store_says_the_last_one_ran(
+    url: str,
+) -> None:
+    body: dict[str, Any] = {"model": MODEL, "input": "Hello?", "max_output_tokens": 2}
+    async with client() as http:
+        # Short inputs, no key: without the store, any replica could take the next turn.
+        first = [await http.post(f"{url}/v1/responses", json=body) for _ in range(6)]
+        # Six turns to continue: a gateway guessing would send all six right one time in 64.
+        served = {r.json()["id"]: r.headers["x-replica"] for r in first}
+        await asyncio.to_thread(kill_deployment, APP, "Gateway")  # its memory goes with it
+        await asyncio.to_thread(
+            wait_for, lambda: _answers_through_the_gateway(url), 120, "a new gateway"
+        )
+        for previous, replica in served.items():
+            turn = {**body, "previous_response_id": previous}
+            response = await http.post(f"{url}/v1/responses", json=turn)
+            assert response.status_code == 200, response.text
+            assert response.headers["x-replica"] == replica

@@ -64,10 +64,20 @@ def _seed_0002(conn: Connection) -> None:
     )
 
 
+def _seed_0003(conn: Connection) -> None:
+    """0002's rows, the completion marked with the Ray Serve replica that served it."""
+    _seed_0002(conn)
+    conn.execute(text("UPDATE store_objects SET replica = 'replica-old' WHERE id = 'chatcmpl-old'"))
+
+
 _VERSION = {"version_table": migrate.VERSION_TABLE}
 
 # One seed per revision: a new revision must say what data it must carry forward.
-SEEDS: dict[str, Callable[[Connection], None]] = {"0001": _seed_0001, "0002": _seed_0002}
+SEEDS: dict[str, Callable[[Connection], None]] = {
+    "0001": _seed_0001,
+    "0002": _seed_0002,
+    "0003": _seed_0003,
+}
 
 
 def test_every_revision_has_a_seed() -> None:
@@ -92,6 +102,8 @@ async def test_data_written_at_a_revision_survives_the_upgrade(
     items = await store.list_items("chat.completion", "chatcmpl-old", "", ListQuery())
     assert items is not None
     assert [i.body["content"] for i in items.data] == ["from 0001"]
+    # Rows from before the replica was recorded have none: their turns route by key.
+    assert await store.replica_of("chatcmpl-old") == ("replica-old" if revision >= "0003" else None)
     await store.close()
 
 

@@ -5,7 +5,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from oai_server.ray_serve.affinity import PREFIX_CHARS, HashRing, ResponseReplicas, route_key
+from oai_server.ray_serve.affinity import (
+    PREFIX_CHARS,
+    HashRing,
+    ResponseReplicas,
+    Route,
+    route_of,
+)
 
 SYSTEM = "You are the assistant of a bakery in Porto. " * 40
 
@@ -17,30 +23,33 @@ def _chat(*turns: str, **extra: Any) -> dict[str, Any]:
 
 
 def test_keys_in_order_cache_key_then_conversation_then_prefix() -> None:
-    assert route_key(_chat("hi", prompt_cache_key="k", conversation="c")) == ("key:k", None)
-    assert route_key(_chat("hi", conversation={"id": "conv_1"})) == ("conversation:conv_1", None)
-    first, _ = route_key(_chat("hi"))
-    later, _ = route_key(_chat("hi", "and bread?", "and cakes?"))
+    keyed = route_of(_chat("hi", prompt_cache_key="k", conversation="c"))
+    assert keyed == Route("key:k", "c", by_cache_key=True)
+    in_conversation = route_of(_chat("hi", conversation={"id": "conv_1"}))
+    assert in_conversation == Route("conversation:conv_1", "conv_1")
+    first = route_of(_chat("hi")).key
+    later = route_of(_chat("hi", "and bread?", "and cakes?")).key
     assert first is not None
     assert first.startswith("prefix:")
     assert later == first  # later turns repeat the first blocks
     other = {"model": "m", "messages": [{"role": "system", "content": "A fish shop. " * 99}]}
-    assert route_key(other)[0] not in (None, first)
+    assert route_of(other).key not in (None, first)
     # A short prompt has no blocks worth keeping together.
-    assert route_key({"model": "m", "messages": [{"role": "user", "content": "hi"}]}) == (
-        None,
-        None,
-    )
+    assert route_of({"model": "m", "messages": [{"role": "user", "content": "hi"}]}) == Route()
     assert len(SYSTEM) > PREFIX_CHARS
 
 
 def test_a_previous_response_goes_back_to_the_replica_that_answered_it() -> None:
-    replicas = ResponseReplicas(size=2)
+    replicas = ResponseReplicas(size=3)
     replicas.learn(b'{"id":"resp_abc","object":"response"', "r1")
-    replicas.learn(b'event: response.created\ndata: {"response":{"id": "resp_def"', "r2")
+    created = b'event: response.created\ndata: {"response":{"id": "resp_def", '
+    replicas.learn(created + b'"conversation": {"id": "conv_1"}', "r2")
     body = json.dumps({"model": "m", "input": "more", "previous_response_id": "resp_abc"})
     assert replicas.hint(body.encode()).replica == "r1"
-    replicas.learn(b'{"id":"resp_ghi"}', "r1")  # size 2: the oldest is forgotten
+    # A conversation's next turn goes where its latest turn ran.
+    in_conversation = json.dumps({"model": "m", "input": "more", "conversation": "conv_1"})
+    assert replicas.hint(in_conversation.encode()).replica == "r2"
+    replicas.learn(b'{"id":"resp_ghi"}', "r1")  # size 3: the oldest is forgotten
     assert replicas.hint(body.encode()).replica is None
     assert replicas.hint(b"not json").key is None
     assert replicas.hint(b"[1, 2]").replica is None
