@@ -13,6 +13,9 @@ for all) with nothing computing behind it, and gets the same closed loop of stre
   reached), the response cache (in memory, every request a miss); the store stays off (no
   request asks for `store`). Its difference to `ours` is what those features cost.
 - stub: the harness's stub server, which builds each chunk's JSON as it goes (optional).
+- before-ours, before-ours-prod (with `--before DIR`): the same apps served from another
+  checkout of the project (say, `git worktree add /tmp/floor-before main`), so a change is
+  measured against the code before it in the same turns.
 
 The apps take turns (A B A B with `--rounds 2`), so a machine whose speed drifts (other work
 on it) shifts every app alike, and the ratios of one run hold.
@@ -104,6 +107,9 @@ def make_stub_app() -> Any:
     return create_stub_app(StubConfig(first_token_delay=0.0, token_delay=0.0, model=MODEL))
 
 
+BEFORE = "before-"
+
+
 def measure_app(
     name: str,
     workload: Workload,
@@ -113,20 +119,32 @@ def measure_app(
     warmup: int,
     log_dir: Path,
     continuous_usage: bool = False,
+    checkout: Path | None = None,
 ) -> dict[str, Any]:
-    """Serve app `name`, warm it up, measure the server's CPU time over a run; its record."""
-    factory = APPS[name]
+    """Serve app `name`, warm it up, measure the server's CPU time over a run; its record.
+
+    A name starting with `before-` is that app served from `checkout`.
+    """
+    app = name.removeprefix(BEFORE)
+    factory = APPS[app]
     port = free_port()
     command = [sys.executable, "-m", "benchmarks.asgi_serve", "--factory", factory]
     # Whatever an earlier server left in the user's data directory is not measured.
     data_dir = tempfile.TemporaryDirectory(prefix="oai-floor-")
+    env = {**os.environ, "OAI_DATA_DIR": data_dir.name}
+    if app != name:
+        if checkout is None:
+            raise ValueError(f"{name}: no checkout to serve it from")
+        # -P: the other checkout's packages, not those of the working directory.
+        command.insert(1, "-P")
+        env["PYTHONPATH"] = str(checkout)
     server = ServerProcess(
         [*command, "--port", str(port)],
         port=port,
         log_path=log_dir / f"floor-{name}.log",
         # Open without a key in our app; the others answer /v1/models.
-        ready_path="/health" if name.startswith("ours") else "/v1/models",
-        env={**os.environ, "OAI_DATA_DIR": data_dir.name},
+        ready_path="/health" if app.startswith("ours") else "/v1/models",
+        env=env,
     )
     api = ApiConfig(
         base_url=f"{server.root_url}/v1",
@@ -202,6 +220,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         type=_apps,
         default=["ours", "raw"],
         help="of ours, ours-cache, ours-prod, raw, stub (default: ours,raw)",
+    )
+    parser.add_argument(
+        "--before",
+        type=Path,
+        metavar="DIR",
+        help="also serve each of our apps from the checkout in DIR (as before-ours, ...), "
+        "in the same turns: a change measured against the code before it",
     )
     parser.add_argument("--api", choices=("completions", "chat"), default="chat")
     parser.add_argument("--concurrency", type=int, default=32, help="requests in flight")
@@ -281,14 +306,20 @@ def _command(args: argparse.Namespace) -> int:
         raise SystemExit("floor: --short-len must be above 0 and below --output-len")
     if args.rounds < 1:
         raise SystemExit("floor: --rounds must be 1 or more")
+    names = list(args.apps)
+    if args.before is not None:
+        if not (args.before / "oai_server" / "__init__.py").is_file():
+            # Python would fall back on whatever copy is installed, and measure that.
+            raise SystemExit(f"floor: --before {args.before} is not a checkout of this project")
+        names += [BEFORE + name for name in args.apps if name.startswith("ours")]
     # runs[name][i]: that app's records at lengths[i], one per round.
-    runs: dict[str, list[list[dict[str, Any]]]] = {name: [[], []] for name in args.apps}
+    runs: dict[str, list[list[dict[str, Any]]]] = {name: [[], []] for name in names}
     for _ in range(args.rounds):
         for i, length in enumerate(lengths):
             workload = Workload(
                 dataclasses.replace(options.workload_config(args), output_len=length), args.api
             )
-            for name in args.apps:
+            for name in names:
                 record = measure_app(
                     name,
                     workload,
@@ -297,6 +328,7 @@ def _command(args: argparse.Namespace) -> int:
                     warmup=args.warmup,
                     log_dir=args.out / f"{stamp}-floor-logs",
                     continuous_usage=args.continuous_usage,
+                    checkout=args.before,
                 )
                 runs[name][i].append(record)
     records = [long[-1] for _, long in runs.values()]

@@ -10,6 +10,7 @@ import anyio
 from oai_server.engine.protocol import Engine
 from oai_server.engine.types import GenerationStep, SamplingOptions, TokenLogprob
 from oai_server.errors import InternalServerError
+from oai_server.observability.engine import InstrumentedEngine, Measurement
 
 
 @dataclass
@@ -40,6 +41,8 @@ class Generation:
     _steps: AsyncIterator[GenerationStep]
     _first: GenerationStep | None
     usage: Usage = field(default_factory=Usage)
+    # Called once per step when the engine is the server's measured one (see `submit`).
+    _measurement: Measurement | None = None
     finished: bool = False
     # The prompt tokens' logprobs, when they were asked for (they come with the first step).
     prompt_logprobs: list[TokenLogprob | None] | None = None
@@ -48,22 +51,32 @@ class Generation:
     async def start(
         cls, engine: Engine, request_id: str, prompt_token_ids: list[int], options: SamplingOptions
     ) -> Generation:
-        steps = aiter(engine.generate(request_id, prompt_token_ids, options))
-        generation = cls(engine, request_id, steps, None)
+        if isinstance(engine, InstrumentedEngine):
+            steps, measurement = await engine.submit(request_id, prompt_token_ids, options)
+        else:
+            steps, measurement = aiter(engine.generate(request_id, prompt_token_ids, options)), None
+        generation = cls(engine, request_id, steps, None, _measurement=measurement)
         # Known before any output: chunks sent ahead of the first token report it too.
         generation.usage.prompt_tokens = len(prompt_token_ids)
         try:
-            generation._first = await anext(steps, None)
+            first = await anext(steps, None)
+            if first is None:
+                if measurement is not None:
+                    measurement.stopped()
+                raise InternalServerError("The engine ended the request without any output.")
+            if measurement is not None:
+                # As each step arrives: the first, before the answer starts.
+                measurement.step(first, sum(c.token_count for c in first.choices))
         except BaseException:
             await generation.close()
             raise
-        if generation._first is None:
-            raise InternalServerError("The engine ended the request without any output.")
-        generation.prompt_logprobs = generation._first.prompt_logprobs
+        generation._first = first
+        generation.prompt_logprobs = first.prompt_logprobs
         return generation
 
     async def __aiter__(self) -> AsyncIterator[GenerationStep]:
         usage, steps = self.usage, self._steps
+        measurement = None  # the first step was measured as it arrived, in `start`
         try:
             step = self._first
             self._first = None
@@ -72,8 +85,12 @@ class Generation:
                 usage.prompt_tokens = step.prompt_tokens
                 if step.cached_tokens > usage.cached_tokens:
                     usage.cached_tokens = step.cached_tokens
+                tokens = 0
                 for choice in step.choices:
-                    usage.completion_tokens += choice.token_count
+                    tokens += choice.token_count
+                usage.completion_tokens += tokens
+                if measurement is not None:
+                    measurement.step(step, tokens)
                 self.finished = step.finished
                 yield step
                 if step.finished:
@@ -82,12 +99,17 @@ class Generation:
                 try:
                     step = await steps.__anext__()
                 except StopAsyncIteration:
+                    if self._measurement is not None:
+                        self._measurement.stopped()
                     break
+                measurement = self._measurement
         finally:
             await self.close()
 
     async def close(self) -> None:
         """Release the engine request; abort it unless it finished."""
+        if self._measurement is not None:
+            self._measurement.end()
         aclose = getattr(self._steps, "aclose", None)
         if self.finished:  # nothing to abort: no shield to pay for, on every request
             if aclose is not None:

@@ -5,11 +5,18 @@ without the services knowing: it reserves tokens against the caller's limit befo
 the request reaches the engine (`admit`), counts tokens and finish reasons into the
 request's `RequestRecord`, feeds the latency histograms, and, when the server drains,
 aborts what is left and ends those requests with `ServerShuttingDownError`.
+
+Each request's measurement is a `Measurement`, called once per engine step by whoever
+reads the steps (`Generation`, through `submit`), rather than a generator wrapped around
+the engine's: a generator layer costs a resume and a step object per token, on every
+streamed chunk of every answer. `generate` (the `Engine` interface) is the same
+measurement around the engine's steps, for any other reader.
 """
 
 from __future__ import annotations
 
 import time
+import weakref
 from bisect import bisect_left
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -50,6 +57,117 @@ class _ModelSeries:
         )
 
 
+class Measurement:
+    """One generation's measurement: `step` for each engine step, `stopped` if the
+    engine's steps ran out, `end` once, however it ended."""
+
+    # Slots: `step` reads and writes several of these per token.
+    __slots__ = (
+        "__weakref__",
+        "bounds",
+        "counts",
+        "cut",
+        "ended",
+        "engine",
+        "finished",
+        "gap_total",
+        "gaps",
+        "generated",
+        "last",
+        "model",
+        "prompt_length",
+        "prompt_tokens",
+        "record",
+        "request_id",
+        "series",
+        "several",
+        "submitted",
+    )
+
+    def __init__(
+        self,
+        engine: InstrumentedEngine,
+        request_id: str,
+        prompt_length: int,
+        options: SamplingOptions,
+        model: str,
+        record: RequestRecord | None,
+    ) -> None:
+        self.engine = engine
+        self.request_id = request_id
+        self.prompt_length = prompt_length
+        self.model = model
+        self.record = record
+        self.series = engine._model_series(model)
+        # One choice finishes with its request: its finish reason is on the last step.
+        self.several = options.n > 1
+        # Set by `abort_all`: the request ends with `ServerShuttingDownError`.
+        self.cut = False
+        self.submitted = self.last = time.perf_counter()
+        self.prompt_tokens = self.generated = 0
+        self.finished: list[str] = []
+        # The gaps between tokens, tallied per bucket here (a call per token saved) and
+        # added to the histogram once the request ends.
+        self.gaps = self.series.inter_token_latency.tally()
+        self.bounds, self.counts = self.gaps.bounds, self.gaps.counts
+        self.gap_total = 0.0
+        self.ended = False
+
+    def step(self, step: GenerationStep, tokens: int) -> None:
+        """Count `step`, which brought `tokens` tokens, as it arrives; raise if the server
+        cut the request."""
+        if self.cut:
+            raise _shutting_down()
+        now = time.perf_counter()
+        if self.prompt_tokens:
+            if tokens:
+                gap = (now - self.last) / tokens
+                self.counts[bisect_left(self.bounds, gap)] += 1
+                self.gap_total += gap
+        else:
+            self.prompt_tokens = step.prompt_tokens or self.prompt_length
+            self.engine._waiting.discard(self.request_id)
+            self.series.time_to_first_token.observe(now - self.submitted)
+            if step.queue_time is not None:
+                self.series.queue_time.observe(step.queue_time)
+        self.last = now
+        self.generated += tokens
+        if step.finished or self.several:
+            for c in step.choices:
+                if c.finish_reason is not None:
+                    self.finished.append(c.finish_reason)
+
+    def stopped(self) -> None:
+        """The engine's steps ran out; raise if that is because the server cut them."""
+        if self.cut:
+            raise _shutting_down()
+
+    def end(self) -> None:
+        """Count the request into the metrics and its record, once."""
+        if self.ended:
+            return
+        self.ended = True
+        m, engine = self.series, self.engine
+        m.e2e_latency.observe(time.perf_counter() - self.submitted)
+        self.gaps.total = self.gap_total
+        m.inter_token_latency.add(self.gaps)
+        m.prompt_tokens.inc(self.prompt_tokens)
+        m.generation_tokens.inc(self.generated)
+        for reason in self.finished:
+            counted = engine._finished.get((reason, self.model))
+            if counted is None:
+                counted = engine.metrics.finished.labels(reason, self.model)
+                engine._finished[(reason, self.model)] = counted
+            counted.inc()
+        record = self.record
+        if record is not None:
+            record.prompt_tokens += self.prompt_tokens
+            record.completion_tokens += self.generated
+            record.finish_reasons += self.finished
+        engine._waiting.discard(self.request_id)
+        engine._live.pop(self.request_id, None)
+
+
 class InstrumentedEngine(EngineWrapper):
     """`inner`, with every generation measured into `metrics` and the request's record."""
 
@@ -70,8 +188,8 @@ class InstrumentedEngine(EngineWrapper):
         self.keep_prompt_text = keep_prompt_text
         self.model_name = model_name
         self._waiting: set[str] = set()
-        self._live: set[str] = set()
-        self._cut: set[str] = set()
+        # Weak: a generation dropped unread (never closed) leaves no entry behind.
+        self._live: weakref.WeakValueDictionary[str, Measurement] = weakref.WeakValueDictionary()
         # prometheus_client's labels() validates and locks on every call: children cached.
         self._finished: dict[tuple[str, str], Any] = {}
         self._series: dict[str, _ModelSeries] = {}
@@ -92,13 +210,15 @@ class InstrumentedEngine(EngineWrapper):
 
     async def abort_all(self) -> None:
         """Abort every request in flight; each ends with `ServerShuttingDownError`."""
-        for request_id in list(self._live):
-            self._cut.add(request_id)
+        for request_id, measurement in list(self._live.items()):
+            measurement.cut = True
             await self.inner.abort(request_id)
 
-    async def generate(
+    async def submit(
         self, request_id: str, prompt_token_ids: list[int], options: SamplingOptions
-    ) -> AsyncIterator[GenerationStep]:
+    ) -> tuple[AsyncIterator[GenerationStep], Measurement]:
+        """Admit the request and hand it to the engine: its steps, and their measurement,
+        which the reader of the steps calls (see `Measurement`)."""
         record = current_request.get()
         # The served name the request resolved to: its adapter's, else its model's.
         model = options.adapter or options.model or self.model_name
@@ -109,61 +229,23 @@ class InstrumentedEngine(EngineWrapper):
         if self.keep_prompt_text and record is not None:
             text = self.inner.serving(options.model).tokenizer.decode(prompt_token_ids)
             record.prompt_text = text if record.prompt_text is None else record.prompt_text + text
-        m = self._model_series(model)
-        submitted = last = time.perf_counter()
-        prompt_tokens = generated = 0
-        finished: list[str] = []
-        # The gaps between tokens, tallied per bucket here (a call per token saved) and
-        # added to the histogram once the request ends.
-        gaps = m.inter_token_latency.tally()
-        bounds, gap_counts, gap_total = gaps.bounds, gaps.counts, 0.0
-        self._live.add(request_id)
+        steps = aiter(self.inner.generate(request_id, prompt_token_ids, options))
+        measurement = Measurement(self, request_id, len(prompt_token_ids), options, model, record)
+        self._live[request_id] = measurement
         self._waiting.add(request_id)
+        return steps, measurement
+
+    async def generate(
+        self, request_id: str, prompt_token_ids: list[int], options: SamplingOptions
+    ) -> AsyncIterator[GenerationStep]:
+        steps, measurement = await self.submit(request_id, prompt_token_ids, options)
         try:
-            async for step in self.inner.generate(request_id, prompt_token_ids, options):
-                if request_id in self._cut:
-                    raise _shutting_down()
-                now = time.perf_counter()
-                tokens = 0
-                for c in step.choices:
-                    tokens += c.token_count
-                    if c.finish_reason is not None:
-                        finished.append(c.finish_reason)
-                if not prompt_tokens:
-                    prompt_tokens = step.prompt_tokens or len(prompt_token_ids)
-                    self._waiting.discard(request_id)
-                    m.time_to_first_token.observe(now - submitted)
-                    if step.queue_time is not None:
-                        m.queue_time.observe(step.queue_time)
-                elif tokens:
-                    gap = (now - last) / tokens
-                    gap_counts[bisect_left(bounds, gap)] += 1
-                    gap_total += gap
-                last = now
-                generated += tokens
+            async for step in steps:
+                measurement.step(step, sum(c.token_count for c in step.choices))
                 yield step
-            if request_id in self._cut:
-                raise _shutting_down()
+            measurement.stopped()
         finally:
-            # Counted once at the end: per step, only a tally of the gaps between tokens.
-            m.e2e_latency.observe(time.perf_counter() - submitted)
-            gaps.total = gap_total
-            m.inter_token_latency.add(gaps)
-            m.prompt_tokens.inc(prompt_tokens)
-            m.generation_tokens.inc(generated)
-            for reason in finished:
-                counted = self._finished.get((reason, model))
-                if counted is None:
-                    counted = self.metrics.finished.labels(reason, model)
-                    self._finished[(reason, model)] = counted
-                counted.inc()
-            if record is not None:
-                record.prompt_tokens += prompt_tokens
-                record.completion_tokens += generated
-                record.finish_reasons += finished
-            self._waiting.discard(request_id)
-            self._live.discard(request_id)
-            self._cut.discard(request_id)
+            measurement.end()
 
 
 def _shutting_down() -> ServerShuttingDownError:

@@ -128,3 +128,29 @@ def test_rounds_pool_into_one_run() -> None:
     both = pooled([record(10, 160, 0.010), record(30, 480, 0.050)])
     assert both["metrics"] == {"completed": 40, "output_tokens": 640}
     assert both["server_process"]["cpu_us_per_request"] == pytest.approx(1500)
+
+
+def test_before_serves_our_apps_from_the_other_checkout_in_the_same_turns(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = [
+        "floor",
+        "--apps", "ours,raw",
+        "--num-requests", "4",
+        "--warmup", "0",
+        "--concurrency", "2",
+        "--input-len", "8",
+        "--output-len", "4",
+        "--short-len", "2",
+        "--no-plots",
+        "--no-progress",
+    ]  # fmt: skip
+    project = Path(__file__).resolve().parents[2]
+    status = main([*args, "--before", str(project), "--out", str(tmp_path / "same")])
+    assert status == 0
+    table = capsys.readouterr().out
+    assert "| before-ours | 4 |" in table
+    assert "| ours | 4 |" in table
+    # A directory without the project is refused: Python would serve an installed copy.
+    with pytest.raises(SystemExit, match="not a checkout of this project"):
+        main([*args, "--before", str(tmp_path), "--out", str(tmp_path / "empty")])
