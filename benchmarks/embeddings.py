@@ -10,7 +10,10 @@ machine falls on both alike (an idle server costs the loaded one about 1 % of a 
   embedding engine (with the CPU that engine took meanwhile), and beside it busy (one client
   embedding 32 inputs per request without pause).
 - Embedding rounds: for each request batch size (inputs per request) the same texts to ours
-  and to vLLM at the same concurrency: inputs/s, tokens/s and the ratio ours / vLLM.
+  and to vLLM at the same concurrency: inputs/s, tokens/s, the ratio ours / vLLM of each
+  round (reported as median and range), and the CPU seconds per 1000 inputs of each
+  server's front process and of its engine processes, which a shared machine's drift moves
+  far less than inputs/s and which say where the time goes.
 - For each server: seconds to healthy and the PSS of its process tree once idle.
 """
 
@@ -87,7 +90,7 @@ def _commands(port: int, model_dir: str) -> dict[str, list[str]]:
     }
 
 
-async def _load(base: str, batch: int, requests: int, concurrency: int) -> dict[str, float]:
+async def _load(base: str, batch: int, requests: int, concurrency: int) -> Figures:
     """`requests` requests of `batch` inputs each, `concurrency` at a time."""
     gate = asyncio.Semaphore(concurrency)
     tokens = 0
@@ -172,8 +175,24 @@ def embedding_engine(server_pid: int) -> list[int]:
     return process_tree(max(cores, key=_start_ticks))
 
 
+Figures = dict[str, float]
+
+
 def _mean(values: list[float]) -> float:
     return sum(values) / len(values)
+
+
+def ratios(ours: list[float], theirs: list[float]) -> list[float]:
+    """Each round's ratio ours / theirs, sorted: the median and the spread of a run."""
+    return sorted(a / b for a, b in zip(ours, theirs, strict=True))
+
+
+def spread(values: list[float]) -> str:
+    """`median (min-max)` of per-round ratios, e.g. `1.02x (0.97-1.08)`."""
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    median = ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+    return f"{median:.2f}x ({ordered[0]:.2f}-{ordered[-1]:.2f})"
 
 
 def _chat_rounds(
@@ -195,22 +214,40 @@ def _chat_rounds(
     return figures
 
 
+def _cpu_seconds(server: ServerProcess) -> tuple[float, float]:
+    """CPU seconds so far of the server's own process (the front: HTTP, tokenizing, the
+    engine client) and of its descendants (the engines' core and worker processes)."""
+    front = task_cpu_seconds(server.pid)
+    engines = sum(task_cpu_seconds(pid) for pid in process_tree(server.pid)[1:])
+    return front, engines
+
+
+def _measured_load(server: ServerProcess, batch: int, requests: int, concurrency: int) -> Figures:
+    """`_load`'s figures, and the CPU each side of the server spent per 1000 inputs: on a
+    shared machine CPU per input drifts far less than inputs/s, and says where time goes."""
+    front, engines = _cpu_seconds(server)
+    figures = asyncio.run(_load(server.root_url, batch, requests, concurrency))
+    inputs = batch * (requests + 1)  # the warm-up's too: it ran inside the window
+    front_after, engines_after = _cpu_seconds(server)
+    figures["front_cpu_s_per_1k"] = 1000 * (front_after - front) / inputs
+    figures["engine_cpu_s_per_1k"] = 1000 * (engines_after - engines) / inputs
+    return figures
+
+
 def _embedding_rounds(
     ours: ServerProcess, vllm: ServerProcess, args: argparse.Namespace
-) -> dict[str, dict[str, float]]:
-    """Inputs/s and tokens/s per batch size on ours and vLLM, alternately, round after round."""
-    totals: dict[str, dict[str, list[float]]] = {}
+) -> dict[str, dict[str, list[float]]]:
+    """Per batch size, each round's figures on ours and on vLLM, loaded in turns (A B A B),
+    so each round's ratio compares two runs minutes apart at most."""
+    rounds: dict[str, dict[str, list[float]]] = {}
     for _ in range(args.rounds):
         for batch, requests in zip(args.batches, args.requests, strict=True):
             for label, server in (("ours", ours), ("vllm", vllm)):
-                figures = asyncio.run(_load(server.root_url, batch, requests, args.concurrency))
-                entry = totals.setdefault(f"{label} batch {batch}", {})
+                figures = _measured_load(server, batch, requests, args.concurrency)
+                entry = rounds.setdefault(f"{label} batch {batch}", {})
                 for name, value in figures.items():
                     entry.setdefault(name, []).append(value)
-    return {
-        key: {name: _mean(values) for name, values in entry.items()}
-        for key, entry in totals.items()
-    }
+    return rounds
 
 
 def _start(label: str, args: argparse.Namespace, env: dict[str, str]) -> ServerProcess:
@@ -247,7 +284,6 @@ def _measure(args: argparse.Namespace) -> dict[str, Any]:
         both = start("ours")
         alone = start("ours, chat only")
         chat = _chat_rounds(alone, both, args)
-        results["chat"] = {name: _mean(values) for name, values in chat.items()}
         results["chat rounds"] = chat
         alone.stop()
         vllm = start("vllm")
@@ -263,26 +299,32 @@ def _idle_pss(server: ServerProcess) -> float:
 
 
 def _report(results: dict[str, Any], batches: list[int]) -> list[str]:
-    lines = ["| batch | ours inputs/s | vllm inputs/s | ours tokens/s | vllm tokens/s | ratio |"]
-    lines.append("|---|---|---|---|---|---|")
+    lines = [
+        "| batch | ours inputs/s | vllm inputs/s | ours tokens/s | vllm tokens/s "
+        "| ratio, median of rounds (range) | CPU s per 1k inputs, ours front + engines "
+        "| vllm front + engine |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for batch in batches:
         a, b = results[f"ours batch {batch}"], results[f"vllm batch {batch}"]
         lines.append(
-            f"| {batch} | {a['inputs_per_s']:.0f} | {b['inputs_per_s']:.0f} | "
-            f"{a['tokens_per_s']:.0f} | {b['tokens_per_s']:.0f} | "
-            f"{a['inputs_per_s'] / b['inputs_per_s']:.2f}x |"
+            f"| {batch} | {_mean(a['inputs_per_s']):.0f} | {_mean(b['inputs_per_s']):.0f} | "
+            f"{_mean(a['tokens_per_s']):.0f} | {_mean(b['tokens_per_s']):.0f} | "
+            f"{spread(ratios(a['inputs_per_s'], b['inputs_per_s']))} | "
+            f"{_mean(a['front_cpu_s_per_1k']):.2f} + {_mean(a['engine_cpu_s_per_1k']):.2f} | "
+            f"{_mean(b['front_cpu_s_per_1k']):.2f} + {_mean(b['engine_cpu_s_per_1k']):.2f} |"
         )
     lines += ["", "| server | start (s) | PSS idle (MiB) |", "|---|---|---|"]
     for label in ("ours", "ours, chat only", "vllm"):
         entry = results[label]
         lines.append(f"| {label} | {entry['start_s']:.1f} | {entry['pss_mib']:.0f} |")
-    chat = results["chat"]
+    chat = results["chat rounds"]
     lines += [
         "",
-        f"chat output tok/s: alone {chat['alone']:.0f}, beside the idle embedding engine "
-        f"{chat['idle']:.0f} ({chat['idle'] / chat['alone']:.2f}x; the engine took "
-        f"{chat['idle_cpu_pct']:.1f} % of a core meanwhile), beside the busy one "
-        f"{chat['busy']:.0f} ({chat['busy'] / chat['alone']:.2f}x)",
+        f"chat output tok/s: alone {_mean(chat['alone']):.0f}, beside the idle embedding "
+        f"engine {_mean(chat['idle']):.0f} ({spread(ratios(chat['idle'], chat['alone']))}; "
+        f"the engine took {_mean(chat['idle_cpu_pct']):.1f} % of a core meanwhile), beside "
+        f"the busy one {_mean(chat['busy']):.0f} ({spread(ratios(chat['busy'], chat['alone']))})",
     ]
     return lines
 
@@ -307,7 +349,7 @@ def register(subparsers: Subparsers) -> None:
         "--requests", type=_ints, default=[256, 16, 4], help="requests per batch size"
     )
     parser.add_argument("--concurrency", type=int, default=4, help="requests in flight")
-    parser.add_argument("--rounds", type=int, default=2, help="alternations of the servers")
+    parser.add_argument("--rounds", type=int, default=3, help="alternations of the servers")
     parser.add_argument(
         "--chat-requests", type=int, default=64, help="chat requests (16 in flight) per server"
     )

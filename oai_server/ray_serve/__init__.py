@@ -4,10 +4,10 @@ serve run oai_server/ray_serve/serve_config.yaml        # a local Ray, or RAY_AD
 serve deploy oai_server/ray_serve/serve_config.yaml     # onto a running cluster (dashboard API)
 serve run oai_server.ray_serve:build_app ray_max_replicas=4 model=Qwen/Qwen2.5-7B-Instruct
 
-Each replica builds the whole app (settings, engine, services) and holds one engine; the
-builder's arguments are the server's settings by field name (`Settings`), the `ray_*`
-ones shaping the deployment (replicas, autoscaling target, CPUs/GPUs per replica). Every
-response names its replica in an `x-replica` header.
+Each replica builds the whole app (settings, engines, services) and holds an engine per
+model (the embedding model's too); the builder's arguments are the server's settings by
+field name (`Settings`), the `ray_*` ones shaping the deployment (replicas, autoscaling
+target, CPUs/GPUs per replica). Every response names its replica in an `x-replica` header.
 
 Metrics: each replica's own `/metrics` registry is mirrored into Ray's metrics, exported
 by every node's metrics agent as `ray_oai_*` with `application`, `deployment` and

@@ -14,7 +14,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from oai_server.app import create_app
 from oai_server.ray_serve import ray_metrics
 from oai_server.ray_serve.affinity import RouteHint
-from oai_server.ray_serve.engine import StartOnce, load_factory
+from oai_server.ray_serve.engine import (
+    StartOnce,
+    StartOnceEmbedding,
+    load_embedding_factory,
+    load_factory,
+)
 from oai_server.ray_serve.gateway import Gateway
 from oai_server.ray_serve.options import deployment_options, gateway_options
 from oai_server.settings import Settings
@@ -22,8 +27,9 @@ from oai_server.settings import Settings
 DEPLOYMENT_NAME = "OAIServer"
 GATEWAY_NAME = "Gateway"
 REPLICA_HEADER = "x-replica"
-# The builder's one argument that is not a setting: the engine factory (tests: the fake).
+# The builder's arguments that are not settings: the engine factories (tests: the fakes).
 ENGINE_FACTORY_ARG = "engine_factory"
+EMBEDDING_FACTORY_ARG = "embedding_engine_factory"
 
 
 class ReplicaHeader:
@@ -47,24 +53,43 @@ class ReplicaHeader:
 
 
 class Replica:
-    """One replica: settings, engine, services and routes, exactly as `oai-server` builds them.
+    """One replica: settings, engines, services and routes, exactly as `oai-server` builds
+    them: every chat model of its settings and the embedding model beside them.
 
-    The constructor loads the model before Serve routes anything here; Serve's health
-    check asks the engine; on shutdown Serve lets in-flight requests finish (up to
-    `ray_graceful_shutdown_timeout_s`) before the app's lifespan stops the engine.
+    The constructor loads the models before Serve routes anything here; Serve's health
+    check asks every engine; on shutdown Serve lets in-flight requests finish (up to
+    `ray_graceful_shutdown_timeout_s`) before the app's lifespan stops the engines.
     """
 
     # Serve awaits an async constructor (mypy only knows sync ones).
     async def __init__(  # type: ignore[misc]
-        self, settings: dict[str, Any], engine_factory: str | None
+        self,
+        settings: dict[str, Any],
+        engine_factory: str | None,
+        embedding_factory: str | None = None,
     ) -> None:
         self.settings = Settings(**settings)  # the rest from this node's OAI_* and defaults
         self.engine = StartOnce(load_factory(engine_factory)(self.settings))
+        embedder = load_embedding_factory(embedding_factory)(self.settings)
+        self.embedder = None if embedder is None else StartOnceEmbedding(embedder)
         self.replica = serve.get_replica_context().replica_id.unique_id
+        # One after the other, as the plain server loads them (vLLM's configuration is
+        # process-wide while an engine loads).
         await self.engine.start()
+        if self.embedder is not None:
+            try:
+                await self.embedder.start()
+            except BaseException:
+                # Serve retries a failed replica: its chat engine's processes must go now.
+                await self.engine.stop()
+                raise
         # Ray's metrics mirror is one more feature: the app's lifespan starts and stops it.
         self._app = create_app(
-            self.settings, self.engine, extra=[ray_metrics.feature], replica=self.replica
+            self.settings,
+            self.engine,
+            embedder=self.embedder,
+            extra=[ray_metrics.feature],
+            replica=self.replica,
         )
 
     def __serve_build_asgi_app__(self) -> ASGIApp:
@@ -106,8 +131,10 @@ class Replica:
                 await task
 
     async def check_health(self) -> None:
-        """Serve's health probe: raises (and Serve replaces the replica) once the engine dies."""
+        """Serve's health probe: raises (and Serve replaces the replica) once an engine dies."""
         await self.engine.check_health()
+        if self.embedder is not None:
+            await self.embedder.check_health()
 
 
 # The app is built per replica (`__serve_build_asgi_app__`), not pickled from the driver.
@@ -124,6 +151,7 @@ def build_app(args: dict[str, Any]) -> Application:
     """
     args = dict(args)
     engine_factory = args.pop(ENGINE_FACTORY_ARG, None)
+    embedding_factory = args.pop(EMBEDDING_FACTORY_ARG, None)
     unknown = sorted(set(args) - set(Settings.model_fields))
     if unknown:
         raise ValueError(f"unknown settings for oai-server: {', '.join(unknown)}")
@@ -132,7 +160,7 @@ def build_app(args: dict[str, Any]) -> Application:
     # Only what was given (args, the OAI_* environment where the builder runs): defaults
     # such as the cache directory are resolved on each replica's own node.
     given = settings.model_dump(exclude_unset=True)
-    app: Application = deployment.bind(given, engine_factory)
+    app: Application = deployment.bind(given, engine_factory, embedding_factory)
     if settings.ray_router == "affinity":
         app = GatewayDeployment.options(**gateway_options(settings)).bind(
             app, REPLICA_HEADER, given

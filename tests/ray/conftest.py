@@ -24,6 +24,7 @@ from oai_server.ray_serve import build_app
 
 ROOT = Path(__file__).resolve().parents[2]
 FAKE = "tests.ray.engines:slow_fake"
+FAKE_EMBEDDER = "tests.ray.engines:fake_embedder"
 MODEL = "smollm2-135m-instruct"
 
 
@@ -74,7 +75,11 @@ def _local_ray_serve() -> Iterator[RayServe]:
 
 
 def deploy(name: str, **settings: Any) -> None:
-    """The server deployed as Serve application `name` at `/`; returns once it is ready."""
+    """The server deployed as Serve application `name` at `/`; returns once it is ready.
+
+    A fake chat engine comes with a fake embedding engine (the real one is vLLM's)."""
+    if "engine_factory" in settings:
+        settings.setdefault("embedding_engine_factory", FAKE_EMBEDDER)
     serve.run(build_app(settings), name=name, route_prefix="/")
 
 

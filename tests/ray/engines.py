@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from oai_server.engine.fake import FakeEngine
+from oai_server.engine.fake_pooling import FakeEmbeddingEngine
 from oai_server.engine.router import EngineRouter
 from oai_server.models.entries import model_entries
 from oai_server.settings import Settings
@@ -26,3 +27,25 @@ def one_fake_per_model(settings: Settings) -> EngineRouter:
     """A fake engine for each chat model of `settings`, each saying which model it is."""
     chat = [entry.name for entry in model_entries(settings) if entry.kind == "chat"]
     return EngineRouter({name: FakeEngine(reply=f"I am {name}.") for name in chat})
+
+
+def fake_embedder(settings: Settings) -> FakeEmbeddingEngine | None:
+    """The fake embedding engine when `settings` serve an embedding model, as vLLM's
+    factory (`build_embedding_engine`) builds the real one."""
+    served = any(entry.kind == "embedding" for entry in model_entries(settings))
+    return FakeEmbeddingEngine() if served else None
+
+
+class _DyingEmbedder(FakeEmbeddingEngine):
+    """Dies (as vLLM's engine core can) at its first input."""
+
+    async def embed(
+        self, request_id: str, prompt_token_ids: list[int], dimensions: int | None = None
+    ) -> list[float]:
+        self.kill()
+        return await super().embed(request_id, prompt_token_ids, dimensions)
+
+
+def dying_embedder(settings: Settings) -> FakeEmbeddingEngine:
+    """An embedding engine that dies at its first input; the chat engine stays well."""
+    return _DyingEmbedder()

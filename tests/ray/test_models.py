@@ -1,5 +1,5 @@
-"""One replica holds every model of its settings, and routes by `model` as the plain server
-does (README: Several models)."""
+"""One replica holds every model of its settings, the embedding model too, and routes by
+`model` as the plain server does (README: Several models)."""
 
 from __future__ import annotations
 
@@ -27,9 +27,16 @@ def url(ray_serve: RayServe) -> Iterator[str]:
 def test_a_replica_serves_each_model_it_lists(url: str) -> None:
     with validating_client(timeout=10) as http:
         listed = [m["id"] for m in http.get(f"{url}/v1/models").json()["data"]]
-        assert listed == ["first", "second"]
+        assert listed == ["first", "second", "all-minilm-l6-v2"]
         for model in ("second", "first"):
             body = {"model": model, "messages": [{"role": "user", "content": "Who?"}]}
             answer = http.post(f"{url}/v1/chat/completions", json=body)
             assert answer.status_code == 200, answer.text
             assert answer.json()["choices"][0]["message"]["content"] == f"I am {model}."
+        body = {"model": "all-minilm-l6-v2", "input": ["one", "two"]}
+        embedded = http.post(f"{url}/v1/embeddings", json=body)
+        assert embedded.status_code == 200, embedded.text
+        assert [len(item["embedding"]) for item in embedded.json()["data"]] == [8, 8]
+        wrong = http.post(f"{url}/v1/embeddings", json={**body, "model": "first"})
+        assert wrong.status_code == 400
+        assert "'first'" in wrong.json()["error"]["message"]

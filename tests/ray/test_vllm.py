@@ -1,4 +1,5 @@
-"""One replica with the real vLLM engine and the embedded model, through the OpenAI SDK."""
+"""One replica with the real vLLM engines and the embedded models (chat, and embeddings
+beside it, as the plain server serves them), through the OpenAI SDK."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from tests.ray.conftest import MODEL, RayServe, deployed
 
 pytestmark = pytest.mark.integration
 
+EMBEDDING_MODEL = "all-minilm-l6-v2"
 QUESTION = [{"role": "user", "content": "What is the capital of France? Answer in one word."}]
 
 
@@ -54,4 +56,17 @@ def test_the_sdk_gets_the_same_answer_streamed_and_not(client: openai.OpenAI) ->
     assert "".join(pieces) == answer
     assert finish == whole.choices[0].finish_reason
     assert chunks > 2  # token by token, not one blob
-    assert [m.id for m in client.models.list()] == [MODEL]
+    assert [m.id for m in client.models.list()] == [MODEL, EMBEDDING_MODEL]
+
+
+def test_the_replica_embeds_on_its_own_embedding_engine(client: openai.OpenAI) -> None:
+    texts = ["The capital of France is Paris.", "Paris is France's capital.", "I like soup."]
+    data = client.embeddings.create(model=EMBEDDING_MODEL, input=texts).data
+    vectors = [item.embedding for item in data]
+    assert [len(v) for v in vectors] == [384] * 3
+
+    def cosine(a: list[float], b: list[float]) -> float:
+        return sum(x * y for x, y in zip(a, b, strict=True))  # the vectors are normalised
+
+    # A real sentence model: the paraphrase is nearer than the unrelated sentence.
+    assert cosine(vectors[0], vectors[1]) > cosine(vectors[0], vectors[2]) + 0.2
