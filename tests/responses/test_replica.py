@@ -4,6 +4,7 @@ reads it back and sends the next turn to the same replica's prefix cache."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from pathlib import Path
@@ -64,11 +65,21 @@ async def test_a_gateway_that_never_saw_a_turn_finds_its_replica_in_the_store(
     await store.close()
 
 
-async def test_a_store_that_cannot_answer_costs_only_the_hint(tmp_path: Path) -> None:
-    missing = SQLStore(async_url(f"sqlite:///{tmp_path / 'no' / 'such' / 'store.db'}", Path()))
-    hints = RouteHints(ResponseReplicas(), missing)
+async def test_a_store_that_cannot_answer_costs_only_the_hint() -> None:
+    # A database that takes the connection and never answers: the lookup's deadline ends it.
+    # (Not a SQLite file: its connection runs in a thread that a starved machine may run only
+    # after this test's event loop has closed, an error in the next test's name.)
+    held: list[asyncio.StreamWriter] = []
+    hung = await asyncio.start_server(lambda _r, w: held.append(w), "127.0.0.1", 0)
+    port = hung.sockets[0].getsockname()[1]
+    store = SQLStore(async_url(f"postgresql://user@127.0.0.1:{port}/store", Path()))
+    hints = RouteHints(ResponseReplicas(), store)
     began = time.monotonic()
     hint = await hints.hint(_body(previous_response_id="resp_1"))
     assert hint == RouteHint(key=None, replica=None)
     assert time.monotonic() - began < LOOKUP_TIMEOUT_S + 1
-    await missing.close()
+    assert held, "the lookup never reached the database"
+    await store.close()
+    for writer in held:
+        writer.close()
+    hung.close()
