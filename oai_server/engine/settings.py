@@ -19,11 +19,21 @@ NAME_EQUALS_PATH = r"^[^=]+=.+$"
 LoraModule = Annotated[str, Field(pattern=NAME_EQUALS_PATH)]
 
 
+# What makes a directory a model to vLLM: Hugging Face's config, or Mistral's.
+MODEL_CONFIG_FILES = ("config.json", "params.json")
+
+
 def check_model_source(value: str) -> str:
     """`value`, unless it is written as a path (absolute, or starting with . or ~) and no
-    directory is there: that model could never load, and the start should say so at once."""
-    if value.startswith(("/", ".", "~")) and not Path(value).expanduser().is_dir():
+    model directory is there: that model could never load, and the start should say so at
+    once, not in the engine's traceback."""
+    if not value.startswith(("/", ".", "~")):
+        return value
+    directory = Path(value).expanduser()
+    if not directory.is_dir():
         raise ValueError(f"no model directory at {value}")
+    if not any((directory / name).is_file() for name in MODEL_CONFIG_FILES):
+        raise ValueError(f"no model in {value}: it has no {' or '.join(MODEL_CONFIG_FILES)}")
     return value
 
 

@@ -33,6 +33,7 @@ def test_none_serves_no_embeddings_and_another_model_is_named_not_located(
     assert engine._options.model == "BAAI/bge-small-en-v1.5"
     assert hub.embedding_model_name == "BAAI/bge-small-en-v1.5"
     # A directory is served under its name, never its path.
+    (tmp_path / "config.json").write_text("{}")
     assert Settings(embedding_model=str(tmp_path)).embedding_model_name == tmp_path.name
 
 

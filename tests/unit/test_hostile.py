@@ -82,6 +82,7 @@ async def test_model_root_is_no_filesystem_path(tmp_path: Path) -> None:
         assert listed["root"] == MODEL
     weights = tmp_path / "my-model"
     weights.mkdir()
+    (weights / "config.json").write_text("{}")
     async with serve(FakeEngine(), model=str(weights), served_model_name="mine") as client:
         listed = (await client.get("/v1/models")).json()["data"][0]
         one = (await client.get("/v1/models/mine")).json()

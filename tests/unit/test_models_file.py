@@ -30,6 +30,7 @@ def parse(*args: str) -> Settings:
 def _weights(tmp_path: Path, name: str) -> Path:
     path = tmp_path / name
     path.mkdir()
+    (path / "config.json").write_text("{}")
     return path
 
 
