@@ -69,11 +69,14 @@ class Gateway:
 
     async def __call__(self, request: Request) -> Response:
         scope = {k: request.scope[k] for k in SCOPE_KEYS if k in request.scope}
-        body = b""
+        pieces: list[bytes] = []
+        size = 0
         async for piece in request.stream():
-            body += piece
-            if len(body) > self.max_bytes:
+            pieces.append(piece)
+            size += len(piece)
+            if size > self.max_bytes:
                 break  # the replica refuses it (413): no need to read further
+        body = b"".join(pieces)
         hint = await self.hints.hint(body) if request.method == "POST" else None
         messages, start = await self._start(scope, body, hint)
         headers: list[tuple[bytes, bytes]] = start.get("headers", [])
