@@ -81,6 +81,8 @@ class Gateway:
         messages, start = await self._start(scope, body, hint)
         headers: list[tuple[bytes, bytes]] = start.get("headers", [])
         replica = next((v.decode() for k, v in headers if k == self.replica_header), "")
+        if hint is not None and hint.key is not None and replica:
+            self.responses.remember(hint.key, replica)  # its next request finds the cache
         response = StreamingResponse(self._body(messages, replica), start["status"])
         response.raw_headers = list(headers)
         return response
