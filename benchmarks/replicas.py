@@ -146,7 +146,12 @@ def _p(values: list[float], q: float) -> float:
 def _command(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="oai-replicas-") as data_dir:
         # A store of its own: never migrate the data directory other servers here use.
-        settings: dict[str, Any] = {"ray_num_cpus": 0.5, "data_dir": data_dir}
+        # No embedding model: four replicas at once each held an idle one (1.5 GB each).
+        settings: dict[str, Any] = {
+            "ray_num_cpus": 0.5,
+            "data_dir": data_dir,
+            "embedding_model": "none",
+        }
         settings.update(args.setting)
         if args.engine_factory:
             settings["engine_factory"] = args.engine_factory
