@@ -33,6 +33,7 @@ from tests.ray.conftest import (
 APP = "affinity"
 TARGET = 2  # ongoing requests per replica before affinity gives way
 TURNS = 3
+CONVERSATIONS = 10  # at once, against a target of 2 on each of 2 replicas
 # A system prompt longer than the gateway's prefix window, different per conversation.
 SYSTEM = "You are the assistant of shop {}. " + "Answer briefly and politely. " * 40
 
@@ -125,15 +126,15 @@ async def test_a_burst_past_the_target_spreads_over_both_replicas(url: str) -> N
 
 
 async def test_a_conversation_a_burst_moved_stays_where_its_prefix_now_is(url: str) -> None:
-    systems = [SYSTEM.format(uuid.uuid4().hex) for _ in range(6)]
+    systems = [SYSTEM.format(uuid.uuid4().hex) for _ in range(CONVERSATIONS)]
     async with client() as http:
-        # Six new conversations at once, 1 s each: past the target, some leave their
+        # Ten new conversations at once, 1 s each: past the target, most leave their
         # key's replica for the other one, which then holds their prefix.
         bodies = [_chat(system, 0, max_tokens=20) for system in systems]
         first = await asyncio.gather(
             *(http.post(f"{url}/v1/chat/completions", json=body) for body in bodies)
         )
-        assert [r.status_code for r in first] == [200] * 6
+        assert [r.status_code for r in first] == [200] * CONVERSATIONS
         assert len({r.headers["x-replica"] for r in first}) == 2
         later = [
             await http.post(f"{url}/v1/chat/completions", json=_chat(system, 1))
