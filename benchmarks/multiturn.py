@@ -3,8 +3,9 @@
 N conversations run at once, each T turns in a row; every conversation has a system prompt
 of its own (about `--system-tokens` tokens) and resends its whole history each turn, as a
 chat client does. Measured: the share of prompt tokens the engines' prefix caches served
-(`usage.prompt_tokens_details.cached_tokens`), time to first token p50/p99, and how many
-replicas (`x-replica`) each conversation touched. Run it against one replica, Serve's
+(`usage.prompt_tokens_details.cached_tokens`), time to first token p50/p99 (also apart for
+the requests whose prompt was mostly computed and those mostly served from cache), and how
+many replicas (`x-replica`) each conversation touched. Run it against one replica, Serve's
 default router and `ray_router: affinity` in turn, and compare the ratios:
 
     python -m benchmarks multiturn --base-url http://127.0.0.1:8000/v1
@@ -18,6 +19,7 @@ import json
 import secrets
 import statistics
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -35,7 +37,18 @@ class Tally:
     prompt_tokens: int = 0
     cached_tokens: int = 0
     ttft_s: list[float] = field(default_factory=list)
+    # The same TTFTs apart: prompts the engine mostly computed (a cache miss), the rest.
+    computed_ttft_s: list[float] = field(default_factory=list)
+    cached_ttft_s: list[float] = field(default_factory=list)
     replicas: list[set[str]] = field(default_factory=list)
+    requests_per_replica: Counter[str] = field(default_factory=Counter)
+
+    def add(self, ttft: float, prompt_tokens: int, cached_tokens: int) -> None:
+        self.ttft_s.append(ttft)
+        self.prompt_tokens += prompt_tokens
+        self.cached_tokens += cached_tokens
+        mostly_cached = 2 * cached_tokens >= prompt_tokens
+        (self.cached_ttft_s if mostly_cached else self.computed_ttft_s).append(ttft)
 
 
 def system_prompt(conversation: int, tokens: int, tag: str = "") -> str:
@@ -51,12 +64,16 @@ def system_prompt(conversation: int, tokens: int, tag: str = "") -> str:
 
 async def _turn(http: httpx.AsyncClient, body: dict[str, Any], tally: Tally, seen: set[str]) -> str:
     began = time.perf_counter()
+    ttft = 0.0
+    prompt_tokens = cached_tokens = 0
     text: list[str] = []
     async with http.stream("POST", "/chat/completions", json=body) as response:
         if response.status_code != 200:
             await response.aread()
             raise RuntimeError(f"HTTP {response.status_code}: {response.text}")
-        seen.add(response.headers.get("x-replica", "-"))
+        replica = response.headers.get("x-replica", "-")
+        seen.add(replica)
+        tally.requests_per_replica[replica] += 1
         async for line in response.aiter_lines():
             if not line.startswith("data: ") or line == "data: [DONE]":
                 continue
@@ -64,13 +81,14 @@ async def _turn(http: httpx.AsyncClient, body: dict[str, Any], tally: Tally, see
             for choice in chunk["choices"]:
                 if choice["delta"].get("content"):
                     if not text:
-                        tally.ttft_s.append(time.perf_counter() - began)
+                        ttft = time.perf_counter() - began
                     text.append(choice["delta"]["content"])
             usage = chunk.get("usage")
             if usage:
-                tally.prompt_tokens += usage["prompt_tokens"]
+                prompt_tokens = usage["prompt_tokens"]
                 details = usage.get("prompt_tokens_details") or {}
-                tally.cached_tokens += details.get("cached_tokens") or 0
+                cached_tokens = details.get("cached_tokens") or 0
+    tally.add(ttft, prompt_tokens, cached_tokens)
     return "".join(text)
 
 
@@ -112,15 +130,23 @@ def cached_share(tally: Tally) -> float:
     return tally.cached_tokens / max(tally.prompt_tokens, 1)
 
 
+def _summary(seconds: list[float]) -> str:
+    return latency_summary(seconds) if seconds else "-"
+
+
 def describe(tally: Tally) -> list[str]:
     """The run's figures, a line each."""
     spread = statistics.mean(len(r) for r in tally.replicas)
     replicas = len(set().union(*tally.replicas))
     share = cached_share(tally)
+    computed, cached = tally.computed_ttft_s, tally.cached_ttft_s
     return [
         f"  cached share {share:.3f} ({tally.cached_tokens}/{tally.prompt_tokens} prompt tokens)",
         f"  TTFT {latency_summary(tally.ttft_s)}",
-        f"  replicas: {replicas} in all, {spread:.2f} per conversation on average",
+        f"  mostly computed, {len(computed)} prompts: TTFT {_summary(computed)}",
+        f"  mostly cached, {len(cached)} prompts: TTFT {_summary(cached)}",
+        f"  replicas: {replicas} in all, {spread:.2f} per conversation on average, "
+        f"requests on each {sorted(tally.requests_per_replica.values(), reverse=True)}",
     ]
 
 

@@ -6,7 +6,12 @@ loopback port, then the server as Serve applications built by `oai_server.ray_se
 - `one`: one replica, the reference for the share of prompt tokens its prefix cache serves;
 - `default` and `affinity`: two replicas each, Serve's default router against
   `ray_router: affinity` (the gateway and `CacheAffinityRouter`), both deployed at once
-  and measured in turns (A B A B), each run with system prompts of its own.
+  and measured in turns (A B B A ...: each goes first as often, so drift in the machine's
+  load favours neither), each run with system prompts of its own.
+
+Before the workload, one conversation of two turns runs alone on `one`: its TTFTs are the
+engine's floor for a fresh system prompt (prefill only) and for a cached one, against
+which the workload's TTFTs show how much of them is waiting for the engine.
 
     python -m benchmarks replicas --rounds 2 --setting cpu_kvcache_space=1
 
@@ -109,6 +114,21 @@ def _measure(args: argparse.Namespace, base_url: str, tag: str) -> multiturn.Tal
     return asyncio.run(multiturn.run(run))
 
 
+def _alone(args: argparse.Namespace, base_url: str) -> None:
+    """One conversation of two turns with nothing else running: the engine's floor."""
+    alone = argparse.Namespace(**{**vars(args), "conversations": 1, "turns": 2})
+    tally = _measure(alone, base_url, "alone-" + secrets.token_hex(4))
+    print(
+        f"alone: TTFT {_ms(tally.computed_ttft_s)} ms for a fresh prompt "
+        f"({tally.prompt_tokens} prompt tokens over both turns), "
+        f"{_ms(tally.cached_ttft_s)} ms for its cached follow-up"
+    )
+
+
+def _ms(seconds: list[float]) -> str:
+    return f"{statistics.median(seconds) * 1000:.0f}" if seconds else "-"
+
+
 def _warm(args: argparse.Namespace, base_url: str, replicas: int) -> None:
     """A few short conversations first: each engine's first steps are slower."""
     warm = argparse.Namespace(**{**vars(args), "conversations": 2 * replicas, "turns": 1})
@@ -126,7 +146,12 @@ def _p(values: list[float], q: float) -> float:
 def _command(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="oai-replicas-") as data_dir:
         # A store of its own: never migrate the data directory other servers here use.
-        settings: dict[str, Any] = {"ray_num_cpus": 0.5, "data_dir": data_dir}
+        # No embedding model: four replicas at once each held an idle one (1.5 GB each).
+        settings: dict[str, Any] = {
+            "ray_num_cpus": 0.5,
+            "data_dir": data_dir,
+            "embedding_model": "none",
+        }
         settings.update(args.setting)
         if args.engine_factory:
             settings["engine_factory"] = args.engine_factory
@@ -147,6 +172,7 @@ def _run_all(
         deploy("one", 1, "default", settings)
         wait_for_replicas(f"{url}/one", 1)
         _warm(args, f"{url}/one", 1)
+        _alone(args, f"{url}/one")
         results["one"].append(_measure(args, f"{url}/one", secrets.token_hex(4)))
         print(f"one (load {os.getloadavg()[0]:.2f})", *multiturn.describe(results["one"][0]))
         serve.delete("one")
@@ -156,7 +182,8 @@ def _run_all(
             wait_for_replicas(f"{url}/{name}", 2)
             _warm(args, f"{url}/{name}", 2)
         for round_ in range(args.rounds):
-            for name in ("default", "affinity"):
+            order = ("default", "affinity") if round_ % 2 == 0 else ("affinity", "default")
+            for name in order:
                 tally = _measure(args, f"{url}/{name}", secrets.token_hex(4))
                 results[name].append(tally)
                 load = os.getloadavg()[0]
@@ -168,9 +195,19 @@ def _summarise(results: dict[str, list[multiturn.Tally]]) -> None:
     share = {k: statistics.median(multiturn.cached_share(t) for t in v) for k, v in results.items()}
     p50 = {k: statistics.median(_p(t.ttft_s, 50) for t in v) for k, v in results.items()}
     p99 = {k: statistics.median(_p(t.ttft_s, 99) for t in v) for k, v in results.items()}
-    print("\n| setup | cached share | TTFT p50 ms | TTFT p99 ms |\n|---|---:|---:|---:|")
+    computed = {
+        k: statistics.median(t.prompt_tokens - t.cached_tokens for t in v)
+        for k, v in results.items()
+    }
+    print(
+        "\n| setup | cached share | prompt tokens computed | TTFT p50 ms | TTFT p99 ms |"
+        "\n|---|---:|---:|---:|---:|"
+    )
     for name in results:
-        print(f"| {name} | {share[name]:.3f} | {p50[name] * 1000:.0f} | {p99[name] * 1000:.0f} |")
+        print(
+            f"| {name} | {share[name]:.3f} | {computed[name]:.0f} "
+            f"| {p50[name] * 1000:.0f} | {p99[name] * 1000:.0f} |"
+        )
     print(
         f"\naffinity / one: cached share {_ratio(share['affinity'], share['one'])}"
         f"\naffinity / default: cached share {_ratio(share['affinity'], share['default'])}, "

@@ -69,15 +69,20 @@ class Gateway:
 
     async def __call__(self, request: Request) -> Response:
         scope = {k: request.scope[k] for k in SCOPE_KEYS if k in request.scope}
-        body = b""
+        pieces: list[bytes] = []
+        size = 0
         async for piece in request.stream():
-            body += piece
-            if len(body) > self.max_bytes:
+            pieces.append(piece)
+            size += len(piece)
+            if size > self.max_bytes:
                 break  # the replica refuses it (413): no need to read further
+        body = b"".join(pieces)
         hint = await self.hints.hint(body) if request.method == "POST" else None
         messages, start = await self._start(scope, body, hint)
         headers: list[tuple[bytes, bytes]] = start.get("headers", [])
         replica = next((v.decode() for k, v in headers if k == self.replica_header), "")
+        if hint is not None and hint.key is not None and replica:
+            self.responses.remember(hint.key, replica)  # its next request finds the cache
         response = StreamingResponse(self._body(messages, replica), start["status"])
         response.raw_headers = list(headers)
         return response

@@ -6,6 +6,7 @@ by, but only in its own memory: a restarted gateway, or one of several, has not 
 previous turn. Then it reads the store: one primary-key lookup, only for a request that
 continues a response or conversation, names no `prompt_cache_key`, and missed the
 memory; bounded by `LOOKUP_TIMEOUT_S`, and skipped (routing by key) when it fails.
+Otherwise a request goes where its key's last request ran, as far as the gateway saw.
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ class RouteHints:
             replica = self.learned.get(route.previous)
             if replica is None and not route.by_cache_key:
                 replica = await self.recorded(route.previous)
+        if replica is None and route.key is not None:
+            replica = self.learned.get(route.key)  # where the key's last request ran
         return RouteHint(key=route.key, replica=replica)
 
     async def recorded(self, object_id: str) -> str | None:

@@ -2,10 +2,14 @@
 
 The gateway (`gateway.py`) reads each request and attaches a `RouteHint`; this router,
 running in the gateway's process, sends the request to the hinted replica (the one that
-served the previous turn), else to the owner of the hint's key on a consistent-hash
-ring. Load wins over affinity: past `target` ongoing requests the preferred replica is
-passed over for the less loaded of two random ones (Serve's default policy), so a burst
-spreads and a dead replica costs its conversations only their cached prefixes.
+served the previous turn, or the key's last request), else to the owner of the hint's
+key on a consistent-hash ring. Load wins over affinity: past `target` ongoing requests
+the preferred replica is passed over for the less loaded of two random ones (Serve's
+default policy), so a burst spreads and a dead replica costs its conversations only
+their cached prefixes. A key the gateway has not seen served has no cache it knows of:
+it goes to its ring owner only while that replica is within `SPREAD` requests of the
+least loaded (a hash puts 16 conversations 11 to 5 or worse on two replicas one time in
+five, and the heavier replica's turns all wait), and then stays where it went.
 """
 
 from __future__ import annotations
@@ -16,6 +20,10 @@ from typing import Any
 from ray.serve.request_router import PendingRequest, RequestRouter, RunningReplica
 
 from oai_server.ray_serve.affinity import HashRing, RouteHint
+
+# How many more requests in flight than the least loaded replica a key's ring owner may
+# hold and still take a key no replica has served yet.
+SPREAD = 2
 
 
 def _hint(request: PendingRequest | None) -> RouteHint | None:
@@ -44,15 +52,17 @@ class CacheAffinityRouter(RequestRouter):
     def preferred(
         self, replicas: list[RunningReplica], hint: RouteHint | None
     ) -> RunningReplica | None:
+        """The replica that holds the hint's prefix, or the key's owner while it is not
+        busier than the others by `SPREAD` (a new key has no cache to lose yet)."""
         if hint is None:
             return None
         by_id = {r.replica_id.unique_id: r for r in replicas}
         if hint.replica is not None and hint.replica in by_id:
             return by_id[hint.replica]
-        if hint.key is None:
+        owner = None if hint.key is None else by_id.get(self.ring(replicas).owner(hint.key) or "")
+        if owner is None or self.load(owner) >= min(map(self.load, replicas)) + SPREAD:
             return None
-        owner = self.ring(replicas).owner(hint.key)
-        return None if owner is None else by_id.get(owner)
+        return owner
 
     def load(self, replica: RunningReplica) -> int:
         """Ongoing requests as last seen (sends from here count at once); 0 if unknown."""

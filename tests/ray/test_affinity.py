@@ -1,9 +1,10 @@
 """`ray_router="affinity"`: two replicas behind the gateway, with the fake engine.
 
 Every turn of a conversation goes to one replica (`x-replica`), whichever way it names
-itself, while load is light; a burst past the target spreads; a killed replica costs its
-conversations their affinity, never a request; a restarted gateway, which learned nothing
-yet, finds the previous turn's replica in the store.
+itself, while load is light; a burst past the target spreads, and a conversation it moved
+stays where it went; a killed replica costs its conversations their affinity, never a
+request; a restarted gateway, which learned nothing yet, finds the previous turn's
+replica in the store.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from tests.ray.conftest import (
 APP = "affinity"
 TARGET = 2  # ongoing requests per replica before affinity gives way
 TURNS = 3
+CONVERSATIONS = 10  # at once, against a target of 2 on each of 2 replicas
 # A system prompt longer than the gateway's prefix window, different per conversation.
 SYSTEM = "You are the assistant of shop {}. " + "Answer briefly and politely. " * 40
 
@@ -121,6 +123,24 @@ async def test_a_burst_past_the_target_spreads_over_both_replicas(url: str) -> N
     per_replica = collections.Counter(a.headers["x-replica"] for a in answers)
     assert len(per_replica) == 2, per_replica
     assert min(per_replica.values()) >= 3, per_replica
+
+
+async def test_a_conversation_a_burst_moved_stays_where_its_prefix_now_is(url: str) -> None:
+    systems = [SYSTEM.format(uuid.uuid4().hex) for _ in range(CONVERSATIONS)]
+    async with client() as http:
+        # Ten new conversations at once, 1 s each: past the target, most leave their
+        # key's replica for the other one, which then holds their prefix.
+        bodies = [_chat(system, 0, max_tokens=20) for system in systems]
+        first = await asyncio.gather(
+            *(http.post(f"{url}/v1/chat/completions", json=body) for body in bodies)
+        )
+        assert [r.status_code for r in first] == [200] * CONVERSATIONS
+        assert len({r.headers["x-replica"] for r in first}) == 2
+        later = [
+            await http.post(f"{url}/v1/chat/completions", json=_chat(system, 1))
+            for system in systems
+        ]
+    assert [r.headers["x-replica"] for r in later] == [r.headers["x-replica"] for r in first]
 
 
 async def test_a_killed_replica_loses_its_conversations_affinity_not_their_requests(
