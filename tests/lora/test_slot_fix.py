@@ -4,6 +4,7 @@ and the adapter's tokens get exactly what vLLM's own op gives them."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from oai_server.engine import vllm_lora_ops
@@ -37,3 +38,18 @@ def test_tokens_without_an_adapter_get_no_delta_from_the_last_slot() -> None:
     assert torch.equal(after[1:], before[1:])
     assert vllm_lora_ops.apply()  # a second call changes nothing more
     assert torch.equal(delta(), after)
+
+
+def test_ops_of_another_shape_are_left_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A vLLM whose ops differ is not patched: the engine falls back to the null adapter."""
+    from vllm.lora.ops.torch_ops import lora_ops
+    from vllm.lora.punica_wrapper import punica_cpu
+
+    def bgmv_shrink(x: torch.Tensor, weights: torch.Tensor, out: torch.Tensor) -> None:
+        raise AssertionError("never called")
+
+    for module in (lora_ops, punica_cpu):
+        monkeypatch.setattr(module, "bgmv_shrink", bgmv_shrink)
+    assert not vllm_lora_ops.patchable()
+    assert not vllm_lora_ops.apply()
+    assert punica_cpu.bgmv_shrink is bgmv_shrink
