@@ -12,7 +12,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, get_args
 
-from oai_server.engine import cpu, vllm_args
+from oai_server.engine import cpu, vllm_args, vllm_lora_ops
 from oai_server.engine.lora import check_adapter
 from oai_server.engine.protocol import Engine, check_priority
 from oai_server.engine.settings import EngineSettings
@@ -67,15 +67,39 @@ class VLLMEngine(AsyncLLMHolder, Engine):
         # The CPU kernels and dtype chosen at start (None on GPU).
         self.plan: cpu.KernelPlan | None = None
         self._adapters = VLLMAdapters()
+        self._lora_slot_fix = False
 
     async def start(self) -> None:
         await asyncio.to_thread(self._start_blocking)
         llm = self._ready_llm()
         if self._options.lora_enabled and self.plan is not None:
-            await self._adapters.add_null_adapter(llm, llm.model_config.hf_config)
+            await self._fix_base_model_lora_slot(llm)
         for name, path in self._options.lora_paths().items():
             check_adapter(path, self._options.max_lora_rank, param="lora_modules")
             await self.load_adapter(name, path)
+
+    async def _fix_base_model_lora_slot(self, llm: Any) -> None:
+        """On CPU, keep base-model tokens off vLLM's last LoRA slot: by its ops, fixed in the
+        engine core (vllm_lora_ops.py), else by the null adapter (vllm_lora.py)."""
+        if self._lora_slot_fix:
+            try:
+                fixed = await llm.collective_rpc("oai_mask_unset_lora_slot")
+            except Exception as exc:  # noqa: BLE001 - any failure there means: not fixed
+                logger.debug("the LoRA slot fix failed in the engine core: %s", exc)
+                fixed = [False]
+            if fixed and all(fixed):
+                return
+            logger.warning(
+                "LoRA on CPU: vLLM's LoRA ops could not be fixed in the engine core; "
+                "base-model requests carry a null adapter, which takes one of the "
+                "--max-loras slots"
+            )
+        else:
+            logger.warning(
+                "LoRA on CPU: this vLLM's LoRA ops are not the ones oai-server can fix; "
+                "base-model requests carry a null adapter (slower)"
+            )
+        await self._adapters.add_null_adapter(llm, llm.model_config.hf_config)
 
     async def load_adapter(self, name: str, path: str) -> None:
         llm = self._ready_llm()
@@ -115,7 +139,10 @@ class VLLMEngine(AsyncLLMHolder, Engine):
         from vllm.engine.arg_utils import AsyncEngineArgs
         from vllm.v1.engine.async_llm import AsyncLLM
 
-        args = vllm_args.engine_args(self._options, on_cpu, self._served_model_name)
+        self._lora_slot_fix = on_cpu and self._options.lora_enabled and vllm_lora_ops.patchable()
+        args = vllm_args.engine_args(
+            self._options, on_cpu, self._served_model_name, lora_slot_fix=self._lora_slot_fix
+        )
         if not self._log_stats:
             args["disable_log_stats"] = True
         logger.debug("starting vLLM engine (%s): %s", "CPU" if on_cpu else "GPU", args)

