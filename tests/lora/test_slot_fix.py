@@ -10,8 +10,17 @@ import torch
 from oai_server.engine import vllm_lora_ops
 
 
-def test_tokens_without_an_adapter_get_no_delta_from_the_last_slot() -> None:
+def test_tokens_without_an_adapter_get_no_delta_from_the_last_slot(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from vllm.lora.ops import torch_ops
     from vllm.lora.ops.torch_ops import lora_ops
+    from vllm.lora.punica_wrapper import punica_cpu
+
+    # vLLM's own ops again after this test (apply() patches this process's modules).
+    for module in (lora_ops, torch_ops, punica_cpu):
+        for name in ("bgmv_shrink", "bgmv_expand", "bgmv_expand_slice"):
+            monkeypatch.setattr(module, name, getattr(module, name))
 
     torch.manual_seed(0)
     hidden, rank, slots = 16, 4, 2
