@@ -78,6 +78,13 @@ class AsyncLLMHolder:
     async def stop(self) -> None:
         llm, self._llm = self._llm, None
         if llm is not None:
+            # Its output handler first: vLLM's `shutdown` stops the core, then cancels
+            # the handler, which meanwhile reads the closed core as dead and logs a
+            # traceback, on a clean stop (seen on a loaded machine).
+            handler: asyncio.Task[None] | None = getattr(llm, "output_handler", None)
+            if handler is not None:
+                handler.cancel()
+                await asyncio.wait([handler])
             await asyncio.to_thread(llm.shutdown)
         reap(self._processes)
         self._processes = []
