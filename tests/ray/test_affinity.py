@@ -120,9 +120,11 @@ async def test_a_burst_past_the_target_spreads_over_both_replicas(url: str) -> N
             *(http.post(f"{url}/v1/chat/completions", json=body) for _ in range(12))
         )
     assert [a.status_code for a in answers] == [200] * 12
+    # Both replicas answer part of it. How many each takes depends on how many of the
+    # twelve the gateway has in flight at once, which a loaded 2-core machine varies
+    # (CI saw 10 and 2 where a quiet run splits it about evenly).
     per_replica = collections.Counter(a.headers["x-replica"] for a in answers)
     assert len(per_replica) == 2, per_replica
-    assert min(per_replica.values()) >= 3, per_replica
 
 
 async def test_a_conversation_a_burst_moved_stays_where_its_prefix_now_is(url: str) -> None:
