@@ -29,7 +29,8 @@ def _float_list(text: str) -> list[float]:
     return [float(part) for part in text.split(",") if part.strip()]
 
 
-def _key_value(text: str) -> tuple[str, str]:
+def key_value(text: str) -> tuple[str, str]:
+    """An argparse type for KEY=VALUE (a server setting, a label)."""
     key, sep, value = text.partition("=")
     if not sep or not key:
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
@@ -162,7 +163,7 @@ def add_run_options(parser: argparse.ArgumentParser, *, default_label: str | Non
     )
     group.add_argument(
         "--server-info",
-        type=_key_value,
+        type=key_value,
         action="append",
         default=[],
         metavar="KEY=VALUE",

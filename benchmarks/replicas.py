@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from benchmarks import multiturn
+from benchmarks import multiturn, options
 from benchmarks.metrics import percentile
 
 if TYPE_CHECKING:
@@ -51,13 +51,6 @@ def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-def _setting(text: str) -> tuple[str, str]:
-    name, sep, value = text.partition("=")
-    if not sep:
-        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
-    return name, value
 
 
 @contextmanager
@@ -222,10 +215,12 @@ def register(subparsers: Subparsers) -> None:
         help="multiturn on a local Ray: one replica, two behind the default router, two affinity",
     )
     multiturn.add_workload_options(parser)
-    parser.add_argument("--rounds", type=int, default=2, help="default/affinity turns (A B A B)")
+    parser.add_argument(
+        "--rounds", type=int, default=2, help="default/affinity turns (A B, then B A)"
+    )
     parser.add_argument(
         "--setting",
-        type=_setting,
+        type=options.key_value,
         action="append",
         default=[],
         metavar="NAME=VALUE",
