@@ -83,9 +83,11 @@ async def test_streams_spread_over_both_replicas_and_arrive_incrementally(url: s
     async with client() as http:
         await asyncio.gather(*(read_stream(http, url, tokens, s) for s in streams))
 
+    # The same prompt forty times: the router keeps it on its replica until that one is
+    # past its target, so how many spill over depends on how many are in flight at once
+    # (CI saw 37 and 3). That both replicas answer is the property.
     per_replica = collections.Counter(s.replica for s in streams)
     assert len(per_replica) == 2, per_replica
-    assert min(per_replica.values()) >= 4, per_replica
     for s in streams:
         assert s.done
         assert s.text == expected_text(tokens)
