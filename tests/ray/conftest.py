@@ -62,6 +62,9 @@ def ray_serve() -> Iterator[RayServe]:
         # Load reports every half second (default 10 s), so the autoscaling test is quick.
         for reporter in ("REPLICA", "HANDLE"):
             env.setenv(f"RAY_SERVE_{reporter}_AUTOSCALING_METRIC_PUSH_INTERVAL_S", "0.5")
+        # The proxy has three readiness checks of 5 s to start in (then Serve kills it): on
+        # a loaded machine it started 13 s after the first, too late. A minute each.
+        env.setenv("RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S", "60")
         yield from _local_ray_serve()
 
 
