@@ -208,11 +208,15 @@ async def test_a_dead_embedding_engine_ends_the_process_after_chat_in_flight() -
             await asyncio.sleep(0.01)
         body = {"model": CHAT, "messages": [{"role": "user", "content": "hi"}]}
         chatting = asyncio.create_task(client.post("/v1/chat/completions", json=body))
-        await asyncio.sleep(0.3)
+        # Killed once the chat runs (after a fixed pause a loaded machine may not have
+        # started it, and a request arriving after the death is refused).
+        async with asyncio.timeout(30):
+            while not engine.running_requests():  # noqa: ASYNC110 - the fake engine's count
+                await asyncio.sleep(0.01)
         embedder.kill()
         answered = await chatting
         assert not exited.is_set(), "the process ended before the chat answer did"
-        await asyncio.wait_for(exited.wait(), 5)
+        await asyncio.wait_for(exited.wait(), 30)  # generous: it returns once set
     assert answered.status_code == 200
     assert answered.json()["choices"][0]["message"]["content"] == engine.reply
     assert app.state.server.lifecycle.exit_code == EXIT_ENGINE_DEAD

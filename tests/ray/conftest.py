@@ -7,6 +7,7 @@ engine from this package, so the repository root goes onto their PYTHONPATH.
 from __future__ import annotations
 
 import os
+import random
 import socket
 import time
 from collections.abc import Iterator
@@ -28,10 +29,24 @@ FAKE_EMBEDDER = "tests.ray.engines:fake_embedder"
 MODEL = "smollm2-135m-instruct"
 
 
+# Ports handed to Ray: above its workers' (10002-19999), below the kernel's ephemeral range
+# (Linux's starts at 32768). Ray binds them only once its processes are up, seconds later on
+# a loaded machine, and meanwhile its own servers take ports from the ephemeral range: a
+# free one from there was taken by then ("Address already in use", and the raylet went
+# down with its dashboard agent).
+RAY_PORTS = range(20000, 32768)
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A port of `RAY_PORTS` free now, picked at random."""
+    for port in random.sample(RAY_PORTS, len(RAY_PORTS)):
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise AssertionError(f"no free port in {RAY_PORTS}")
 
 
 @dataclass(frozen=True)
@@ -47,6 +62,9 @@ def ray_serve() -> Iterator[RayServe]:
         # Load reports every half second (default 10 s), so the autoscaling test is quick.
         for reporter in ("REPLICA", "HANDLE"):
             env.setenv(f"RAY_SERVE_{reporter}_AUTOSCALING_METRIC_PUSH_INTERVAL_S", "0.5")
+        # The proxy has three readiness checks of 5 s to start in (then Serve kills it): on
+        # a loaded machine it started 13 s after the first, too late. A minute each.
+        env.setenv("RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S", "60")
         yield from _local_ray_serve()
 
 

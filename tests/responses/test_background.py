@@ -16,7 +16,7 @@ from tests.store.conftest import MODEL, sdk
 
 
 def wait_until_done(client: openai.OpenAI, response_id: str) -> openai.types.responses.Response:
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60  # generous for a loaded machine: a done one returns
     while True:
         got = client.responses.retrieve(response_id)
         if got.status not in ("queued", "in_progress") or time.monotonic() > deadline:
@@ -50,10 +50,15 @@ def test_poll_and_resume_the_stream(store_url: str, template: Path) -> None:
 
 
 def test_cancel_a_running_response(store_url: str, template: Path) -> None:
-    engine = FakeEngine(reply=" ".join(["word"] * 500), token_delay=0.01)
+    engine = FakeEngine(reply=" ".join(["word"] * 500), token_delay=0.05)  # 25 s: cancelled first
     with serve(app_on(store_url, template, engine)) as base, sdk(base) as client:
         queued = client.responses.create(model=MODEL, input="Talk", background=True)
-        time.sleep(0.1)
+        # Cancelled once it runs (a loaded machine may not have started it after a fixed
+        # pause, and a queued response is cancelled without reaching the engine).
+        deadline = time.monotonic() + 30
+        while not engine.running_requests():  # polling the fake engine
+            assert time.monotonic() < deadline, "the response never reached the engine"
+            time.sleep(0.01)
         cancelled = client.responses.cancel(queued.id)
         assert cancelled.status == "cancelled"
         assert client.responses.retrieve(queued.id).status == "cancelled"

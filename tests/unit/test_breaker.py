@@ -27,7 +27,7 @@ class Dependency:
                 await asyncio.sleep(3600)
             except asyncio.CancelledError:
                 # A client cleaning up against a hung server: slow to unwind.
-                await asyncio.shield(asyncio.sleep(0.5))
+                await asyncio.shield(asyncio.sleep(1.0))
                 self.unwound.set()
                 raise
         return "answer"
@@ -45,9 +45,10 @@ async def test_within_gives_up_at_its_deadline_without_waiting_for_the_unwinding
     began = time.monotonic()
     with pytest.raises(TimeoutError):
         await within(dep.answer(), 0.1)
-    assert time.monotonic() - began < 0.3  # the 0.5 s unwinding happens afterwards
+    # The 1 s unwinding happens afterwards (the bound leaves a loaded machine 0.8 s).
+    assert time.monotonic() - began < 0.9
     assert not dep.unwound.is_set()
-    await asyncio.wait_for(dep.unwound.wait(), 2)
+    await asyncio.wait_for(dep.unwound.wait(), 5)
 
 
 async def test_a_timeout_marks_the_dependency_down_at_once_and_a_probe_brings_it_back() -> None:
@@ -61,13 +62,15 @@ async def test_a_timeout_marks_the_dependency_down_at_once_and_a_probe_brings_it
     calls = dep.calls
     began = time.monotonic()
     with pytest.raises(DependencyDownError):
-        await breaker.call(dep.answer(), 0.1)
-    assert time.monotonic() - began < 0.01
+        await breaker.call(dep.answer(), 5.0)
+    # At once, not after the call's 5 s deadline on the hung dependency (a bound of
+    # milliseconds would be the machine's scheduling, not the breaker's).
+    assert time.monotonic() - began < 1.0
     await asyncio.sleep(0.3)
     assert not breaker.up  # the probes time out too
     assert dep.calls > calls  # ... but only they reach the dependency
     dep.mode = "ok"
-    async with asyncio.timeout(1):
+    async with asyncio.timeout(10):  # generous: it returns at the first good probe
         await breaker.wait_up()
     assert await breaker.call(dep.answer(), 0.1) == "answer"
     await breaker.close()

@@ -135,9 +135,11 @@ async def test_stream_is_delivered_incrementally() -> None:
                     arrivals.append(time.monotonic() - began)
         total = time.monotonic() - began
     assert len(arrivals) == words
-    # The generation takes words * 0.05 s; the first token must not wait for the last.
+    # The generation takes words * 0.05 s; the first token must not wait for the last:
+    # they arrive spread over the generation (buffered, they would come together). Load
+    # only stretches the spread, where a bound on the first token's wait from the request
+    # would fail when the machine is slow to connect.
     assert total >= words * 0.05
-    assert arrivals[0] < total / 3, (arrivals, total)
     assert arrivals[-1] - arrivals[0] >= (words - 2) * 0.05, arrivals
 
 

@@ -10,7 +10,7 @@ import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from playwright.sync_api import Browser, BrowserContext, Page, sync_playwright
+from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
 
 VIEWPORT = {"width": 1100, "height": 720}
 # How long a page waits for what must come (the page loaded, a reply finished). Playwright's
@@ -40,6 +40,8 @@ def new_context(browser: Browser) -> BrowserContext:
     """A fresh context (empty local storage) at the suite's viewport and waits."""
     context = browser.new_context(viewport=VIEWPORT)
     context.set_default_timeout(WAIT_MS)
+    # `expect()` has a wait of its own (5 s), which the context's does not change.
+    expect.set_options(timeout=WAIT_MS)
     return context
 
 
