@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import os
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -12,7 +14,8 @@ from ray.serve import Application, Deployment
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from oai_server.app import create_app
-from oai_server.ray_serve import ray_metrics
+from oai_server.engine.vllm_args import THREADS_BIND_VARIABLE
+from oai_server.ray_serve import cores, ray_metrics
 from oai_server.ray_serve.affinity import RouteHint
 from oai_server.ray_serve.engine import (
     StartOnce,
@@ -23,6 +26,8 @@ from oai_server.ray_serve.engine import (
 from oai_server.ray_serve.gateway import Gateway
 from oai_server.ray_serve.options import deployment_options, gateway_options
 from oai_server.settings import Settings
+
+logger = logging.getLogger(__name__)
 
 DEPLOYMENT_NAME = "OAIServer"
 GATEWAY_NAME = "Gateway"
@@ -68,11 +73,24 @@ class Replica:
         engine_factory: str | None,
         embedding_factory: str | None = None,
     ) -> None:
-        self.settings = Settings(**settings)  # the rest from this node's OAI_* and defaults
+        context = serve.get_replica_context()
+        self.replica = context.replica_id.unique_id
+        # The rest from this node's OAI_* and defaults.
+        self.settings = cores.own_cores(
+            Settings(**settings), context.rank.local_rank, os.sched_getaffinity(0)
+        )
+        if self.settings.ray_cpu_cores == "per-replica" and self.settings.cpu_threads_bind:
+            # A models file's entries that name no cores of their own take the variable.
+            os.environ[THREADS_BIND_VARIABLE] = self.settings.cpu_threads_bind
+            logger.info(
+                "replica %s (local rank %d) computes on cores %s",
+                self.replica,
+                context.rank.local_rank,
+                self.settings.cpu_threads_bind,
+            )
         self.engine = StartOnce(load_factory(engine_factory)(self.settings))
         embedder = load_embedding_factory(embedding_factory)(self.settings)
         self.embedder = None if embedder is None else StartOnceEmbedding(embedder)
-        self.replica = serve.get_replica_context().replica_id.unique_id
         # One after the other, as the plain server loads them (vLLM's configuration is
         # process-wide while an engine loads).
         await self.engine.start()
