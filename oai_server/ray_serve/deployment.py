@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import os
 from collections.abc import AsyncIterator
 from typing import Any
@@ -26,8 +25,6 @@ from oai_server.ray_serve.engine import (
 from oai_server.ray_serve.gateway import Gateway
 from oai_server.ray_serve.options import deployment_options, gateway_options
 from oai_server.settings import Settings
-
-logger = logging.getLogger(__name__)
 
 DEPLOYMENT_NAME = "OAIServer"
 GATEWAY_NAME = "Gateway"
@@ -75,19 +72,14 @@ class Replica:
     ) -> None:
         context = serve.get_replica_context()
         self.replica = context.replica_id.unique_id
-        # The rest from this node's OAI_* and defaults.
-        self.settings = cores.own_cores(
-            Settings(**settings), context.rank.local_rank, os.sched_getaffinity(0)
-        )
-        if self.settings.ray_cpu_cores == "per-replica" and self.settings.cpu_threads_bind:
+        self.settings = Settings(**settings)  # the rest from this node's OAI_* and defaults
+        if self.settings.ray_cpu_cores == "per-replica":
+            # Serve's node-local rank (Ray 2.60 has it; read only when asked for).
+            rank = context.rank.local_rank
+            self.settings = cores.own_cores(self.settings, rank, os.sched_getaffinity(0))
             # A models file's entries that name no cores of their own take the variable.
-            os.environ[THREADS_BIND_VARIABLE] = self.settings.cpu_threads_bind
-            logger.info(
-                "replica %s (local rank %d) computes on cores %s",
-                self.replica,
-                context.rank.local_rank,
-                self.settings.cpu_threads_bind,
-            )
+            # vLLM's engine logs the cores it binds ("core ids=[...]").
+            os.environ[THREADS_BIND_VARIABLE] = self.settings.cpu_threads_bind or ""
         self.engine = StartOnce(load_factory(engine_factory)(self.settings))
         embedder = load_embedding_factory(embedding_factory)(self.settings)
         self.embedder = None if embedder is None else StartOnceEmbedding(embedder)
