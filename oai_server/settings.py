@@ -235,6 +235,14 @@ class Settings(BaseSettings, EngineOptions):
         "is below --ray-target-ongoing-requests).",
     )
     ray_num_cpus: float = Field(1.0, ge=0, description="Ray Serve: CPUs each replica reserves.")
+    ray_cpu_cores: Literal["shared", "per-replica"] = Field(
+        "shared",
+        description="Ray Serve, CPU: shared: every replica's engines compute on "
+        "--cpu-threads-bind's cores; per-replica: replicas on one node compute on cores of "
+        "their own, the replica of node-local rank r on cores r*k to (r+1)*k-1 of those its "
+        "process may use (k: --ray-num-cpus rounded down, at least 1; more replicas than "
+        "slices wrap around), overriding --cpu-threads-bind.",
+    )
     ray_num_gpus: float = Field(
         0.0,
         ge=0,

@@ -17,6 +17,9 @@ from oai_server.engine.settings import EngineSettings
 
 logger = logging.getLogger(__name__)
 
+# The cores vLLM's CPU backend pins its compute threads to (`--cpu-threads-bind`).
+THREADS_BIND_VARIABLE = "VLLM_CPU_OMP_THREADS_BIND"
+
 
 def configure_cpu(options: EngineSettings) -> None:
     """Set the CPU backend's environment before the engine process is spawned.
@@ -29,15 +32,15 @@ def configure_cpu(options: EngineSettings) -> None:
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
     bind = options.cpu_threads_bind
     if bind == "auto":
-        os.environ.pop("VLLM_CPU_OMP_THREADS_BIND", None)
+        os.environ.pop(THREADS_BIND_VARIABLE, None)
         return
-    if bind is None and "VLLM_CPU_OMP_THREADS_BIND" in os.environ:
+    if bind is None and THREADS_BIND_VARIABLE in os.environ:
         return
     if bind in (None, "all"):
         # vLLM keeps a core for the front end by default; on small machines the
         # engine is the bottleneck, and every core computing gave 1.4x the tokens/s.
         bind = f"0-{(os.cpu_count() or 1) - 1}"
-    os.environ["VLLM_CPU_OMP_THREADS_BIND"] = bind
+    os.environ[THREADS_BIND_VARIABLE] = bind
 
 
 def preload_for(options: EngineSettings) -> str | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -12,7 +13,8 @@ from ray.serve import Application, Deployment
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from oai_server.app import create_app
-from oai_server.ray_serve import ray_metrics
+from oai_server.engine.vllm_args import THREADS_BIND_VARIABLE
+from oai_server.ray_serve import cores, ray_metrics
 from oai_server.ray_serve.affinity import RouteHint
 from oai_server.ray_serve.engine import (
     StartOnce,
@@ -68,11 +70,19 @@ class Replica:
         engine_factory: str | None,
         embedding_factory: str | None = None,
     ) -> None:
+        context = serve.get_replica_context()
+        self.replica = context.replica_id.unique_id
         self.settings = Settings(**settings)  # the rest from this node's OAI_* and defaults
+        if self.settings.ray_cpu_cores == "per-replica":
+            # Serve's node-local rank (Ray 2.60 has it; read only when asked for).
+            rank = context.rank.local_rank
+            self.settings = cores.own_cores(self.settings, rank, os.sched_getaffinity(0))
+            # A models file's entries that name no cores of their own take the variable.
+            # vLLM's engine logs the cores it binds ("core ids=[...]").
+            os.environ[THREADS_BIND_VARIABLE] = self.settings.cpu_threads_bind or ""
         self.engine = StartOnce(load_factory(engine_factory)(self.settings))
         embedder = load_embedding_factory(embedding_factory)(self.settings)
         self.embedder = None if embedder is None else StartOnceEmbedding(embedder)
-        self.replica = serve.get_replica_context().replica_id.unique_id
         # One after the other, as the plain server loads them (vLLM's configuration is
         # process-wide while an engine loads).
         await self.engine.start()

@@ -29,6 +29,11 @@ def one_fake_per_model(settings: Settings) -> EngineRouter:
     return EngineRouter({name: FakeEngine(reply=f"I am {name}.") for name in chat})
 
 
+def fake_naming_its_cores(settings: Settings) -> FakeEngine:
+    """Says the cores its replica gave its engine (`--cpu-threads-bind`)."""
+    return FakeEngine(reply=f"cores {settings.cpu_threads_bind}")
+
+
 def fake_embedder(settings: Settings) -> FakeEmbeddingEngine | None:
     """The fake embedding engine when `settings` serve an embedding model, as vLLM's
     factory (`build_embedding_engine`) builds the real one."""
