@@ -35,6 +35,9 @@ logger = logging.getLogger(__name__)
 _OPS = ("bgmv_shrink", "bgmv_expand", "bgmv_expand_slice")
 _PARAMS = ("inputs", "lora_b_weights", "output_tensor", "lora_indices_tensor")
 _PATCHED = "_oai_masks_unset_slot"
+# Past this many products (tokens x slots x output width, 16 MiB in float32), tokens are
+# multiplied slot by slot rather than by every slot at once.
+ALL_SLOTS_MAX = 1 << 22
 
 
 def patchable() -> bool:
@@ -99,10 +102,19 @@ def _products(
     ):
         return None
     slots, width, depth = weights.shape
-    every = inputs.to(dtype) @ weights.to(dtype).reshape(slots * width, depth).t()
-    tokens = torch.arange(inputs.shape[0], device=inputs.device)
-    own = every.view(-1, slots, width)[tokens, indices.clamp(min=0)]
-    return own.masked_fill_((indices < 0).unsqueeze(1), 0)
+    if inputs.shape[0] * slots * width <= ALL_SLOTS_MAX:
+        every = inputs.to(dtype) @ weights.to(dtype).reshape(slots * width, depth).t()
+        tokens = torch.arange(inputs.shape[0], device=inputs.device)
+        own = every.view(-1, slots, width)[tokens, indices.clamp(min=0)]
+        return own.masked_fill_((indices < 0).unsqueeze(1), 0)
+    # A long prefill on a wide model: all slots at once would be as many times the
+    # output's memory; one product per slot in use instead.
+    own = torch.zeros(inputs.shape[0], width, dtype=dtype, device=inputs.device)
+    for slot in indices.unique().tolist():
+        if slot >= 0:
+            rows = (indices == slot).nonzero().squeeze(1)
+            own[rows] = inputs[rows].to(dtype) @ weights[slot].to(dtype).t()
+    return own
 
 
 def _zeroing(op: Callable[..., Any]) -> Callable[..., Any]:

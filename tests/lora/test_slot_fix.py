@@ -65,11 +65,15 @@ def test_ops_of_another_shape_are_left_alone(monkeypatch: pytest.MonkeyPatch) ->
     assert punica_cpu.bgmv_shrink is bgmv_shrink
 
 
+@pytest.mark.parametrize("every_slot_at_once", [True, False])
 def test_tokens_of_several_adapters_each_get_their_own_slot(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, every_slot_at_once: bool
 ) -> None:
     """A decode batch of the base model and three adapters, in bfloat16 as served: each
-    adapter token gets vLLM's own op's delta, written in the output's slice."""
+    adapter token gets vLLM's own op's delta, written in the output's slice; the same
+    with the products taken slot by slot, as for a batch too large for all at once."""
+    if not every_slot_at_once:
+        monkeypatch.setattr(vllm_lora_ops, "ALL_SLOTS_MAX", 0)
     from vllm.lora.ops import torch_ops
     from vllm.lora.ops.torch_ops import lora_ops
     from vllm.lora.punica_wrapper import punica_cpu
