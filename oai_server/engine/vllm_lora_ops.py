@@ -110,7 +110,7 @@ def _products(
     # A long prefill on a wide model: all slots at once would be as many times the
     # output's memory; one product per slot in use instead.
     own = torch.zeros(inputs.shape[0], width, dtype=dtype, device=inputs.device)
-    for slot in indices.unique().tolist():
+    for slot in torch.unique(indices).tolist():
         if slot >= 0:
             rows = (indices == slot).nonzero().squeeze(1)
             own[rows] = inputs[rows].to(dtype) @ weights[slot].to(dtype).t()
