@@ -41,11 +41,23 @@ class Standing:
     reset_s: float
 
     def headers(self) -> dict[str, str]:
-        return {
-            f"x-ratelimit-limit-{self.kind}": str(self.limit),
-            f"x-ratelimit-remaining-{self.kind}": str(max(0, self.limit - self.used)),
-            f"x-ratelimit-reset-{self.kind}": format_reset(self.reset_s),
-        }
+        return {name.decode(): value.decode() for name, value in self.raw_headers()}
+
+    def raw_headers(self) -> list[tuple[bytes, bytes]]:
+        """`headers()` as ASGI sends them, on every answer: the names are made once."""
+        limit, remaining, reset = HEADER_NAMES[self.kind]
+        return [
+            (limit, b"%d" % self.limit),
+            (remaining, b"%d" % max(0, self.limit - self.used)),
+            (reset, format_reset(self.reset_s).encode()),
+        ]
+
+
+# `x-ratelimit-{limit,remaining,reset}-<kind>`, per kind, encoded.
+HEADER_NAMES = {
+    kind: tuple(f"x-ratelimit-{part}-{kind}".encode() for part in ("limit", "remaining", "reset"))
+    for kind in ("requests", "tokens")
+}
 
 
 class RateLimiter:

@@ -39,15 +39,16 @@ class RateLimitMiddleware:
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 tokens = await self.limiter.tokens(principal)
-                present = {name.lower() for name, _ in message.get("headers", [])}
-                extra = [
-                    (name.encode(), value.encode())
-                    for standing in (requests, tokens)
-                    if standing is not None
-                    for name, value in standing.headers().items()
-                    if name.encode() not in present
+                headers = message.get("headers", [])
+                extra = requests.raw_headers() if requests is not None else []
+                if tokens is not None:
+                    extra += tokens.raw_headers()
+                # An answer that set its own (a 429 says where the refused limit stands) keeps them.
+                present = {name.lower() for name, _ in headers}
+                message["headers"] = [
+                    *headers,
+                    *(header for header in extra if header[0] not in present),
                 ]
-                message["headers"] = [*message.get("headers", []), *extra]
             await send(message)
 
         try:
