@@ -74,7 +74,7 @@ def apply() -> bool:
         op = getattr(lora_ops, name)
         if getattr(op, _PATCHED, False):
             continue
-        replacement = _REPLACEMENTS[name](op)
+        replacement = _replacing(op, _WRITES[name])
         setattr(replacement, _PATCHED, True)
         # `sgmv_*` call these through lora_ops' globals; PunicaWrapperCPU imported its own names.
         for module in (lora_ops, torch_ops, punica_cpu):
@@ -117,102 +117,64 @@ def _products(
     return own
 
 
-def _zeroing(op: Callable[..., Any]) -> Callable[..., Any]:
-    """vLLM's `op`, with the inputs of tokens at slot -1 zeroed (a zero delta out)."""
+def _replacing(op: Callable[..., Any], write: Callable[..., None]) -> Callable[..., Any]:
+    """vLLM's `op` replaced: `write(own, output, *rest)` puts each token's own product
+    where `op` puts it (`rest`: the op's arguments after the first four). For shapes
+    `_products` does not take, `op` itself runs on inputs whose slot -1 rows are zeroed
+    (a zero delta out)."""
 
-    def run(
+    # Named as vLLM's ops name them (`patchable` reads the names).
+    def replacement(
         inputs: torch.Tensor,
-        weights: torch.Tensor,
-        output: torch.Tensor,
-        indices: torch.Tensor,
+        lora_b_weights: torch.Tensor,
+        output_tensor: torch.Tensor,
+        lora_indices_tensor: torch.Tensor,
         *args: Any,
+        **kwargs: Any,
     ) -> None:
+        indices = lora_indices_tensor
+        own = _products(inputs, lora_b_weights, indices, output_tensor.dtype)
+        if own is not None:
+            write(own, output_tensor, *args, **kwargs)
+            return
         unset = indices < 0
         if indices.shape[0] == inputs.shape[0] and bool(unset.any()):
             inputs = inputs.masked_fill(unset.unsqueeze(1), 0)
-        op(inputs, weights, output, indices, *args)
+        op(inputs, lora_b_weights, output_tensor, indices, *args, **kwargs)
 
-    return run
-
-
-def _shrink(op: Callable[..., Any]) -> Callable[..., Any]:
-    fallback = _zeroing(op)
-
-    def bgmv_shrink(
-        inputs: torch.Tensor,
-        lora_b_weights: torch.Tensor,
-        output_tensor: torch.Tensor,
-        lora_indices_tensor: torch.Tensor,
-        scaling: float = 1.0,
-    ) -> None:
-        own = _products(inputs, lora_b_weights, lora_indices_tensor, output_tensor.dtype)
-        if own is None:
-            fallback(inputs, lora_b_weights, output_tensor, lora_indices_tensor, scaling)
-            return
-        output_tensor[:, : own.shape[1]] = scaling * own
-
-    return bgmv_shrink
+    return replacement
 
 
-def _expand(op: Callable[..., Any]) -> Callable[..., Any]:
-    fallback = _zeroing(op)
-
-    def bgmv_expand(
-        inputs: torch.Tensor,
-        lora_b_weights: torch.Tensor,
-        output_tensor: torch.Tensor,
-        lora_indices_tensor: torch.Tensor,
-        add_inputs: bool = True,
-    ) -> None:
-        own = _products(inputs, lora_b_weights, lora_indices_tensor, output_tensor.dtype)
-        if own is None:
-            fallback(inputs, lora_b_weights, output_tensor, lora_indices_tensor, add_inputs)
-            return
-        # As vLLM's op: one row is spread over every output row; the adapter and the model
-        # may pad their widths differently.
-        rows = 1 if own.shape[0] == 1 and output_tensor.shape[0] != 1 else output_tensor.shape[0]
-        common = min(own.shape[1], output_tensor.shape[1])
-        if add_inputs:
-            output_tensor[:, :common] += own[:rows, :common]
-        else:
-            output_tensor[:, :common] = own[:rows, :common]
-
-    return bgmv_expand
+def _shrink(own: torch.Tensor, output: torch.Tensor, scaling: float = 1.0) -> None:
+    output[:, : own.shape[1]] = scaling * own
 
 
-def _expand_slice(op: Callable[..., Any]) -> Callable[..., Any]:
-    fallback = _zeroing(op)
-
-    def bgmv_expand_slice(
-        inputs: torch.Tensor,
-        lora_b_weights: torch.Tensor,
-        output_tensor: torch.Tensor,
-        lora_indices_tensor: torch.Tensor,
-        slice_offset: int,
-        slice_size: int,
-        add_inputs: bool = True,
-    ) -> None:
-        own = _products(inputs, lora_b_weights, lora_indices_tensor, output_tensor.dtype)
-        if own is None:
-            fallback(
-                inputs,
-                lora_b_weights,
-                output_tensor,
-                lora_indices_tensor,
-                slice_offset,
-                slice_size,
-                add_inputs,
-            )
-            return
-        if add_inputs:
-            output_tensor[:, slice_offset : slice_offset + slice_size] += own
-        else:
-            output_tensor[:, slice_offset : slice_offset + slice_size] = own
-
-    return bgmv_expand_slice
+def _expand(own: torch.Tensor, output: torch.Tensor, add_inputs: bool = True) -> None:
+    # As vLLM's op: one row is spread over every output row; the adapter and the model
+    # may pad their widths differently.
+    rows = 1 if own.shape[0] == 1 and output.shape[0] != 1 else output.shape[0]
+    common = min(own.shape[1], output.shape[1])
+    if add_inputs:
+        output[:, :common] += own[:rows, :common]
+    else:
+        output[:, :common] = own[:rows, :common]
 
 
-_REPLACEMENTS: dict[str, Callable[[Callable[..., Any]], Callable[..., Any]]] = {
+def _expand_slice(
+    own: torch.Tensor,
+    output: torch.Tensor,
+    slice_offset: int,
+    slice_size: int,
+    add_inputs: bool = True,
+) -> None:
+    if add_inputs:
+        output[:, slice_offset : slice_offset + slice_size] += own
+    else:
+        output[:, slice_offset : slice_offset + slice_size] = own
+
+
+# How each op writes its tokens' products into its output.
+_WRITES: dict[str, Callable[..., None]] = {
     "bgmv_shrink": _shrink,
     "bgmv_expand": _expand,
     "bgmv_expand_slice": _expand_slice,
