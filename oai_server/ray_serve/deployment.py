@@ -107,8 +107,14 @@ class Replica:
 
     async def handle_http(
         self, scope: Scope, body: bytes, hint: RouteHint | None
-    ) -> AsyncIterator[Message]:
-        """One HTTP request from the gateway (`hint` is for the router): its ASGI messages.
+    ) -> AsyncIterator[list[Message]]:
+        """One HTTP request from the gateway (`hint` is for the router): its ASGI messages,
+        in batches of those sent while the previous batch was on its way.
+
+        Each item of a Ray stream costs both processes a serialization and a message: one
+        per token would put the gateway's hop on every streamed chunk. A batch is only what
+        has already been sent, so no message waits for another (Serve's own path from a
+        replica to its proxy batches the same way).
 
         The body is whole; the request then waits for a disconnect that only comes as
         cancellation (the gateway cancels this call when its client leaves).
@@ -132,8 +138,14 @@ class Replica:
 
         task = asyncio.create_task(run())
         try:
-            while (message := await sent.get()) is not None:
-                yield message
+            message = await sent.get()
+            while message is not None:
+                batch = [message]
+                while not sent.empty() and (message := sent.get_nowait()) is not None:
+                    batch.append(message)
+                yield batch
+                if message is not None:
+                    message = await sent.get()
             await task  # its error, if any, reaches the gateway
         finally:
             task.cancel()

@@ -5,7 +5,7 @@ later), so a router behind it cannot see `prompt_cache_key`, `previous_response_
 the prompt. The gateway, a small deployment in front, reads the body, turns it into a
 `RouteHint`, and hands scope and body to a replica through a handle whose router is
 `CacheAffinityRouter`; the replica runs the request through its app and streams the ASGI
-messages back. It learns which replica answered each response id from the answer's
+messages back, batched as they queue up. It learns which replica answered each response id from the answer's
 first bytes and its `x-replica` header; what it has not seen (it restarted, or another
 gateway replica saw it), it reads from the store, where each replica records itself.
 """
@@ -78,19 +78,19 @@ class Gateway:
                 break  # the replica refuses it (413): no need to read further
         body = b"".join(pieces)
         hint = await self.hints.hint(body) if request.method == "POST" else None
-        messages, start = await self._start(scope, body, hint)
+        batches, (start, *rest) = await self._start(scope, body, hint)
         headers: list[tuple[bytes, bytes]] = start.get("headers", [])
         replica = next((v.decode() for k, v in headers if k == self.replica_header), "")
         if hint is not None and hint.key is not None and replica:
             self.responses.remember(hint.key, replica)  # its next request finds the cache
-        response = StreamingResponse(self._body(messages, replica), start["status"])
+        response = StreamingResponse(self._body(rest, batches, replica), start["status"])
         response.raw_headers = list(headers)
         return response
 
     async def _start(
         self, scope: dict[str, Any], body: bytes, hint: Any
-    ) -> tuple[DeploymentResponseGenerator[Message], Message]:
-        """The answer's messages and its first one (status and headers).
+    ) -> tuple[DeploymentResponseGenerator[list[Message]], list[Message]]:
+        """The answer's batches of messages and its first batch (status and headers first).
 
         A replica that died, or is being replaced, before its first message has sent the
         client nothing: the request goes to another replica, as the router now sees it,
@@ -98,11 +98,11 @@ class Gateway:
         """
         for attempt in range(1, _ATTEMPTS + 1):
             # A streaming handle (`stream=True`) answers with a generator.
-            messages = cast(
-                DeploymentResponseGenerator[Message], self.server.remote(scope, body, hint)
+            batches = cast(
+                DeploymentResponseGenerator[list[Message]], self.server.remote(scope, body, hint)
             )
             try:
-                return messages, await messages.__anext__()
+                return batches, await batches.__anext__()
             except RayActorError:
                 if attempt == _ATTEMPTS:
                     raise
@@ -110,17 +110,27 @@ class Gateway:
         raise AssertionError("unreachable")
 
     async def _body(
-        self, messages: DeploymentResponseGenerator[Message], replica: str
+        self,
+        first: list[Message],
+        batches: DeploymentResponseGenerator[list[Message]],
+        replica: str,
     ) -> AsyncIterator[bytes]:
+        """The body, a write per batch: the messages the replica sent while the previous
+        batch travelled go out together, as the client would have read them anyway."""
         learning = True
         try:
-            async for message in messages:
-                chunk: bytes = message.get("body", b"")
+            batch = first
+            while True:
+                chunk = b"".join(message.get("body", b"") for message in batch)
                 if learning and chunk:
                     self.responses.learn(chunk, replica)
                     learning = False
-                yield chunk
+                if chunk:
+                    yield chunk
+                batch = await anext(batches, [])
+                if not batch:
+                    break
         finally:
             # The client left (or the answer ended): the replica's request ends too.
             with contextlib.suppress(Exception):
-                messages.cancel()  # type: ignore[no-untyped-call]
+                batches.cancel()  # type: ignore[no-untyped-call]
