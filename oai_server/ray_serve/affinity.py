@@ -14,6 +14,7 @@ from __future__ import annotations
 import bisect
 import hashlib
 import json
+import math
 import re
 from collections import OrderedDict
 from collections.abc import Iterable
@@ -25,6 +26,11 @@ from typing import Any
 PREFIX_CHARS = 1024
 # Points per replica on the ring: with 64 the keys split within a few percent.
 RING_POINTS = 64
+# A replica holding a key's prefix keeps the key's next request while, with it, the
+# replica's requests in flight are within this factor of the average, rounded up. At light
+# load it always does; on two replicas, 16 conversations may split 9 to 7 at most (1.25,
+# the usual factor for many replicas, lets them split 10 to 6).
+BOUND = 1.1
 # Response ids remembered (each a few dozen bytes): the last turns of many conversations.
 LEARNED_RESPONSES = 100_000
 _RESPONSE_ID = re.compile(rb'"id"\s*:\s*"(resp_[A-Za-z0-9_-]+)"')
@@ -147,3 +153,10 @@ class HashRing:
             return None
         index = bisect.bisect_left(self._hashes, _digest(key)) % len(self._hashes)
         return self._owners[index]
+
+
+def within_bound(load: int, loads: list[int]) -> bool:
+    """Whether a replica with `load` requests in flight may take one more, `loads` being
+    every replica's: consistent hashing with bounded loads (Mirrokni, Thorup and
+    Zadimoghaddam, 2018), `BOUND` times the average with the new request counted."""
+    return load + 1 <= math.ceil(BOUND * (sum(loads) + 1) / len(loads))

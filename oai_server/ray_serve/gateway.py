@@ -5,9 +5,10 @@ later), so a router behind it cannot see `prompt_cache_key`, `previous_response_
 the prompt. The gateway, a small deployment in front, reads the body, turns it into a
 `RouteHint`, and hands scope and body to a replica through a handle whose router is
 `CacheAffinityRouter`; the replica runs the request through its app and streams the ASGI
-messages back, batched as they queue up. It learns which replica answered each response id from the answer's
-first bytes and its `x-replica` header; what it has not seen (it restarted, or another
-gateway replica saw it), it reads from the store, where each replica records itself.
+messages back, batched as they queue up. It learns which replica answered each response
+id from the answer's first bytes and its `x-replica` header; what it has not seen (it
+restarted, or another gateway replica saw it), it reads from the store, where each
+replica records itself.
 """
 
 from __future__ import annotations

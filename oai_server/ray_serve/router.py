@@ -9,7 +9,11 @@ default policy), so a burst spreads and a dead replica costs its conversations o
 their cached prefixes. A key the gateway has not seen served has no cache it knows of:
 it goes to its ring owner only while that replica is within `SPREAD` requests of the
 least loaded (a hash puts 16 conversations 11 to 5 or worse on two replicas one time in
-five, and the heavier replica's turns all wait), and then stays where it went.
+five, and the heavier replica's turns all wait), and then stays where it went while
+that replica holds no more than its share of the requests in flight, `BOUND` times the
+average (consistent hashing with bounded loads): conversations that end unevenly, or
+that landed 10 to 6, move one at a time, each paying its prefix once, instead of
+keeping one replica's turns waiting for the rest of their lives.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from typing import Any
 
 from ray.serve.request_router import PendingRequest, RequestRouter, RunningReplica
 
-from oai_server.ray_serve.affinity import HashRing, RouteHint
+from oai_server.ray_serve.affinity import HashRing, RouteHint, within_bound
 
 # How many more requests in flight than the least loaded replica a key's ring owner may
 # hold and still take a key no replica has served yet.
@@ -52,15 +56,18 @@ class CacheAffinityRouter(RequestRouter):
     def preferred(
         self, replicas: list[RunningReplica], hint: RouteHint | None
     ) -> RunningReplica | None:
-        """The replica that holds the hint's prefix, or the key's owner while it is not
-        busier than the others by `SPREAD` (a new key has no cache to lose yet)."""
+        """The replica that holds the hint's prefix while its load is within `BOUND` of
+        the average, or the key's owner while it is not busier than the least loaded by
+        `SPREAD` (a new key has no cache to lose yet)."""
         if hint is None:
             return None
         by_id = {r.replica_id.unique_id: r for r in replicas}
+        loads = [self.load(r) for r in replicas]
         if hint.replica is not None and hint.replica in by_id:
-            return by_id[hint.replica]
+            holder = by_id[hint.replica]
+            return holder if within_bound(self.load(holder), loads) else None
         owner = None if hint.key is None else by_id.get(self.ring(replicas).owner(hint.key) or "")
-        if owner is None or self.load(owner) >= min(map(self.load, replicas)) + SPREAD:
+        if owner is None or self.load(owner) >= min(loads) + SPREAD:
             return None
         return owner
 

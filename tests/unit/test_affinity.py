@@ -11,6 +11,7 @@ from oai_server.ray_serve.affinity import (
     ResponseReplicas,
     Route,
     route_of,
+    within_bound,
 )
 
 SYSTEM = "You are the assistant of a bakery in Porto. " * 40
@@ -66,3 +67,16 @@ def test_the_ring_moves_few_keys_when_a_replica_joins() -> None:
     share = sum(1 for k in keys if before[k] == "a") / len(keys)
     assert 0.4 < share < 0.6
     assert HashRing([]).owner("key:1") is None
+
+
+def test_a_conversation_keeps_its_replica_until_that_replica_holds_more_than_its_share() -> None:
+    # Light load: the holder always keeps the next turn.
+    assert within_bound(0, [0, 0])
+    assert within_bound(1, [1, 0])
+    # Sixteen conversations on two replicas: a 9:7 split keeps (the holder has 8 of the
+    # 15 in flight when its conversation's next turn comes), a 10:6 one moves a turn.
+    assert within_bound(8, [8, 7])
+    assert not within_bound(9, [9, 6])
+    # One replica far busier than the rest gives way however few the requests.
+    assert not within_bound(3, [3, 0, 0, 0])
+    assert within_bound(3, [3, 3, 2, 3])
