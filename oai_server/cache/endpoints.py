@@ -22,7 +22,8 @@ from oai_server.services.chat import ChatJob, ChatRequest, ChatService
 from oai_server.services.chat_assembler import ChatAssembler
 from oai_server.services.common import StreamSettings, usage_of
 from oai_server.services.completion_assembler import CompletionAssembler
-from oai_server.services.completions import Batch, CompletionJob, CompletionService
+from oai_server.services.completion_batch import Batch, CompletionJob
+from oai_server.services.completions import CompletionService
 from oai_server.services.events import TextDelta
 from schemas.chat import (
     CreateChatCompletionRequest,

@@ -38,7 +38,7 @@ from oai_server.cache.metrics import CacheMetrics
 from oai_server.cache.service import CachedService
 from oai_server.embeddings.service import EmbeddingCall, EmbeddingJob, EmbeddingService
 from oai_server.services.chat import ChatJob, ChatRequest
-from oai_server.services.completions import Batch, CompletionJob
+from oai_server.services.completion_batch import Batch, CompletionJob
 from schemas.chat import CreateChatCompletionRequest
 from schemas.common import CompletionUsage
 from schemas.completions import CreateCompletionRequest
