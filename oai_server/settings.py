@@ -232,7 +232,8 @@ class Settings(BaseSettings, EngineOptions):
         description="Ray Serve: how requests find a replica: default (Serve's: the less "
         "loaded of two random replicas) or affinity (a gateway reads each request and keeps "
         "a conversation, a prompt_cache_key or a long shared prefix on one replica while it "
-        "is below --ray-target-ongoing-requests).",
+        "holds at most 1.1 times its share of the requests in flight and is below "
+        "--ray-target-ongoing-requests).",
     )
     ray_num_cpus: float = Field(1.0, ge=0, description="Ray Serve: CPUs each replica reserves.")
     ray_cpu_cores: Literal["shared", "per-replica"] = Field(
