@@ -59,6 +59,9 @@ def local_serve() -> Iterator[str]:
     import ray
     from ray import serve
 
+    # Serve's proxy has three readiness checks of 5 s to start in, then Serve kills it: on
+    # a loaded machine (two CPU hogs) it did not make it. A minute each, as in the tests.
+    os.environ.setdefault("RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S", "60")
     # The replicas import oai_server from this checkout, as the driver does.
     path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
     ray.init(
