@@ -225,8 +225,18 @@ class FakeEngine(Engine):
             )
             running, choices = self._running, range(options.n)
             end, end_reason = _end(len(pieces), options)
-            # One choice and no stop strings (most requests): nothing to track per step.
+            # One choice and no stop strings (most requests): nothing to track per step,
+            # and a step between the first and the last is the same as every other step of
+            # its piece, so it is built once (a reader never changes a step).
             single, count = options.n == 1 and not options.stop, len(pieces)
+            middle = (
+                [
+                    GenerationStep(prompt_tokens, [ChoiceDelta(0, p, 1)], False, cached)
+                    for p in pieces
+                ]
+                if single
+                else []
+            )
             for step in range(options.max_tokens):
                 if token_delay:
                     await asyncio.sleep(token_delay)
@@ -237,7 +247,9 @@ class FakeEngine(Engine):
                     raise EngineDeadError("The engine failed while generating.")
                 if request_id not in running:
                     return
-                if single:
+                if single and step and step + 1 < end:
+                    out = middle[step % count]
+                elif single:
                     delta = ChoiceDelta(0, pieces[step % count], 1)
                     if step + 1 >= end:
                         delta.finish_reason, done[0] = end_reason, True

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 
@@ -34,6 +35,10 @@ _RAW_HEADERS = [
 # Values no real chunk carries, marking where a sample chunk's index and text sit.
 _INDEX_MARK = 987654321
 _TEXT_MARK = "\x00oai-text\x00"
+# A text's JSON string, remembered: the same few thousand token texts make up most of
+# every answer, and a hit costs half the encoding. A step's text is a token or a few (more
+# only when the reader lags), so the cache stays small.
+json_text = functools.lru_cache(maxsize=4096)(pydantic_core.to_json)
 
 
 def event(payload: ResponseModel) -> bytes:
@@ -48,7 +53,7 @@ class TextEvents:
     from a chunk that `sample(index, text)` builds and serializes with marker values,
     so its bytes are those of the typed chunk by construction: only the index and the
     JSON-escaped text (escaped by pydantic's own encoder) are spliced in:
-    `prefix(index) + pydantic_core.to_json(text) + tail`.
+    `prefix(index) + json_text(text) + tail`.
     """
 
     def __init__(self, sample: Callable[[int, str], ResponseModel]) -> None:
@@ -62,7 +67,7 @@ class TextEvents:
         return b"%s%d%s" % (self._head, index, self._middle)
 
     def __call__(self, index: int, text: str) -> bytes:
-        return self.prefix(index) + pydantic_core.to_json(text) + self.tail
+        return self.prefix(index) + json_text(text) + self.tail
 
 
 class EventStreamResponse(Response):
@@ -120,7 +125,7 @@ class EventStreamResponse(Response):
                             text_events = TextEvents(stream.chunk_of)
                             tail = text_events.tail
                         index, before = item.index, text_events.prefix(item.index)
-                    body = before + pydantic_core.to_json(item.text) + tail
+                    body = before + json_text(item.text) + tail
                 else:
                     body = event(item)
                 sending = True

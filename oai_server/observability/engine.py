@@ -15,11 +15,11 @@ measurement around the engine's steps, for any other reader.
 
 from __future__ import annotations
 
-import time
 import weakref
 from bisect import bisect_left
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from time import perf_counter
 from typing import Any
 
 from oai_server.engine.protocol import Engine
@@ -103,7 +103,7 @@ class Measurement:
         self.several = options.n > 1
         # Set by `abort_all`: the request ends with `ServerShuttingDownError`.
         self.cut = False
-        self.submitted = self.last = time.perf_counter()
+        self.submitted = self.last = perf_counter()
         self.prompt_tokens = self.generated = 0
         self.finished: list[str] = []
         # The gaps between tokens, tallied per bucket here (a call per token saved) and
@@ -118,7 +118,7 @@ class Measurement:
         cut the request."""
         if self.cut:
             raise _shutting_down()
-        now = time.perf_counter()
+        now = perf_counter()
         if self.prompt_tokens:
             if tokens:
                 gap = (now - self.last) / tokens
@@ -148,7 +148,7 @@ class Measurement:
             return
         self.ended = True
         m, engine = self.series, self.engine
-        m.e2e_latency.observe(time.perf_counter() - self.submitted)
+        m.e2e_latency.observe(perf_counter() - self.submitted)
         self.gaps.total = self.gap_total
         m.inter_token_latency.add(self.gaps)
         m.prompt_tokens.inc(self.prompt_tokens)
