@@ -48,7 +48,7 @@ class Entry:
 def encode(events: Sequence[TextDelta | ResponseModel], usage: CompletionUsage) -> bytes:
     """The entry for a stream's `events`; a chunk that only reports usage is left out."""
     stored: list[Any] = [
-        (event.index, event.text) if type(event) is TextDelta else _stored_chunk(event)
+        (event.index, event.text) if isinstance(event, TextDelta) else _stored_chunk(event)
         for event in events
     ]
     if stored and stored[-1] is None:

@@ -97,11 +97,25 @@ class TokenLogprob:
 
 
 @dataclass(slots=True)
-class ChoiceDelta:
-    """New output of one choice since the previous step."""
+class TextDelta:
+    """One choice's next text, and nothing else: most of what a stream carries.
+
+    Not frozen, though nothing changes one: a frozen dataclass is built through
+    `object.__setattr__`, two and a half times the cost, once per streamed chunk.
+    """
 
     index: int
     text: str
+
+
+@dataclass(slots=True)
+class ChoiceDelta(TextDelta):
+    """New output of one choice since the previous step.
+
+    A `TextDelta` itself: a step's plain text is streamed as the engine's delta, no new
+    object per token.
+    """
+
     token_count: int
     finish_reason: FinishReason | None = None
     # The stop string or token id that ended the choice, when one did.

@@ -119,7 +119,7 @@ class EventStreamResponse(Response):
         sending = False
         try:
             async for item in stream:
-                if type(item) is TextDelta:  # final: no subclass to miss
+                if isinstance(item, TextDelta):
                     if item.index != index:  # the choice's prefix, made once per change
                         if text_events is None:
                             text_events = TextEvents(stream.chunk_of)

@@ -245,7 +245,7 @@ class ChatService:
             for d in step.choices:
                 if plain and d.finish_reason is None:
                     if d.text:
-                        yield TextDelta(d.index, d.text)
+                        yield d  # the engine's delta is a `TextDelta`
                     continue
                 state = states[d.index]
                 pending = list(d.logprobs) if want_logprobs and d.logprobs else []

@@ -285,7 +285,8 @@ class CompletionService:
                             and delta.index in sent
                         ):
                             sent[delta.index] += len(delta.text)
-                            yield TextDelta(p * batch.n + delta.index, delta.text)
+                            # The first prompt's delta is its own `TextDelta`.
+                            yield TextDelta(p * batch.n + delta.index, delta.text) if p else delta
                             continue
                         out = self._stream_choice(p * batch.n, delta, run, batch, sent)
                         if out is not None:

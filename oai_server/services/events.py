@@ -1,34 +1,25 @@
 """What a service streams: typed events, which each transport turns into its own bytes.
 
-A stream is mostly one kind of event, a choice's next piece of text; `TextDelta` carries
-just that, so no pydantic model is built per token. Everything else is the typed chunk
-itself. `EventStream.chunk_of` turns a `TextDelta` back into the chunk it stands for,
-so every consumer (the SSE encoder, the Realtime socket, the cache, the store) can see
-full chunks, and the SSE encoder can splice text into a template cut from that chunk.
+A stream is mostly one kind of event, a choice's next piece of text; `TextDelta` (the
+engine's `ChoiceDelta` is one) carries just that, so no pydantic model is built per token.
+Everything else is the typed chunk itself. `EventStream.chunk_of` turns a `TextDelta` back
+into the chunk it stands for, so every consumer (the SSE encoder, the Realtime socket, the
+cache, the store) can see full chunks, and the SSE encoder can splice text into a template
+cut from that chunk.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Generic, TypeVar, final
+from typing import Generic, TypeVar
 
+from oai_server.engine.types import TextDelta
 from schemas.common import ResponseModel
 
+__all__ = ["EventStream", "TextDelta"]
+
 Chunk = TypeVar("Chunk", bound=ResponseModel, covariant=True)
-
-
-@final
-@dataclass(slots=True)
-class TextDelta:
-    """One choice's next text, and nothing else.
-
-    Not frozen, though nothing changes one: a frozen dataclass is built through
-    `object.__setattr__`, two and a half times the cost, once per streamed chunk.
-    """
-
-    index: int
-    text: str
 
 
 @dataclass(frozen=True)
