@@ -22,7 +22,10 @@ on it) shifts every app alike, and the ratios of one run hold.
 
 The load generator shares the machine, so wall times say little: the measure is the CPU time
 (user + system, from /proc) the server process used during the measured requests, which a
-warm-up pass precedes.
+warm-up pass precedes. On a machine of two CPUs or more the server runs on a CPU of its own
+and the load generator on the others (`taskset`; `--no-pin` shares them all): each app's
+code then stays in its core's caches, as an API server's does on a deployment's own core,
+and the same app measured twice differs less.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import argparse
 import asyncio
 import dataclasses
 import os
+import shutil
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -120,10 +124,12 @@ def measure_app(
     log_dir: Path,
     continuous_usage: bool = False,
     checkout: Path | None = None,
+    server_cpus: Sequence[int] = (),
 ) -> dict[str, Any]:
     """Serve app `name`, warm it up, measure the server's CPU time over a run; its record.
 
-    A name starting with `before-` is that app served from `checkout`.
+    A name starting with `before-` is that app served from `checkout`; `server_cpus`: the
+    CPUs the server runs on (none: any).
     """
     app = name.removeprefix(BEFORE)
     factory = APPS[app]
@@ -138,6 +144,8 @@ def measure_app(
         # -P: the other checkout's packages, not those of the working directory.
         command.insert(1, "-P")
         env["PYTHONPATH"] = str(checkout)
+    if server_cpus:
+        command = ["taskset", "--cpu-list", ",".join(map(str, server_cpus)), *command]
     server = ServerProcess(
         [*command, "--port", str(port)],
         port=port,
@@ -250,9 +258,26 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="measure every app this many times, taking turns (A B A B); each app's costs "
         "are fitted through the CPU time of all its rounds (default: %(default)s)",
     )
+    parser.add_argument(
+        "--no-pin",
+        dest="pin",
+        action="store_false",
+        help="let the server and the load generator share every CPU (by default the server "
+        "has a CPU of its own, where there are two or more and taskset is installed)",
+    )
     options.add_workload_options(parser)
     options.add_run_options(parser, default_label="floor")
     parser.set_defaults(handler=_command, num_requests=400, warmup=16)
+
+
+def pin_cpus() -> tuple[int, ...]:
+    """Give the server the last CPU this process may use and keep the rest for this one
+    (the load generator); the server's CPUs, none where there is one CPU or no taskset."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2 or shutil.which("taskset") is None:
+        return ()
+    os.sched_setaffinity(0, cpus[:-1])
+    return (cpus[-1],)
 
 
 def split_costs(short: Mapping[str, Any], long: Mapping[str, Any]) -> tuple[float, float]:
@@ -312,6 +337,7 @@ def _command(args: argparse.Namespace) -> int:
             # Python would fall back on whatever copy is installed, and measure that.
             raise SystemExit(f"floor: --before {args.before} is not a checkout of this project")
         names += [BEFORE + name for name in args.apps if name.startswith("ours")]
+    server_cpus = pin_cpus() if args.pin else ()
     # runs[name][i]: that app's records at lengths[i], one per round.
     runs: dict[str, list[list[dict[str, Any]]]] = {name: [[], []] for name in names}
     for _ in range(args.rounds):
@@ -329,6 +355,7 @@ def _command(args: argparse.Namespace) -> int:
                     log_dir=args.out / f"{stamp}-floor-logs",
                     continuous_usage=args.continuous_usage,
                     checkout=args.before,
+                    server_cpus=server_cpus,
                 )
                 runs[name][i].append(record)
     records = [long[-1] for _, long in runs.values()]
