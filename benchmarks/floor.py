@@ -32,12 +32,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import dataclasses
 import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -270,14 +271,20 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.set_defaults(handler=_command, num_requests=400, warmup=16)
 
 
-def pin_cpus() -> tuple[int, ...]:
-    """Give the server the last CPU this process may use and keep the rest for this one
-    (the load generator); the server's CPUs, none where there is one CPU or no taskset."""
+@contextlib.contextmanager
+def pinned(pin: bool) -> Iterator[tuple[int, ...]]:
+    """With `pin`, give the servers the last CPU this thread may use and keep the rest for
+    it (the load generator) until the block ends; yields the servers' CPUs, none where there
+    is one CPU or no taskset (or without `pin`)."""
     cpus = sorted(os.sched_getaffinity(0))
-    if len(cpus) < 2 or shutil.which("taskset") is None:
-        return ()
+    if not pin or len(cpus) < 2 or shutil.which("taskset") is None:
+        yield ()
+        return
     os.sched_setaffinity(0, cpus[:-1])
-    return (cpus[-1],)
+    try:
+        yield (cpus[-1],)
+    finally:
+        os.sched_setaffinity(0, cpus)
 
 
 def split_costs(short: Mapping[str, Any], long: Mapping[str, Any]) -> tuple[float, float]:
@@ -337,27 +344,26 @@ def _command(args: argparse.Namespace) -> int:
             # Python would fall back on whatever copy is installed, and measure that.
             raise SystemExit(f"floor: --before {args.before} is not a checkout of this project")
         names += [BEFORE + name for name in args.apps if name.startswith("ours")]
-    server_cpus = pin_cpus() if args.pin else ()
     # runs[name][i]: that app's records at lengths[i], one per round.
     runs: dict[str, list[list[dict[str, Any]]]] = {name: [[], []] for name in names}
-    for _ in range(args.rounds):
-        for i, length in enumerate(lengths):
-            workload = Workload(
-                dataclasses.replace(options.workload_config(args), output_len=length), args.api
-            )
-            for name in names:
-                record = measure_app(
-                    name,
-                    workload,
-                    LoadSpec(concurrency=args.concurrency),
-                    settings,
-                    warmup=args.warmup,
-                    log_dir=args.out / f"{stamp}-floor-logs",
-                    continuous_usage=args.continuous_usage,
-                    checkout=args.before,
-                    server_cpus=server_cpus,
-                )
-                runs[name][i].append(record)
+    with pinned(args.pin) as server_cpus:
+        for _ in range(args.rounds):
+            for i, length in enumerate(lengths):
+                config = dataclasses.replace(options.workload_config(args), output_len=length)
+                workload = Workload(config, args.api)
+                for name in names:
+                    record = measure_app(
+                        name,
+                        workload,
+                        LoadSpec(concurrency=args.concurrency),
+                        settings,
+                        warmup=args.warmup,
+                        log_dir=args.out / f"{stamp}-floor-logs",
+                        continuous_usage=args.continuous_usage,
+                        checkout=args.before,
+                        server_cpus=server_cpus,
+                    )
+                    runs[name][i].append(record)
     records = [long[-1] for _, long in runs.values()]
     publish(records, args.out, label=args.label, plots=args.plots, stamp=stamp)
     costs = {name: split_costs(pooled(short), pooled(long)) for name, (short, long) in runs.items()}

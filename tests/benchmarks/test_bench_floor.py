@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -10,7 +12,7 @@ from typing import Any
 import pytest
 
 from benchmarks.cli import main
-from benchmarks.floor import pooled, split_costs
+from benchmarks.floor import pinned, pooled, split_costs
 from benchmarks.raw_app import sse_events
 from benchmarks.server_process import ServerProcess, ServerStartError, free_port
 
@@ -20,6 +22,7 @@ OUTPUT_LEN = 16
 def test_floor_measures_the_cpu_time_of_each_app(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    cpus = os.sched_getaffinity(0)
     status = main(
         [
             "floor",
@@ -35,6 +38,8 @@ def test_floor_measures_the_cpu_time_of_each_app(
         ]
     )  # fmt: skip
     assert status == 0
+    # The servers had a CPU of their own while it ran; the caller gets every CPU back.
+    assert os.sched_getaffinity(0) == cpus
     records = {
         record["label"]: record
         for record in (json.loads(p.read_text()) for p in tmp_path.glob("*.json"))
@@ -53,6 +58,21 @@ def test_floor_measures_the_cpu_time_of_each_app(
     assert "| ours | 12 |" in table
     assert "| raw | 12 |" in table
     assert list(tmp_path.glob("*-cpu.md"))
+
+
+def test_pinned_gives_the_servers_a_cpu_of_their_own_until_the_block_ends() -> None:
+    cpus = os.sched_getaffinity(0)
+    with pinned(True) as server_cpus:
+        mine = os.sched_getaffinity(0)
+        if len(cpus) < 2 or shutil.which("taskset") is None:
+            assert (server_cpus, mine) == ((), cpus)  # nothing to share out
+        else:
+            assert len(server_cpus) == 1
+            assert not mine & set(server_cpus)
+            assert mine | set(server_cpus) == cpus
+    assert os.sched_getaffinity(0) == cpus
+    with pinned(False) as server_cpus:
+        assert (server_cpus, os.sched_getaffinity(0)) == ((), cpus)
 
 
 def test_raw_events_have_the_shape_of_a_chat_stream() -> None:
