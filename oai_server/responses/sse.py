@@ -15,7 +15,7 @@ import pydantic_core
 from starlette.responses import StreamingResponse
 
 from oai_server.error_responses import to_openai_error
-from oai_server.http.sse import HEADERS
+from oai_server.http.sse import HEADERS, json_text
 from oai_server.responses.stream import RunEvent, TextDeltaOut
 from schemas.response_events import ErrorEvent, ResponseStreamEvent
 
@@ -64,7 +64,7 @@ class TextDeltaFrames:
                 p[1],
                 b"%d" % delta.output_index,
                 p[2],
-                pydantic_core.to_json(delta.delta),
+                json_text(delta.delta),
                 p[3],
                 b"%d" % delta.sequence_number,
                 p[4],
