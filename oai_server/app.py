@@ -216,7 +216,12 @@ class ServerApp(FastAPI):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         scope[BODY_SEND] = send
-        await super().__call__(scope, receive, send)
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            # The server's `send` is bound to its request's object, which holds `scope`:
+            # a reference cycle per request, left to the garbage collector, unless cut.
+            del scope[BODY_SEND]
 
 
 def create_app(

@@ -33,7 +33,7 @@ class Disconnect:
         self._task = asyncio.current_task()
         self._guarding = False
         self._cancelled = False
-        self._watcher = asyncio.ensure_future(self._watch(receive))
+        self._watcher: asyncio.Future[None] | None = asyncio.ensure_future(self._watch(receive))
 
     async def _watch(self, receive: Receive) -> None:
         while (await receive())["type"] != "http.disconnect":
@@ -66,8 +66,15 @@ class Disconnect:
             self._guarding = False
 
     def stop(self) -> None:
-        """Stop watching; call it once the request is answered, however it ended."""
-        self._watcher.cancel()
+        """Stop watching; call it once the request is answered, however it ended.
+
+        The references to both tasks go first: the cancelled watcher keeps its error, whose
+        traceback holds the watcher's frame and so this object, and a cycle through it
+        would keep the whole request (its scope, its server objects) for the collector.
+        """
+        watcher, self._watcher, self._task = self._watcher, None, None
+        if watcher is not None:
+            watcher.cancel()
 
 
 async def until_disconnect(request: Request, work: Coroutine[Any, Any, T]) -> T:
