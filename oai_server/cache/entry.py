@@ -46,23 +46,34 @@ class Entry:
 
 
 def encode(events: Sequence[TextDelta | ResponseModel], usage: CompletionUsage) -> bytes:
-    """The entry for a stream's `events`; a chunk that only reports usage is left out."""
-    stored: list[Any] = [
-        (event.index, event.text) if isinstance(event, TextDelta) else _stored_chunk(event)
+    """The entry for a stream's `events`; a chunk that only reports usage is left out.
+
+    Each event is encoded once, straight to its JSON, and the entry is their join: the
+    bytes of `{"format": ..., "events": [...], "usage": [...]}`.
+    """
+    stored = [
+        pydantic_core.to_json([event.index, event.text])
+        if isinstance(event, TextDelta)
+        else _stored_chunk(event)
         for event in events
     ]
     if stored and stored[-1] is None:
         stored.pop()
-    counts = [usage.prompt_tokens, usage.completion_tokens]
-    return pydantic_core.to_json({"format": FORMAT, "events": stored, "usage": counts})
+    return b"".join(
+        (
+            b'{"format":%d,"events":[' % FORMAT,
+            b",".join(part for part in stored if part is not None),
+            b'],"usage":[%d,%d]}' % (usage.prompt_tokens, usage.completion_tokens),
+        )
+    )
 
 
-def _stored_chunk(chunk: TextDelta | ResponseModel) -> dict[str, Any] | None:
+def _stored_chunk(chunk: TextDelta | ResponseModel) -> bytes | None:
     """A chunk as stored; None for the one that only reports usage (it ends a stream)."""
     assert isinstance(chunk, ResponseModel)
     if getattr(chunk, "usage", None) is not None and not getattr(chunk, "choices", True):
         return None
-    return chunk.model_dump(mode="json", exclude_unset=True, exclude=_NOT_STORED)
+    return chunk.__pydantic_serializer__.to_json(chunk, exclude_unset=True, exclude=_NOT_STORED)
 
 
 def decode(data: bytes, restore: Callable[[dict[str, Any]], ResponseModel]) -> Entry | None:

@@ -48,9 +48,17 @@ from schemas.embeddings import CreateEmbeddingRequest
 REPLICA_POLL_S = 0.05
 
 
+NO_DIRECTIVES: frozenset[str] = frozenset()
+
+
 def _directives(request: Request) -> frozenset[str]:
-    value = request.headers.get("cache-control", "")
-    return frozenset(part.strip().lower() for part in value.split(",") if part.strip())
+    """The request's `Cache-Control` directives, from the raw headers (most requests send
+    none, and a `Headers` view would cost more than the look)."""
+    for name, value in request.scope["headers"]:
+        if name == b"cache-control":
+            text = value.decode("latin-1")
+            return frozenset(part.strip().lower() for part in text.split(",") if part.strip())
+    return NO_DIRECTIVES
 
 
 class ResponseCache:

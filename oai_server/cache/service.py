@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from oai_server.cache.response_cache import ResponseCache
 
 HEADER = "x-cache"
+_HEADERS = {value: [(HEADER.encode(), value.encode())] for value in ("hit", "miss")}
 
 Req = TypeVar("Req", bound=Asked)
 Job = TypeVar("Job")
@@ -192,6 +193,6 @@ class CachedService(
         id_, created = self.endpoint.identity(answer.handle)
         return self.endpoint.assemble(job.req, events, usage, id_, created)
 
-    def headers(self, answer: CacheAnswer[Req, Job, Handle]) -> dict[str, str]:
+    def headers(self, answer: CacheAnswer[Req, Job, Handle]) -> list[tuple[bytes, bytes]]:
         """`x-cache: hit` or `miss`; nothing for a request the cache does not answer."""
-        return {} if answer.header is None else {HEADER: answer.header}
+        return [] if answer.header is None else list(_HEADERS[answer.header])

@@ -60,9 +60,9 @@ class Shortcut(Generic[Prepared, Started]):
         """
         return None
 
-    def headers(self, handle: Started) -> dict[str, str]:
-        """The headers of the answer `handle` (`x-cache`)."""
-        return {}
+    def headers(self, handle: Started) -> list[tuple[bytes, bytes]]:
+        """The headers of the answer `handle` (`x-cache`), as ASGI sends them."""
+        return []
 
 
 def engine_request_id(request: Request, req: Asked) -> str | None:
@@ -124,5 +124,5 @@ async def answer(
         response = json_response(await until_disconnect(request, whole()))
         handle = handles[0]
     if shortcut is not None:
-        response.headers.update(shortcut.headers(handle))
+        response.raw_headers += shortcut.headers(handle)  # names of its own: appended
     return response
