@@ -221,7 +221,7 @@ class ServerApp(FastAPI):
         finally:
             # The server's `send` is bound to its request's object, which holds `scope`:
             # a reference cycle per request, left to the garbage collector, unless cut.
-            del scope[BODY_SEND]
+            scope.pop(BODY_SEND, None)
 
 
 def create_app(
