@@ -57,8 +57,6 @@ def encode(events: Sequence[TextDelta | ResponseModel], usage: CompletionUsage) 
         else _stored_chunk(event)
         for event in events
     ]
-    if stored and stored[-1] is None:
-        stored.pop()
     return b"".join(
         (
             b'{"format":%d,"events":[' % FORMAT,

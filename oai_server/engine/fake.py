@@ -232,7 +232,7 @@ class FakeEngine(Engine):
             middle = (
                 [
                     GenerationStep(prompt_tokens, [ChoiceDelta(0, p, 1)], False, cached)
-                    for p in pieces
+                    for p in pieces[:end]  # `step % count` stays below `end`
                 ]
                 if single
                 else []
