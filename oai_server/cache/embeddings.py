@@ -16,6 +16,7 @@ from oai_server.cache.endpoints import Endpoint, Event
 from oai_server.embeddings.service import EmbeddingCall, EmbeddingJob, EmbeddingService
 from oai_server.engine.types import SamplingOptions
 from oai_server.services.common import StreamSettings
+from oai_server.services.events import Chunks
 from schemas.common import CompletionUsage, ResponseModel
 from schemas.embeddings import (
     CreateEmbeddingRequest,
@@ -63,16 +64,13 @@ class EmbeddingsEndpoint(Endpoint[CreateEmbeddingRequest, EmbeddingJob, Embeddin
     def identity(self, handle: EmbeddingCall) -> tuple[str, int]:
         return handle.request_id, 0  # an embedding answer has neither
 
-    def text_chunk(
+    def chunks(
         self,
-        id_: str,
-        created: int,
+        identity: tuple[str, int],
         model: str,
         opts: StreamSettings,
-        index: int,
-        text: str,
         service_tier: str | None = None,
-    ) -> ResponseModel:
+    ) -> Chunks[ResponseModel]:
         raise TypeError("embeddings are answered whole")
 
     def usage_chunk(

@@ -24,7 +24,7 @@ from oai_server.services.common import StreamSettings, usage_of
 from oai_server.services.completion_assembler import CompletionAssembler
 from oai_server.services.completion_batch import Batch, CompletionJob
 from oai_server.services.completions import CompletionService
-from oai_server.services.events import TextDelta
+from oai_server.services.events import Chunks, Finish, Light, Opening, TextDelta
 from schemas.chat import (
     CreateChatCompletionRequest,
     CreateChatCompletionStreamResponse,
@@ -36,7 +36,7 @@ from schemas.completions import CreateCompletionRequest, CreateCompletionRespons
 Req = TypeVar("Req", bound=Asked)
 Job = TypeVar("Job")
 Handle = TypeVar("Handle")
-Event = TextDelta | ResponseModel
+Event = Light | ResponseModel
 # The stream settings of a chunk that carries the answer's usage.
 WITH_USAGE = StreamSettings(include_usage=True, continuous_usage=False)
 
@@ -76,17 +76,15 @@ class Endpoint(ABC, Generic[Req, Job, Handle]):
         """The `id` and `created` of a started request's answer."""
 
     @abstractmethod
-    def text_chunk(
+    def chunks(
         self,
-        id_: str,
-        created: int,
+        identity: tuple[str, int],
         model: str,
         opts: StreamSettings,
-        index: int,
-        text: str,
         service_tier: str | None = None,
-    ) -> ResponseModel:
-        """The chunk a `TextDelta` of an answer of `model` stands for, as the service builds it."""
+    ) -> Chunks[ResponseModel]:
+        """How the light events of the answer `identity` of `model` become chunks, as the
+        service makes them."""
 
     @abstractmethod
     def usage_chunk(
@@ -171,19 +169,14 @@ class ChatEndpoint(Endpoint[CreateChatCompletionRequest, ChatJob, ChatRequest]):
     def identity(self, handle: ChatRequest) -> tuple[str, int]:
         return handle.generation.request_id, handle.created
 
-    def text_chunk(
+    def chunks(
         self,
-        id_: str,
-        created: int,
+        identity: tuple[str, int],
         model: str,
         opts: StreamSettings,
-        index: int,
-        text: str,
         service_tier: str | None = None,
-    ) -> ResponseModel:
-        return self.service.text_chunk(
-            id_, created, model, opts, index, text, service_tier=service_tier
-        )
+    ) -> Chunks[ResponseModel]:
+        return self.service.chunks(identity, model, opts, service_tier)
 
     def usage_chunk(
         self,
@@ -205,7 +198,9 @@ class ChatEndpoint(Endpoint[CreateChatCompletionRequest, ChatJob, ChatRequest]):
     ) -> ResponseModel:
         assembler = ChatAssembler(with_logprobs=bool(req.logprobs))
         for event in events:
-            assert isinstance(event, TextDelta | CreateChatCompletionStreamResponse)
+            assert isinstance(
+                event, TextDelta | Opening | Finish | CreateChatCompletionStreamResponse
+            )
             assembler.add(event)
         last = self.usage_chunk(id_, created, req.model, usage, req.service_tier)
         assembler.add(last)  # type: ignore[arg-type]
@@ -244,17 +239,14 @@ class CompletionsEndpoint(Endpoint[CreateCompletionRequest, CompletionJob, Batch
     def identity(self, handle: Batch) -> tuple[str, int]:
         return handle.id, handle.created
 
-    def text_chunk(
+    def chunks(
         self,
-        id_: str,
-        created: int,
+        identity: tuple[str, int],
         model: str,
         opts: StreamSettings,
-        index: int,
-        text: str,
         service_tier: str | None = None,
-    ) -> ResponseModel:
-        return self.service.text_chunk(id_, created, model, opts, index, text)
+    ) -> Chunks[ResponseModel]:
+        return self.service.chunks(identity, model, opts)
 
     def usage_chunk(
         self,

@@ -1,10 +1,11 @@
 """A cache entry: the events of one answer, and its usage, encoded as JSON.
 
 The entry is what a stream sends, not a whole response: chunks without their `id`,
-`created` and `usage` (a replay gives them its own), and plain text as `[index, text]`,
-at the granularity the engine produced it. A streamed replay sends these events again;
-a whole response is their fold by the service's own assembler. So either kind of
-request fills an entry that serves both.
+`created` and `usage` (a replay gives them its own), and the light events as lists:
+plain text as `[index, text]`, at the granularity the engine produced it, a choice's
+opening as `[index]`, its plain finish as `[index, null, reason]`. A streamed replay
+sends these events again; a whole response is their fold by the service's own
+assembler. So either kind of request fills an entry that serves both.
 """
 
 from __future__ import annotations
@@ -17,12 +18,12 @@ from typing import Any
 import pydantic
 import pydantic_core
 
-from oai_server.services.events import TextDelta
+from oai_server.services.events import Finish, Light, Opening, TextDelta
 from schemas.common import CompletionUsage, PromptTokensDetails, ResponseModel
 
 logger = logging.getLogger(__name__)
 
-FORMAT = 1
+FORMAT = 2  # 2: openings and finishes as lists
 _NOT_STORED = {"id", "created", "usage"}
 
 
@@ -30,7 +31,7 @@ _NOT_STORED = {"id", "created", "usage"}
 class Entry:
     """A decoded entry: chunks carry an empty `id` and `created` 0 until replayed."""
 
-    events: list[TextDelta | ResponseModel]
+    events: list[Light | ResponseModel]
     prompt_tokens: int
     completion_tokens: int
 
@@ -45,16 +46,16 @@ class Entry:
         )
 
 
-def encode(events: Sequence[TextDelta | ResponseModel], usage: CompletionUsage) -> bytes:
+def encode(events: Sequence[Light | ResponseModel], usage: CompletionUsage) -> bytes:
     """The entry for a stream's `events`; a chunk that only reports usage is left out.
 
     Each event is encoded once, straight to its JSON, and the entry is their join: the
     bytes of `{"format": ..., "events": [...], "usage": [...]}`.
     """
     stored = [
-        pydantic_core.to_json([event.index, event.text])
+        pydantic_core.to_json([event.index, event.text])  # most events: inline
         if isinstance(event, TextDelta)
-        else _stored_chunk(event)
+        else _stored(event)
         for event in events
     ]
     return b"".join(
@@ -66,9 +67,14 @@ def encode(events: Sequence[TextDelta | ResponseModel], usage: CompletionUsage) 
     )
 
 
-def _stored_chunk(chunk: TextDelta | ResponseModel) -> bytes | None:
-    """A chunk as stored; None for the one that only reports usage (it ends a stream)."""
-    assert isinstance(chunk, ResponseModel)
+def _stored(event: Opening | Finish | ResponseModel) -> bytes | None:
+    """An event other than text as stored; None for the chunk that only reports usage
+    (it ends a stream)."""
+    if isinstance(event, Opening):
+        return b"[%d]" % event.index
+    if isinstance(event, Finish):
+        return pydantic_core.to_json([event.index, None, event.reason])
+    chunk = event
     if getattr(chunk, "usage", None) is not None and not getattr(chunk, "choices", True):
         return None
     return chunk.__pydantic_serializer__.to_json(chunk, exclude_unset=True, exclude=_NOT_STORED)
@@ -82,18 +88,22 @@ def decode(data: bytes, restore: Callable[[dict[str, Any]], ResponseModel]) -> E
         if raw["format"] != FORMAT:
             return None
         prompt_tokens, completion_tokens = raw["usage"]
-        events: list[TextDelta | ResponseModel] = []
-        for item in raw["events"]:
-            if isinstance(item, list):
-                index, text = item
-                if not isinstance(index, int) or not isinstance(text, str):
-                    raise TypeError("a text event is [index, text]")
-                events.append(TextDelta(index, text))
-            else:
-                events.append(restore(item))
+        events = [
+            _light(item) if isinstance(item, list) else restore(item) for item in raw["events"]
+        ]
         if not isinstance(prompt_tokens, int) or not isinstance(completion_tokens, int):
             raise TypeError("usage is [prompt_tokens, completion_tokens]")
     except (ValueError, TypeError, KeyError, pydantic.ValidationError) as exc:
         logger.warning("response cache: an entry did not decode (%r); treated as a miss", exc)
         return None
     return Entry(events, prompt_tokens, completion_tokens)
+
+
+def _light(item: list[Any]) -> Light:
+    if len(item) == 2 and type(item[0]) is int and isinstance(item[1], str):
+        return TextDelta(item[0], item[1])
+    if len(item) == 1 and type(item[0]) is int:
+        return Opening(item[0])
+    if len(item) == 3 and type(item[0]) is int and item[1] is None and isinstance(item[2], str):
+        return Finish(item[0], item[2])
+    raise TypeError("a light event is [index, text], [index] or [index, null, reason]")

@@ -16,14 +16,14 @@ from oai_server.cache.entry import Entry
 from oai_server.http.answer import Asked
 from oai_server.observability.context import current_request
 from oai_server.services.common import StreamSettings
-from oai_server.services.events import EventStream, TextDelta
+from oai_server.services.events import LIGHT, EventStream
 from schemas.common import GenerationRequest, ResponseModel
 
 
 def _events(entry: Entry, id_: str, created: int, with_usage: bool) -> list[Event]:
     events: list[Event] = []
     for event in entry.events:
-        if isinstance(event, TextDelta):
+        if isinstance(event, LIGHT):
             events.append(event)
             continue
         chunk = event.model_copy(update={"id": id_, "created": created})
@@ -60,12 +60,7 @@ def replay_stream(
         if opts.include_usage:
             yield endpoint.usage_chunk(id_, created, req.model, entry.usage, req.service_tier)
 
-    return EventStream(
-        stream(),
-        lambda index, text: endpoint.text_chunk(
-            id_, created, req.model, opts, index, text, req.service_tier
-        ),
-    )
+    return EventStream(stream(), endpoint.chunks(identity, req.model, opts, req.service_tier))
 
 
 def replay_whole(

@@ -141,7 +141,7 @@ class CachedService(
             # A stream whose body never starts (its client gone first) still lands.
             assert answer.job.key is not None
             weakref.finalize(events, self.cache.abandon, answer.job.key, answer.flight)
-        return EventStream(events, inner.chunk_of)
+        return EventStream(events, inner.chunks)
 
     async def _recorded(
         self,

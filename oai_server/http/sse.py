@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import functools
 import logging
-from collections.abc import Callable
 
-import pydantic_core
 from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from oai_server.error_responses import error_body, to_openai_error
 from oai_server.http.disconnect import Disconnect
-from oai_server.services.events import EventStream, TextDelta
+from oai_server.http.templates import LightEvents, event, json_text
+from oai_server.services.events import EventStream, Finish, Opening, TextDelta
 from schemas.common import ResponseModel
 
 logger = logging.getLogger(__name__)
@@ -32,52 +30,15 @@ _RAW_HEADERS = [
     *((name.lower().encode(), value.encode()) for name, value in HEADERS.items()),
 ]
 
-# Values no real chunk carries, marking where a sample chunk's index and text sit.
-_INDEX_MARK = 987654321
-_TEXT_MARK = "\x00oai-text\x00"
-# A text's JSON string, remembered: the same few thousand token texts make up most of
-# every answer, and a hit costs half the encoding. A step's text is a token or a few (more
-# only when the reader lags), so the cache stays small.
-json_text = functools.lru_cache(maxsize=4096)(pydantic_core.to_json)
-
-
-def event(payload: ResponseModel) -> bytes:
-    return b"data: " + payload.to_json() + b"\n\n"
-
-
-class TextEvents:
-    """Events of the commonest chunk, one choice's next text, without building a model.
-
-    Most of a stream is such chunks, and building and serializing three pydantic
-    models per token was most of the server's own cost per token. The template is cut
-    from a chunk that `sample(index, text)` builds and serializes with marker values,
-    so its bytes are those of the typed chunk by construction: only the index and the
-    JSON-escaped text (escaped by pydantic's own encoder) are spliced in:
-    `prefix(index) + json_text(text) + tail`.
-    """
-
-    def __init__(self, sample: Callable[[int, str], ResponseModel]) -> None:
-        encoded = event(sample(_INDEX_MARK, _TEXT_MARK))
-        head, rest = encoded.split(str(_INDEX_MARK).encode(), 1)
-        middle, tail = rest.split(pydantic_core.to_json(_TEXT_MARK), 1)
-        self._head, self._middle, self.tail = head, middle, tail
-
-    def prefix(self, index: int) -> bytes:
-        """What comes before the text of choice `index`."""
-        return b"%s%d%s" % (self._head, index, self._middle)
-
-    def __call__(self, index: int, text: str) -> bytes:
-        return self.prefix(index) + json_text(text) + self.tail
-
 
 class EventStreamResponse(Response):
     """`text/event-stream` of an answer's events, each encoded and sent as it comes.
 
     What Starlette's `StreamingResponse` around an encoding generator did, for less per
-    chunk and per request: the events are encoded in the sending loop (a text delta is
-    spliced into its choice's prebuilt bytes), each body goes straight to the ASGI
-    server's `send` (`BODY_SEND`), past the layers that only wrap `send` to see the
-    response start, `[DONE]` ends the body in the same message, and the client's
+    chunk and per request: the events are encoded in the sending loop (a light event is
+    spliced into its kind's prebuilt bytes, `oai_server.http.templates`), each body goes
+    straight to the ASGI server's `send` (`BODY_SEND`), past the layers that only wrap
+    `send` to see the response start, `[DONE]` ends the body in the same message, and the client's
     disconnect is watched by the task that watched the stream's start.
     """
 
@@ -114,18 +75,21 @@ class EventStreamResponse(Response):
         same envelope as any other error, and the stream still ends with `[DONE]`.
         """
         stream = self.stream
-        text_events: TextEvents | None = None
-        index, before, tail = -1, b"", b""
+        light = LightEvents(stream.chunks)
+        index, around, before, tail = -1, None, b"", b""
         sending = False
         try:
             async for item in stream:
                 if isinstance(item, TextDelta):
-                    if item.index != index:  # the choice's prefix, made once per change
-                        if text_events is None:
-                            text_events = TextEvents(stream.chunk_of)
-                            tail = text_events.tail
-                        index, before = item.index, text_events.prefix(item.index)
-                    body = before + json_text(item.text) + tail
+                    if item.index != index:  # the choice's parts, made once per change
+                        index, around = item.index, light.text_around(item.index)
+                        before, tail = around or (b"", b"")
+                    if around is not None:
+                        body = before + json_text(item.text) + tail
+                    else:
+                        body = event(stream.chunks.of(item))
+                elif isinstance(item, Opening | Finish):
+                    body = light.encode(item)
                 else:
                     body = event(item)
                 sending = True

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from oai_server.services.events import TextDelta
+from oai_server.services.events import Finish, Light, Opening, TextDelta
 from schemas.chat import (
     ChatCompletionChunkChoice,
     ChatCompletionTokenLogprob,
@@ -100,7 +100,7 @@ class ItemStream:
     # Logprobs of tokens whose text has not come out yet (held back by the tool-call parser).
     _logprobs: list[ChatCompletionTokenLogprob] = field(default_factory=list)
 
-    def feed(self, event: CreateChatCompletionStreamResponse | TextDelta) -> list[ItemUpdate]:
+    def feed(self, event: CreateChatCompletionStreamResponse | Light) -> list[ItemUpdate]:
         """The item events of one chat event, in order (often one, or none).
 
         A plain call, not an async generator over the chat stream: the encoders iterate
@@ -113,6 +113,11 @@ class ItemStream:
                 return [TextAdded(item, event.text, _NONE)]  # the commonest event, made short
             self._add_text(event.text, out)
             return out
+        if isinstance(event, Finish):
+            self.finish_reason = event.reason
+            return out
+        if isinstance(event, Opening):
+            return out  # the role, and no content yet
         for choice in event.choices:
             self._choice(choice, out)
         return out

@@ -15,7 +15,8 @@ import pydantic_core
 from starlette.responses import StreamingResponse
 
 from oai_server.error_responses import to_openai_error
-from oai_server.http.sse import HEADERS, json_text
+from oai_server.http.sse import HEADERS
+from oai_server.http.templates import json_text
 from oai_server.responses.stream import RunEvent, TextDeltaOut
 from schemas.response_events import ErrorEvent, ResponseStreamEvent
 
@@ -36,7 +37,7 @@ def frame(event: ResponseStreamEvent) -> bytes:
 class TextDeltaFrames:
     """`response.output_text.delta` frames spliced into a template cut from a typed event.
 
-    As for chat's text chunks (`oai_server.http.sse.TextEvents`): the bytes are those of
+    As for chat's light events (`oai_server.http.templates`): the bytes are those of
     the typed event by construction; only the values, JSON-encoded by pydantic, vary.
     """
 

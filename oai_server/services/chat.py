@@ -30,7 +30,7 @@ from oai_server.services.common import (
     structured_output,
     usage_of,
 )
-from oai_server.services.events import EventStream, TextDelta
+from oai_server.services.events import Chunks, EventStream, Finish, Light, Opening, TextDelta
 from oai_server.tool_calls.parsers import Content
 from oai_server.tool_calls.plan import ToolPlan, plan_tools
 from schemas.chat import (
@@ -42,7 +42,7 @@ from schemas.chat import (
 )
 from schemas.common import CompletionUsage
 
-ChatEvent = CreateChatCompletionStreamResponse | TextDelta
+ChatEvent = CreateChatCompletionStreamResponse | Light
 
 
 @dataclass
@@ -144,9 +144,9 @@ class ChatService:
     def stream(self, chat: ChatRequest) -> EventStream[CreateChatCompletionStreamResponse]:
         """The events of the answer, exactly as OpenAI streams them."""
         opts = StreamSettings.of(chat.req.stream_options)
-        return EventStream(
-            self._events(chat, opts), lambda i, t: self._text_chunk(chat, opts, i, t)
-        )
+        identity = (chat.generation.request_id, chat.created)
+        chunks = self.chunks(identity, chat.req.model, opts, chat.req.service_tier)
+        return EventStream(self._events(chat, opts), chunks)
 
     async def complete(self, chat: ChatRequest) -> CreateChatCompletionResponse:
         """The whole answer: the sum of the streamed events."""
@@ -183,20 +183,20 @@ class ChatService:
             out.service_tier = service_tier
         return out
 
-    def text_chunk(
+    def chunks(
         self,
-        id_: str,
-        created: int,
+        identity: tuple[str, int],
         model: str,
         opts: StreamSettings,
-        index: int,
-        text: str,
-        usage: CompletionUsage | None = None,
         service_tier: str | None = None,
-    ) -> CreateChatCompletionStreamResponse:
-        """The chunk a `TextDelta` of the answer `id_` stands for."""
-        choice = _choice(index, ChatCompletionDelta(content=text))
-        return self.chunk(id_, created, model, opts, choice, usage, service_tier)
+    ) -> Chunks[CreateChatCompletionStreamResponse]:
+        """How the light events of the answer `identity` (`id`, `created`) of `model` become
+        its chunks, as streamed live and as the response cache replays them."""
+
+        def build(id_: str, created: int, event: Light) -> CreateChatCompletionStreamResponse:
+            return self.chunk(id_, created, model, opts, _light_choice(event), None, service_tier)
+
+        return Chunks(build, identity, ("chat", model, opts, service_tier))
 
     def _chunk(
         self, chat: ChatRequest, opts: StreamSettings, choice: ChatCompletionChunkChoice | None
@@ -212,35 +212,21 @@ class ChatService:
             chat.req.service_tier,
         )
 
-    def _text_chunk(
-        self, chat: ChatRequest, opts: StreamSettings, index: int, text: str
-    ) -> CreateChatCompletionStreamResponse:
-        usage = usage_of(chat.generation.usage) if opts.continuous_usage else None
-        return self.text_chunk(
-            chat.generation.request_id,
-            chat.created,
-            chat.req.model,
-            opts,
-            index,
-            text,
-            usage,
-            chat.req.service_tier,
-        )
-
     async def _events(self, chat: ChatRequest, opts: StreamSettings) -> AsyncIterator[ChatEvent]:
         generation = chat.generation
         want_logprobs = bool(chat.req.logprobs)
-        # Plain text goes out as a bare `TextDelta`, unless each chunk differs anyway.
-        bare_text = not want_logprobs and not opts.continuous_usage
+        # Plain text goes out as a bare `TextDelta`, a choice's opening and plain finish as
+        # `Opening` and `Finish`, unless each chunk differs anyway.
+        light = not want_logprobs and not opts.continuous_usage
 
         def chunk(choice: ChatCompletionChunkChoice | None) -> CreateChatCompletionStreamResponse:
             return self._chunk(chat, opts, choice)
 
         states = chat.choices()
         # The commonest stream, plain text: each piece goes out as it comes, no parser events.
-        plain = bare_text and all(state.plain for state in states)
+        plain = light and all(state.plain for state in states)
         for index in range(len(states)):
-            yield chunk(_choice(index, ChatCompletionDelta(role="assistant", content="")))
+            yield Opening(index) if light else chunk(_light_choice(Opening(index)))
         async for step in generation:
             for d in step.choices:
                 if plain and d.finish_reason is None:
@@ -257,14 +243,16 @@ class ChatService:
                     # so it never reaches the client as an ordinary, truncated answer.
                     finish = state.finish_reason(d.finish_reason)
                 for e in events:
-                    if bare_text and isinstance(e, Content):
+                    if light and isinstance(e, Content):
                         yield TextDelta(d.index, e.text)
                         continue
                     out = _choice(d.index, state.delta(e))
                     if pending:
                         out.logprobs, pending = chat_logprobs(pending), []
                     yield chunk(out)
-                if finish is not None:
+                if finish is not None and light and d.stop_reason is None:
+                    yield Finish(d.index, finish)
+                elif finish is not None:
                     done = _choice(d.index, ChatCompletionDelta())
                     done.finish_reason = finish
                     if pending:
@@ -285,3 +273,14 @@ class ChatService:
 
 def _choice(index: int, delta: ChatCompletionDelta) -> ChatCompletionChunkChoice:
     return ChatCompletionChunkChoice(index=index, delta=delta, logprobs=None, finish_reason=None)
+
+
+def _light_choice(event: Light) -> ChatCompletionChunkChoice:
+    """The choice of the chunk a light event stands for."""
+    if isinstance(event, Opening):
+        return _choice(event.index, ChatCompletionDelta(role="assistant", content=""))
+    if isinstance(event, Finish):
+        choice = _choice(event.index, ChatCompletionDelta())
+        choice.finish_reason = event.reason  # type: ignore[assignment]
+        return choice
+    return _choice(event.index, ChatCompletionDelta(content=event.text))

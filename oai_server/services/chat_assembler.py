@@ -8,8 +8,9 @@ store) can rebuild the whole answer the same way.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import cast
 
-from oai_server.services.events import TextDelta
+from oai_server.services.events import Finish, Light, Opening, TextDelta
 from schemas.chat import (
     ChatCompletionChoice,
     ChatCompletionChunkChoice,
@@ -73,9 +74,15 @@ class ChatAssembler:
         self._head: CreateChatCompletionStreamResponse | None = None
         self._usage: CompletionUsage | None = None
 
-    def add(self, event: CreateChatCompletionStreamResponse | TextDelta) -> None:
+    def add(self, event: CreateChatCompletionStreamResponse | Light) -> None:
         if isinstance(event, TextDelta):
             self._choices[event.index].content += event.text
+            return
+        if isinstance(event, Opening):
+            self._choices.setdefault(event.index, _Choice())
+            return
+        if isinstance(event, Finish):
+            self._choices[event.index].finish_reason = cast(FinishReason, event.reason)
             return
         if self._head is None:
             self._head = event
@@ -86,7 +93,9 @@ class ChatAssembler:
 
     def result(self) -> CreateChatCompletionResponse:
         """The whole answer; call once every event has been added."""
-        assert self._head is not None, "a chat stream starts with its role chunks"
+        # Light events carry no `id`: the answer's comes from its first chunk (at the
+        # latest its usage chunk, which a whole answer always has).
+        assert self._head is not None, "the events of a whole answer include a chunk"
         out = CreateChatCompletionResponse(
             id=self._head.id,
             created=self._head.created,

@@ -30,7 +30,7 @@ from oai_server.services.common import (
 )
 from oai_server.services.completion_assembler import CompletionAssembler
 from oai_server.services.completion_batch import Batch, Candidate, CompletionJob, PromptRun
-from oai_server.services.events import EventStream, TextDelta
+from oai_server.services.events import Chunks, EventStream, Finish, Light, TextDelta
 from schemas.common import CompletionUsage
 from schemas.completions import (
     CompletionChoice,
@@ -227,12 +227,8 @@ class CompletionService:
         per-request queues while an earlier prompt is being sent.
         """
         opts = StreamSettings.of(batch.req.stream_options)
-        return EventStream(
-            self._events(batch, opts),
-            lambda i, t: self._chunk(
-                batch, opts, [CompletionChoice(index=i, text=t, logprobs=None, finish_reason=None)]
-            ),
-        )
+        chunks = self.chunks((batch.id, batch.created), batch.req.model, opts)
+        return EventStream(self._events(batch, opts), chunks)
 
     def chunk(
         self,
@@ -253,12 +249,25 @@ class CompletionService:
             out.usage = usage
         return out
 
-    def text_chunk(
-        self, id_: str, created: int, model: str, opts: StreamSettings, index: int, text: str
-    ) -> CreateCompletionResponse:
-        """The chunk a `TextDelta` of the answer `id_` stands for."""
-        choice = CompletionChoice(index=index, text=text, logprobs=None, finish_reason=None)
-        return self.chunk(id_, created, model, opts, [choice])
+    def chunks(
+        self, identity: tuple[str, int], model: str, opts: StreamSettings
+    ) -> Chunks[CreateCompletionResponse]:
+        """How the light events of the answer `identity` (`id`, `created`) of `model` become
+        its chunks, as streamed live and as the response cache replays them."""
+
+        def build(id_: str, created: int, event: Light) -> CreateCompletionResponse:
+            if isinstance(event, TextDelta):
+                text, reason = event.text, None
+            elif isinstance(event, Finish):
+                text, reason = "", event.reason
+            else:
+                raise TypeError("a text completion has no opening chunk")
+            choice = CompletionChoice(
+                index=event.index, text=text, logprobs=None, finish_reason=reason
+            )
+            return self.chunk(id_, created, model, opts, [choice])
+
+        return Chunks(build, identity, ("completions", model, opts))
 
     def _chunk(
         self, batch: Batch, opts: StreamSettings, choices: list[CompletionChoice]

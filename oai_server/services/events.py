@@ -2,37 +2,74 @@
 
 A stream is mostly one kind of event, a choice's next piece of text; `TextDelta` (the
 engine's `ChoiceDelta` is one) carries just that, so no pydantic model is built per token.
-Everything else is the typed chunk itself. `EventStream.chunk_of` turns a `TextDelta` back
-into the chunk it stands for, so every consumer (the SSE encoder, the Realtime socket, the
-cache, the store) can see full chunks, and the SSE encoder can splice text into a template
-cut from that chunk.
+A plain chat choice's first and last chunks are as bare: `Opening` (the assistant's role)
+and `Finish` (its finish reason). Everything else is the typed chunk itself.
+
+`Chunks` turns a light event back into the chunk it stands for, so every consumer (the
+SSE encoder, the Realtime socket, the cache, the store) can see full chunks. It builds
+them for any answer's `id` and `created`, and says what else the chunks' bytes depend on
+(`shape`), so the SSE encoder can cut templates from sample chunks once per shape and
+splice each answer's identity and each event's values into them.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Hashable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from oai_server.engine.types import TextDelta
 from schemas.common import ResponseModel
 
-__all__ = ["EventStream", "TextDelta"]
+__all__ = ["LIGHT", "Chunks", "EventStream", "Finish", "Light", "Opening", "TextDelta"]
 
 Chunk = TypeVar("Chunk", bound=ResponseModel, covariant=True)
 
 
+@dataclass(slots=True)
+class Opening:
+    """A chat choice's first chunk: the assistant's role, empty content."""
+
+    index: int
+
+
+@dataclass(slots=True)
+class Finish:
+    """A choice's last chunk: its finish reason, and nothing else."""
+
+    index: int
+    reason: str
+
+
+Light = TextDelta | Opening | Finish
+LIGHT = (TextDelta, Opening, Finish)  # for `isinstance`
+
+
+@dataclass(frozen=True)
+class Chunks(Generic[Chunk]):
+    """How one answer's light events become its chunks.
+
+    `build(id, created, event)` is the chunk `event` stands for in an answer with that
+    `id` and `created`; the answer's own are `identity`. `shape` is everything else the
+    chunk depends on (the endpoint, the model, the stream options, the tier): two
+    `Chunks` of equal shape build equal chunks for equal arguments.
+    """
+
+    build: Callable[[str, int, Light], Chunk]
+    identity: tuple[str, int]
+    shape: Hashable
+
+    def of(self, event: Light) -> Chunk:
+        """The chunk `event` stands for in this answer."""
+        return self.build(self.identity[0], self.identity[1], event)
+
+
 @dataclass(frozen=True)
 class EventStream(Generic[Chunk]):
-    """The events of one answer, and how to make the chunk a `TextDelta` stands for."""
+    """The events of one answer, and how its light events become chunks."""
 
-    events: AsyncIterator[Chunk | TextDelta]
-    chunk_of: Callable[[int, str], Chunk]
+    events: AsyncIterator[Chunk | Light]
+    chunks: Chunks[Chunk]
 
-    def __aiter__(self) -> AsyncIterator[Chunk | TextDelta]:
+    def __aiter__(self) -> AsyncIterator[Chunk | Light]:
         return self.events
-
-    async def chunks(self) -> AsyncIterator[Chunk]:
-        """The events as full chunks, for consumers that want nothing else."""
-        async for event in self.events:
-            yield self.chunk_of(event.index, event.text) if isinstance(event, TextDelta) else event

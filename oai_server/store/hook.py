@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from oai_server.services.chat import ChatEvent, ChatJob, ChatRequest, ChatService
 from oai_server.services.chat_assembler import ChatAssembler
 from oai_server.services.common import usage_of
-from oai_server.services.events import EventStream
+from oai_server.services.events import EventStream, Opening
 from schemas.chat import (
     CreateChatCompletionRequest,
     CreateChatCompletionResponse,
@@ -54,7 +54,7 @@ class RecordingChat:
 
     def stream(self, chat: ChatRequest) -> EventStream[CreateChatCompletionStreamResponse]:
         inner = self.service.stream(chat)
-        return EventStream(self._recorded(chat, inner), inner.chunk_of)
+        return EventStream(self._recorded(chat, inner), inner.chunks)
 
     async def _recorded(
         self, chat: ChatRequest, inner: EventStream[CreateChatCompletionStreamResponse]
@@ -64,7 +64,8 @@ class RecordingChat:
         finished = False
         try:
             async for event in inner:
-                assembler.add(event)
+                # The record's `id` is its first chunk's: an opening, as the chunk it stands for.
+                assembler.add(inner.chunks.of(event) if isinstance(event, Opening) else event)
                 yield event
             finished = True
         finally:

@@ -42,13 +42,13 @@ async def test_followers_run_the_engine_when_the_leader_fails(backend: str) -> N
 
 async def test_the_memory_cache_evicts_the_least_recently_used_within_its_bytes() -> None:
     engine = FakeEngine()
-    async with cached(engine, "memory", response_cache_max_bytes=1000) as c:
+    async with cached(engine, "memory", response_cache_max_bytes=400) as c:
         assert isinstance(c.cache.backend, MemoryBackend)
-        # About 450 bytes an entry: two fit. 3 is used again, so 4 is the least recently used.
+        # About 170 bytes an entry: two fit. 3 is used again, so 4 is the least recently used.
         for tokens in (3, 4, 3, 5):
             await c.post(CHAT, chat_body(max_tokens=tokens))
         held = await c.metric("oai_cache_bytes")
-        assert 0 < held <= 1000
+        assert 0 < held <= 400
         assert await c.metric("oai_cache_evictions_total") >= 1
         assert (await c.post(CHAT, chat_body(max_tokens=5))).headers["x-cache"] == "hit"
         assert (await c.post(CHAT, chat_body(max_tokens=4))).headers["x-cache"] == "miss"
