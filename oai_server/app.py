@@ -42,6 +42,7 @@ from oai_server.features import Feature, FeatureFactory
 from oai_server.generation.chat_template import load_template
 from oai_server.generation.service_tier import TierPolicy
 from oai_server.generation.work_limits import WorkLimits
+from oai_server.http.direct import DirectRoutes
 from oai_server.http.sse import BODY_SEND
 from oai_server.lifecycle import Lifecycle, LifecycleMiddleware
 from oai_server.models import ModelRegistry, ServedModel
@@ -292,7 +293,9 @@ def create_app(
     for feature in features:
         app.router.routes.extend(feature.routes)
     install_error_handlers(app)
-    # The last added runs first: CORS, then id/log/metrics, drain, then the features' own.
+    # The last added runs first: CORS, then id/log/metrics, drain, then the features' own,
+    # then the busiest routes, answered past Starlette's router.
+    app.add_middleware(DirectRoutes, routes=[chat.ROUTE, completions.ROUTE])
     for feature in reversed(features):
         for middleware in reversed(feature.middleware):
             app.add_middleware(middleware.cls, *middleware.args, **middleware.kwargs)

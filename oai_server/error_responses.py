@@ -127,23 +127,26 @@ async def refuse(exc: BaseException, scope: Scope, receive: Receive, send: Send)
     await send({"type": "websocket.http.response.body", "body": error_body(error).to_json()})
 
 
-async def _handle(request: Request, exc: Exception) -> Response:
+def exception_response(exc: Exception) -> Response:
+    """The response to whatever a route's handler raised."""
+    if isinstance(exc, ClientDisconnect):
+        # Nobody is left to read an answer: not an error of the server, nothing to log.
+        return Response(status_code=CLIENT_CLOSED_REQUEST)
     return error_response(exc)
 
 
-async def _client_gone(request: Request, exc: Exception) -> Response:
-    # Nobody is left to read an answer: not an error of the server, nothing to log.
-    return Response(status_code=CLIENT_CLOSED_REQUEST)
+async def _handle(request: Request, exc: Exception) -> Response:
+    return exception_response(exc)
 
 
 def install_error_handlers(app: FastAPI) -> None:
-    """Route every exception a handler can raise through `error_response`."""
+    """Route every exception a handler can raise through `exception_response`."""
     for exc_type in (
         OpenAIError,
         ValidationError,
         RequestValidationError,
         HTTPException,
+        ClientDisconnect,
         Exception,
     ):
         app.add_exception_handler(exc_type, _handle)
-    app.add_exception_handler(ClientDisconnect, _client_gone)

@@ -30,7 +30,7 @@ _CREATED_BYTES = b"%d" % _CREATED_MARK
 _INDEX_BYTES = b"%d" % _INDEX_MARK
 _TEXT_BYTES = pydantic_core.to_json(_TEXT_MARK)
 # Shapes are few (a server's models, tiers, stream options): the bound only guards memory.
-_MAX_CUTS = 1024
+_MAX_SHAPES = 256
 
 # A text's JSON string, remembered: the same few thousand token texts make up most of
 # every answer, and a hit costs half the encoding. A step's text is a token or a few (more
@@ -56,27 +56,29 @@ def cut(sample: bytes, holes: Sequence[bytes]) -> list[bytes] | None:
     return parts
 
 
-# (shape, kind of event) -> the sample's bytes cut at the event's values; None where
-# the sample did not cut cleanly (its events are then encoded from their chunks).
-_cuts: dict[tuple[Hashable, Hashable], list[bytes] | None] = {}
+# A shape's samples, by kind of event: cut at the event's values, with the indices of the
+# parts that hold the answer's identity; None for a sample that did not cut cleanly (its
+# events are then encoded from their chunks).
+Cuts = dict[str, tuple[list[bytes], tuple[int, ...]] | None]
+_shapes: dict[Hashable, Cuts] = {}
 
 
-def _cut_sample(
-    chunks: Chunks[ResponseModel], kind: Hashable, sample: Light, holes: Sequence[bytes]
-) -> list[bytes] | None:
-    key = (chunks.shape, kind)
-    try:
-        return _cuts[key]
-    except KeyError:
-        pass
-    encoded = event(chunks.build(_ID_MARK, _CREATED_MARK, sample))
-    parts = None
-    if encoded.count(_ID_BYTES) == 1 and encoded.count(_CREATED_BYTES) == 1:
-        parts = cut(encoded, holes)
-    if len(_cuts) >= _MAX_CUTS:
-        _cuts.clear()
-    _cuts[key] = parts
-    return parts
+def _cuts_of(shape: Hashable) -> Cuts:
+    cuts = _shapes.get(shape)
+    if cuts is None:
+        if len(_shapes) >= _MAX_SHAPES:
+            _shapes.clear()
+        cuts = _shapes[shape] = {}
+    return cuts
+
+
+def _sample(kind: str) -> tuple[Light, tuple[bytes, ...]]:
+    """The sample event of `kind` ("text", "opening", "finish <reason>"), and its holes."""
+    if kind == "text":
+        return TextDelta(_INDEX_MARK, _TEXT_MARK), (_INDEX_BYTES, _TEXT_BYTES)
+    if kind == "opening":
+        return Opening(_INDEX_MARK), (_INDEX_BYTES,)
+    return Finish(_INDEX_MARK, kind.removeprefix("finish ")), (_INDEX_BYTES,)
 
 
 class LightEvents:
@@ -84,29 +86,53 @@ class LightEvents:
 
     def __init__(self, chunks: Chunks[ResponseModel]) -> None:
         self.chunks = chunks
+        self._cuts = _cuts_of(chunks.shape)
         id_, created = chunks.identity
         self._id = pydantic_core.to_json(id_)
         self._created = b"%d" % created
+        # The parts with this answer's identity in, by part: the kinds share their head.
+        self._filled: dict[bytes, bytes] = {}
         self._text: list[bytes] | None = None
-        self._openings: list[bytes] | None = None
+        self._opening: list[bytes] | None = None
         self._finishes: dict[str, list[bytes] | None] = {}
 
-    def _own(self, kind: Hashable, sample: Light, holes: Sequence[bytes]) -> list[bytes] | None:
+    def _own(self, kind: str) -> list[bytes] | None:
         """The template of `kind`, with this answer's identity in it."""
-        parts = _cut_sample(self.chunks, kind, sample, holes)
+        try:
+            cut_sample = self._cuts[kind]
+        except KeyError:
+            cut_sample = self._cuts[kind] = self._cut(kind)
+        if cut_sample is None:
+            return None
+        parts, marked = cut_sample
+        parts = parts.copy()
+        for i in marked:
+            part = parts[i]
+            filled = self._filled.get(part)
+            if filled is None:
+                # `created` first: its marker's digits might be in the id, never the reverse.
+                filled = part.replace(_CREATED_BYTES, self._created).replace(_ID_BYTES, self._id)
+                self._filled[part] = filled
+            parts[i] = filled
+        return parts
+
+    def _cut(self, kind: str) -> tuple[list[bytes], tuple[int, ...]] | None:
+        sample, holes = _sample(kind)
+        encoded = event(self.chunks.build(_ID_MARK, _CREATED_MARK, sample))
+        if encoded.count(_ID_BYTES) != 1 or encoded.count(_CREATED_BYTES) != 1:
+            return None
+        parts = cut(encoded, holes)
         if parts is None:
             return None
-        # `created` first: the marker's digits might be in the answer's id, never the reverse.
-        created, id_ = self._created, self._id
-        return [part.replace(_CREATED_BYTES, created).replace(_ID_BYTES, id_) for part in parts]
+        marked = tuple(i for i, p in enumerate(parts) if _ID_BYTES in p or _CREATED_BYTES in p)
+        return parts, marked
 
     def text_around(self, index: int) -> tuple[bytes, bytes] | None:
         """What goes before and after a text of choice `index`; None where the texts'
         chunks must be built."""
         parts = self._text
         if parts is None:
-            sample = TextDelta(_INDEX_MARK, _TEXT_MARK)
-            parts = self._text = self._own("text", sample, (_INDEX_BYTES, _TEXT_BYTES))
+            parts = self._text = self._own("text")
             if parts is None:
                 return None
         return b"%s%d%s" % (parts[0], index, parts[1]), parts[2]
@@ -114,17 +140,14 @@ class LightEvents:
     def encode(self, item: Opening | Finish) -> bytes:
         """An opening or a finish."""
         if isinstance(item, Opening):
-            parts = self._openings
+            parts = self._opening
             if parts is None:
-                sample = Opening(_INDEX_MARK)
-                parts = self._openings = self._own("opening", sample, (_INDEX_BYTES,))
+                parts = self._opening = self._own("opening")
         else:
             try:
                 parts = self._finishes[item.reason]
             except KeyError:
-                finish = Finish(_INDEX_MARK, item.reason)
-                parts = self._own(("finish", item.reason), finish, (_INDEX_BYTES,))
-                self._finishes[item.reason] = parts
+                parts = self._finishes[item.reason] = self._own("finish " + item.reason)
         if parts is None:
             return event(self.chunks.of(item))
         return b"%s%d%s" % (parts[0], item.index, parts[1])

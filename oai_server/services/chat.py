@@ -196,7 +196,8 @@ class ChatService:
         def build(id_: str, created: int, event: Light) -> CreateChatCompletionStreamResponse:
             return self.chunk(id_, created, model, opts, _light_choice(event), None, service_tier)
 
-        return Chunks(build, identity, ("chat", model, opts, service_tier))
+        shape = ("chat", model, opts.include_usage, opts.continuous_usage, service_tier)
+        return Chunks(build, identity, shape)
 
     def _chunk(
         self, chat: ChatRequest, opts: StreamSettings, choice: ChatCompletionChunkChoice | None

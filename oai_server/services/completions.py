@@ -267,7 +267,8 @@ class CompletionService:
             )
             return self.chunk(id_, created, model, opts, [choice])
 
-        return Chunks(build, identity, ("completions", model, opts))
+        shape = ("completions", model, opts.include_usage, opts.continuous_usage)
+        return Chunks(build, identity, shape)
 
     def _chunk(
         self, batch: Batch, opts: StreamSettings, choices: list[CompletionChoice]
