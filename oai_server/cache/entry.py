@@ -18,6 +18,7 @@ from typing import Any
 import pydantic
 import pydantic_core
 
+from oai_server.http.templates import json_text
 from oai_server.services.events import Finish, Light, Opening, TextDelta
 from schemas.common import CompletionUsage, PromptTokensDetails, ResponseModel
 
@@ -53,7 +54,7 @@ def encode(events: Sequence[Light | ResponseModel], usage: CompletionUsage) -> b
     bytes of `{"format": ..., "events": [...], "usage": [...]}`.
     """
     stored = [
-        pydantic_core.to_json([event.index, event.text])  # most events: inline
+        b"[%d,%s]" % (event.index, json_text(event.text))  # most events: inline
         if isinstance(event, TextDelta)
         else _stored(event)
         for event in events

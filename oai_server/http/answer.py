@@ -68,7 +68,7 @@ class Shortcut(Generic[Prepared, Started]):
 def engine_request_id(request: Request, req: Asked) -> str | None:
     """The answer's and the engine request's id: OpenAI's prefix and the x-request-id
     (set by `ObservabilityMiddleware`), so logs and engine traces meet on one id."""
-    request_id: str | None = getattr(request.state, "request_id", None)
+    request_id: str | None = request.scope.get("state", {}).get("request_id")
     if request_id is None:
         return None
     if isinstance(req, CreateChatCompletionRequest):
