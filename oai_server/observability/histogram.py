@@ -1,10 +1,11 @@
-"""A Prometheus histogram fed a whole request's observations at once.
+"""A Prometheus histogram fed one value, or a whole request's observations at once.
 
 `prometheus_client.Histogram.observe` takes a lock and walks the buckets for each value:
-about a microsecond, which per streamed token was a tenth of the server's own cost. Inter-token
-latencies are counted per request into a `Tally` (one `bisect` and one add per token) and
-added to the histogram when the request ends, as vLLM records its per-step stats in batches.
-Every update and every scrape runs on the event loop's thread, so no lock is needed.
+about a microsecond, which per streamed token was a tenth of the server's own cost, and
+per request a few microseconds more. An observation here is one `bisect` and two adds.
+Inter-token latencies are counted per request into a `Tally` and added to the histogram
+when the request ends, as vLLM records its per-step stats in batches. Every update and
+every scrape runs on the event loop's thread, so no lock is needed.
 """
 
 from __future__ import annotations
@@ -55,9 +56,8 @@ class _Series:
         self.sum += tally.total
 
     def observe(self, value: float) -> None:
-        one = self.tally()
-        one.observe(value)
-        self.add(one)
+        self.counts[bisect.bisect_left(self.bounds, value)] += 1
+        self.sum += value
 
 
 class BatchedHistogram(Collector):

@@ -29,3 +29,15 @@ def test_a_request_tally_scrapes_as_the_same_observations_one_by_one() -> None:
     batched.add(batched.tally())  # a request with no tokens adds nothing
     assert _samples(ours) == _samples(theirs)
     assert 'latency_seconds_bucket{le="0.01"} 3.0' in _samples(ours)
+
+
+def test_single_observations_of_labelled_series_scrape_as_prometheus_client_does() -> None:
+    theirs, ours = CollectorRegistry(), CollectorRegistry()
+    reference = Histogram("ttft_seconds", "doc", ["model"], registry=theirs, buckets=BUCKETS)
+    batched = BatchedHistogram("ttft_seconds", "doc", BUCKETS, ours, ["model"])
+    for i, value in enumerate(VALUES):
+        model = "a" if i % 3 else "b"
+        reference.labels(model).observe(value)
+        batched.labels(model).observe(value)
+    assert _samples(ours) == _samples(theirs)
+    assert 'ttft_seconds_count{model="b"} 4.0' in _samples(ours)
