@@ -33,7 +33,8 @@ class Disconnect:
         self._task = asyncio.current_task()
         self._guarding = False
         self._cancelled = False
-        self._watcher: asyncio.Future[None] | None = asyncio.ensure_future(self._watch(receive))
+        loop = asyncio.get_running_loop()
+        self._watcher: asyncio.Future[None] | None = loop.create_task(self._watch(receive))
 
     async def _watch(self, receive: Receive) -> None:
         while (await receive())["type"] != "http.disconnect":
