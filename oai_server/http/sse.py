@@ -38,8 +38,8 @@ class EventStreamResponse(Response):
     chunk and per request: the events are encoded in the sending loop (a light event is
     spliced into its kind's prebuilt bytes, `oai_server.http.templates`), each body goes
     straight to the ASGI server's `send` (`BODY_SEND`), past the layers that only wrap
-    `send` to see the response start, `[DONE]` ends the body in the same message, and the client's
-    disconnect is watched by the task that watched the stream's start.
+    `send` to see the response start, `[DONE]` ends the body in the same message, and the
+    client's disconnect is watched by the task that watched the stream's start.
     """
 
     media_type = "text/event-stream"
