@@ -16,7 +16,7 @@ from starlette.responses import StreamingResponse
 
 from oai_server.error_responses import to_openai_error
 from oai_server.http.sse import HEADERS
-from oai_server.http.templates import json_text
+from oai_server.http.templates import cut, json_text
 from oai_server.responses.stream import RunEvent, TextDeltaOut
 from schemas.response_events import ErrorEvent, ResponseStreamEvent
 
@@ -43,18 +43,15 @@ class TextDeltaFrames:
 
     def __init__(self) -> None:
         sample = TextDeltaOut(_ID_MARK, _INDEX_MARK, _TEXT_MARK, _SEQUENCE_MARK).event()
-        encoded = frame(sample)
         marks = [
             pydantic_core.to_json(_ID_MARK),
             str(_INDEX_MARK).encode(),
             pydantic_core.to_json(_TEXT_MARK),
             str(_SEQUENCE_MARK).encode(),
         ]
-        self._pieces: list[bytes] = []
-        for mark in marks:
-            head, encoded = encoded.split(mark, 1)
-            self._pieces.append(head)
-        self._pieces.append(encoded)
+        pieces = cut(frame(sample), marks)
+        assert pieces is not None, "each marker is in the sample event once, in order"
+        self._pieces = pieces
 
     def __call__(self, delta: TextDeltaOut) -> bytes:
         p = self._pieces
