@@ -18,6 +18,7 @@ from tests.conformance import AsyncValidatingTransport
 from tests.redis_server import RedisServer
 
 CHAT = "/v1/chat/completions"
+LIMIT_RPM = redis_settings("redis://unused")["rate_limit_rpm"]
 
 
 @pytest.fixture
@@ -69,4 +70,7 @@ async def test_redis_hung_or_killed_costs_no_request_and_little_time(
         again = await client.post(CHAT, json=body)
         assert (first.headers["x-cache"], again.headers["x-cache"]) == ("miss", "hit")
         remaining = int(first.headers["x-ratelimit-remaining-requests"])
-        assert int(again.headers["x-ratelimit-remaining-requests"]) == remaining - 1
+        left = int(again.headers["x-ratelimit-remaining-requests"])
+        # One request fewer; or, if a new (fixed) window began in between, its first, after
+        # a window that counted the drill's requests.
+        assert left == remaining - 1 or (left == LIMIT_RPM - 1 and remaining < left)
