@@ -73,16 +73,6 @@ class EmbeddingsEndpoint(Endpoint[CreateEmbeddingRequest, EmbeddingJob, Embeddin
     ) -> Chunks[ResponseModel]:
         raise TypeError("embeddings are answered whole")
 
-    def usage_chunk(
-        self,
-        id_: str,
-        created: int,
-        model: str,
-        usage: CompletionUsage,
-        service_tier: str | None = None,
-    ) -> ResponseModel:
-        raise TypeError("embeddings are answered whole")
-
     def whole_only(self, job: EmbeddingJob) -> bool:
         return True
 

@@ -87,17 +87,6 @@ class Endpoint(ABC, Generic[Req, Job, Handle]):
         service makes them."""
 
     @abstractmethod
-    def usage_chunk(
-        self,
-        id_: str,
-        created: int,
-        model: str,
-        usage: CompletionUsage,
-        service_tier: str | None = None,
-    ) -> ResponseModel:
-        """The last chunk of a stream that asked for usage, as the service builds it."""
-
-    @abstractmethod
     def assemble(
         self, req: Req, events: Sequence[Event], usage: CompletionUsage, id_: str, created: int
     ) -> ResponseModel:

@@ -19,8 +19,9 @@ import pydantic
 import pydantic_core
 
 from oai_server.http.templates import json_text
-from oai_server.services.events import Finish, Light, Opening, TextDelta
-from schemas.common import CompletionUsage, PromptTokensDetails, ResponseModel
+from oai_server.services.common import usage_of
+from oai_server.services.events import Finish, Light, Opening, TextDelta, Usage
+from schemas.common import CompletionUsage, ResponseModel
 
 logger = logging.getLogger(__name__)
 
@@ -37,14 +38,13 @@ class Entry:
     completion_tokens: int
 
     @property
-    def usage(self) -> CompletionUsage:
+    def counts(self) -> Usage:
         """What a hit reports: the answer's own counts, its whole prompt cached."""
-        return CompletionUsage(
-            prompt_tokens=self.prompt_tokens,
-            completion_tokens=self.completion_tokens,
-            total_tokens=self.prompt_tokens + self.completion_tokens,
-            prompt_tokens_details=PromptTokensDetails(cached_tokens=self.prompt_tokens),
-        )
+        return Usage(self.prompt_tokens, self.completion_tokens, self.prompt_tokens)
+
+    @property
+    def usage(self) -> CompletionUsage:
+        return usage_of(self.counts)
 
 
 def encode(events: Sequence[Light | ResponseModel], usage: CompletionUsage) -> bytes:
@@ -68,13 +68,15 @@ def encode(events: Sequence[Light | ResponseModel], usage: CompletionUsage) -> b
     )
 
 
-def _stored(event: Opening | Finish | ResponseModel) -> bytes | None:
-    """An event other than text as stored; None for the chunk that only reports usage
-    (it ends a stream)."""
+def _stored(event: Opening | Finish | Usage | ResponseModel) -> bytes | None:
+    """An event other than text as stored; None for the usage that ends a stream (the
+    entry keeps the counts once, and a replay reports its own)."""
     if isinstance(event, Opening):
         return b"[%d]" % event.index
     if isinstance(event, Finish):
         return pydantic_core.to_json([event.index, None, event.reason])
+    if isinstance(event, Usage):
+        return None
     chunk = event
     if getattr(chunk, "usage", None) is not None and not getattr(chunk, "choices", True):
         return None

@@ -58,7 +58,7 @@ def replay_stream(
         for event in events:
             yield event
         if opts.include_usage:
-            yield endpoint.usage_chunk(id_, created, req.model, entry.usage, req.service_tier)
+            yield entry.counts
 
     return EventStream(stream(), endpoint.chunks(identity, req.model, opts, req.service_tier))
 

@@ -74,6 +74,11 @@ class Generation:
         generation.prompt_logprobs = first.prompt_logprobs
         return generation
 
+    @property
+    def first_step(self) -> GenerationStep | None:
+        """The first step, in hand since `start`; None once iterated."""
+        return self._first
+
     async def __aiter__(self) -> AsyncIterator[GenerationStep]:
         first, self._first = self._first, None
         try:

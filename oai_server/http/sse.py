@@ -11,7 +11,7 @@ from starlette.types import Receive, Scope, Send
 from oai_server.error_responses import error_body, to_openai_error
 from oai_server.http.disconnect import Disconnect
 from oai_server.http.templates import LightEvents, event, json_text
-from oai_server.services.events import EventStream, Finish, Opening, TextDelta
+from oai_server.services.events import EventStream, Finish, Opening, TextDelta, Usage
 from schemas.common import ResponseModel
 
 logger = logging.getLogger(__name__)
@@ -73,11 +73,19 @@ class EventStreamResponse(Response):
 
         The status line has gone out by then, so the error travels in the stream, in the
         same envelope as any other error, and the stream still ends with `[DONE]`.
+
+        Events that are ready together go out in one message, one write to the socket
+        fewer each: a choice's `Opening` waits for the event after it (a stream yields one
+        only where that event is ready: the engine's first step is in hand when it starts),
+        and once every opened choice has finished, what is left (the usage, `[DONE]`)
+        follows without the engine, and goes out with the last finish.
         """
         stream = self.stream
         light = LightEvents(stream.chunks)
         index, around, before, tail = -1, None, b"", b""
         sending = False
+        held = b""  # bytes waiting for the next event's
+        open_choices, ending = 0, False
         try:
             async for item in stream:
                 if isinstance(item, TextDelta):
@@ -88,10 +96,23 @@ class EventStreamResponse(Response):
                         body = before + json_text(item.text) + tail
                     else:
                         body = event(stream.chunks.of(item))
-                elif isinstance(item, Opening | Finish):
+                elif isinstance(item, Opening):
+                    held += light.encode(item)
+                    open_choices += 1
+                    continue
+                elif isinstance(item, Finish):
+                    body = light.encode(item)
+                    open_choices -= 1
+                    ending = open_choices == 0
+                elif isinstance(item, Usage):
                     body = light.encode(item)
                 else:
                     body = event(item)
+                if held:
+                    body, held = held + body, b""
+                if ending:
+                    held = body
+                    continue
                 sending = True
                 await send({"type": BODY, "body": body, "more_body": True})
                 sending = False
@@ -99,6 +120,5 @@ class EventStreamResponse(Response):
             if sending:  # the client's side failed, not the answer: nothing to tell it
                 raise
             logger.warning("stream failed after it started: %r", exc)
-            error = event(error_body(to_openai_error(exc)))
-            await send({"type": BODY, "body": error, "more_body": True})
-        await send({"type": BODY, "body": DONE, "more_body": False})
+            held += event(error_body(to_openai_error(exc)))
+        await send({"type": BODY, "body": held + DONE, "more_body": False})

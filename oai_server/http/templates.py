@@ -1,13 +1,14 @@
 """A stream's light events as SSE bytes, without building a chunk per event.
 
 Most of a stream is light events (`oai_server.services.events`): a choice's next text,
-and a plain choice's opening and finish. Building and serializing a pydantic chunk for
-each was most of the server's own cost, per token and per request. Here each kind of
-event's bytes are cut from a sample chunk that `Chunks.build` makes and serializes with
-marker values (the answer's `id` and `created`, the event's index and text), once per
-shape of answer (`Chunks.shape`: the endpoint, model, stream options and tier). An
-answer splices its identity in once; an event, its values. The bytes are those of the
-typed chunk by construction: the values are JSON-encoded by pydantic's own encoder.
+a plain choice's opening and finish, and the usage that ends it. Building and
+serializing a pydantic chunk for each was most of the server's own cost, per token and
+per request. Here each kind of event's bytes are cut from a sample chunk that
+`Chunks.build` makes and serializes with marker values (the answer's `id` and `created`,
+the event's index, text or counts), once per shape of answer (`Chunks.shape`: the
+endpoint, model, stream options and tier). An answer splices its identity in once; an
+event, its values. The bytes are those of the typed chunk by construction: the values
+are JSON-encoded by pydantic's own encoder.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections.abc import Hashable, Sequence
 
 import pydantic_core
 
-from oai_server.services.events import Chunks, Finish, Light, Opening, TextDelta
+from oai_server.services.events import Chunks, Finish, Light, Opening, TextDelta, Usage
 from schemas.common import ResponseModel
 
 # Values no real chunk carries, marking where a sample chunk's values sit.
@@ -25,6 +26,14 @@ _ID_MARK = "\x00oai-id\x00"
 _CREATED_MARK = 987654320
 _INDEX_MARK = 987654321
 _TEXT_MARK = "\x00oai-text\x00"
+# The usage's counts: the total is theirs, 1975308645, which no other marker's digits hold.
+_PROMPT_MARK = 987654322
+_COMPLETION_MARK = 987654323
+_CACHED_MARK = 987654324
+_USAGE_BYTES = tuple(
+    b"%d" % n
+    for n in (_PROMPT_MARK, _COMPLETION_MARK, _PROMPT_MARK + _COMPLETION_MARK, _CACHED_MARK)
+)
 _ID_BYTES = pydantic_core.to_json(_ID_MARK)
 _CREATED_BYTES = b"%d" % _CREATED_MARK
 _INDEX_BYTES = b"%d" % _INDEX_MARK
@@ -73,11 +82,14 @@ def _cuts_of(shape: Hashable) -> Cuts:
 
 
 def _sample(kind: str) -> tuple[Light, tuple[bytes, ...]]:
-    """The sample event of `kind` ("text", "opening", "finish <reason>"), and its holes."""
+    """The sample event of `kind` ("text", "opening", "usage", "finish <reason>"), and its
+    holes."""
     if kind == "text":
         return TextDelta(_INDEX_MARK, _TEXT_MARK), (_INDEX_BYTES, _TEXT_BYTES)
     if kind == "opening":
         return Opening(_INDEX_MARK), (_INDEX_BYTES,)
+    if kind == "usage":
+        return Usage(_PROMPT_MARK, _COMPLETION_MARK, _CACHED_MARK), _USAGE_BYTES
     return Finish(_INDEX_MARK, kind.removeprefix("finish ")), (_INDEX_BYTES,)
 
 
@@ -95,6 +107,7 @@ class LightEvents:
         self._text: list[bytes] | None = None
         self._opening: list[bytes] | None = None
         self._finishes: dict[str, list[bytes] | None] = {}
+        self._usage: list[bytes] | None = None
 
     def _own(self, kind: str) -> list[bytes] | None:
         """The template of `kind`, with this answer's identity in it."""
@@ -137,8 +150,25 @@ class LightEvents:
                 return None
         return b"%s%d%s" % (parts[0], index, parts[1]), parts[2]
 
-    def encode(self, item: Opening | Finish) -> bytes:
-        """An opening or a finish."""
+    def encode(self, item: Opening | Finish | Usage) -> bytes:
+        """An opening, a finish or the usage."""
+        if isinstance(item, Usage):
+            parts = self._usage
+            if parts is None:
+                parts = self._usage = self._own("usage")
+            if parts is None:
+                return event(self.chunks.of(item))
+            return b"%s%d%s%d%s%d%s%d%s" % (
+                parts[0],
+                item.prompt_tokens,
+                parts[1],
+                item.completion_tokens,
+                parts[2],
+                item.total_tokens,
+                parts[3],
+                item.cached_tokens,
+                parts[4],
+            )
         if isinstance(item, Opening):
             parts = self._opening
             if parts is None:

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from oai_server.services.events import Finish, Light, Opening, TextDelta
+from oai_server.services.events import Finish, Light, Opening, TextDelta, Usage
 from schemas.chat import (
     ChatCompletionChunkChoice,
     ChatCompletionTokenLogprob,
@@ -116,8 +116,8 @@ class ItemStream:
         if isinstance(event, Finish):
             self.finish_reason = event.reason
             return out
-        if isinstance(event, Opening):
-            return out  # the role, and no content yet
+        if isinstance(event, Opening | Usage):
+            return out  # the role, and no content yet; or the counts, read from the engine's
         for choice in event.choices:
             self._choice(choice, out)
         return out

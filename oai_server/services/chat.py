@@ -30,7 +30,15 @@ from oai_server.services.common import (
     structured_output,
     usage_of,
 )
-from oai_server.services.events import Chunks, EventStream, Finish, Light, Opening, TextDelta
+from oai_server.services.events import (
+    Chunks,
+    EventStream,
+    Finish,
+    Light,
+    Opening,
+    TextDelta,
+    Usage,
+)
 from oai_server.tool_calls.parsers import Content
 from oai_server.tool_calls.plan import ToolPlan, plan_tools
 from schemas.chat import (
@@ -144,15 +152,22 @@ class ChatService:
     def stream(self, chat: ChatRequest) -> EventStream[CreateChatCompletionStreamResponse]:
         """The events of the answer, exactly as OpenAI streams them."""
         opts = StreamSettings.of(chat.req.stream_options)
+        return EventStream(self._events(chat, opts), self._chunks_of(chat, opts))
+
+    def _chunks_of(
+        self, chat: ChatRequest, opts: StreamSettings
+    ) -> Chunks[CreateChatCompletionStreamResponse]:
         identity = (chat.generation.request_id, chat.created)
-        chunks = self.chunks(identity, chat.req.model, opts, chat.req.service_tier)
-        return EventStream(self._events(chat, opts), chunks)
+        return self.chunks(identity, chat.req.model, opts, chat.req.service_tier)
 
     async def complete(self, chat: ChatRequest) -> CreateChatCompletionResponse:
         """The whole answer: the sum of the streamed events."""
         assembler = ChatAssembler(with_logprobs=bool(chat.req.logprobs))
-        async for event in self._events(chat, StreamSettings(True, False)):
-            assembler.add(event)
+        opts = StreamSettings(True, False)
+        chunks = self._chunks_of(chat, opts)
+        async for event in self._events(chat, opts):
+            # The light events carry no identity: the answer's comes with its usage chunk.
+            assembler.add(chunks.of(event) if isinstance(event, Usage) else event)
         return assembler.result()
 
     def chunk(
@@ -194,6 +209,8 @@ class ChatService:
         its chunks, as streamed live and as the response cache replays them."""
 
         def build(id_: str, created: int, event: Light) -> CreateChatCompletionStreamResponse:
+            if isinstance(event, Usage):
+                return self.chunk(id_, created, model, opts, None, usage_of(event), service_tier)
             return self.chunk(id_, created, model, opts, _light_choice(event), None, service_tier)
 
         shape = ("chat", model, opts.include_usage, opts.continuous_usage, service_tier)
@@ -217,7 +234,7 @@ class ChatService:
         generation = chat.generation
         want_logprobs = bool(chat.req.logprobs)
         # Plain text goes out as a bare `TextDelta`, a choice's opening and plain finish as
-        # `Opening` and `Finish`, unless each chunk differs anyway.
+        # `Opening` and `Finish`, the usage as the counts, unless each chunk differs anyway.
         light = not want_logprobs and not opts.continuous_usage
 
         def chunk(choice: ChatCompletionChunkChoice | None) -> CreateChatCompletionStreamResponse:
@@ -226,8 +243,16 @@ class ChatService:
         states = chat.choices()
         # The commonest stream, plain text: each piece goes out as it comes, no parser events.
         plain = light and all(state.plain for state in states)
+        # An `Opening` waits in the encoder for the event after it, to go out in the same
+        # write: it is light only where the first step, in hand, brings that event.
+        first = generation.first_step
+        ready = (
+            plain
+            and first is not None
+            and any(d.text or d.finish_reason is not None for d in first.choices)
+        )
         for index in range(len(states)):
-            yield Opening(index) if light else chunk(_light_choice(Opening(index)))
+            yield Opening(index) if ready else chunk(_light_choice(Opening(index)))
         async for step in generation:
             for d in step.choices:
                 if plain and d.finish_reason is None:
@@ -267,16 +292,14 @@ class ChatService:
                     out.logprobs = chat_logprobs(pending)
                     yield chunk(out)
         if opts.include_usage:
-            final = chunk(None)
-            final.usage = usage_of(generation.usage)
-            yield final
+            yield generation.usage  # final now: the engine request has ended
 
 
 def _choice(index: int, delta: ChatCompletionDelta) -> ChatCompletionChunkChoice:
     return ChatCompletionChunkChoice(index=index, delta=delta, logprobs=None, finish_reason=None)
 
 
-def _light_choice(event: Light) -> ChatCompletionChunkChoice:
+def _light_choice(event: TextDelta | Opening | Finish) -> ChatCompletionChunkChoice:
     """The choice of the chunk a light event stands for."""
     if isinstance(event, Opening):
         return _choice(event.index, ChatCompletionDelta(role="assistant", content=""))

@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import cast
 
-from oai_server.services.events import Finish, Light, Opening, TextDelta
+from oai_server.services.common import usage_of
+from oai_server.services.events import Finish, Light, Opening, TextDelta, Usage
 from schemas.chat import (
     ChatCompletionChoice,
     ChatCompletionChunkChoice,
@@ -83,6 +84,9 @@ class ChatAssembler:
             return
         if isinstance(event, Finish):
             self._choices[event.index].finish_reason = cast(FinishReason, event.reason)
+            return
+        if isinstance(event, Usage):
+            self._usage = usage_of(event)
             return
         if self._head is None:
             self._head = event

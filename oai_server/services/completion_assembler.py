@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from oai_server.generation.logprobs import completion_logprobs, merge_completion_logprobs
-from oai_server.services.events import TextDelta
+from oai_server.services.common import usage_of
+from oai_server.services.events import TextDelta, Usage
 from schemas.common import CompletionUsage
 from schemas.completions import CompletionChoice, CompletionLogprobs, CreateCompletionResponse
 
@@ -28,9 +29,12 @@ class CompletionAssembler:
         self._head: CreateCompletionResponse | None = None
         self._usage: CompletionUsage | None = None
 
-    def add(self, event: CreateCompletionResponse | TextDelta) -> None:
+    def add(self, event: CreateCompletionResponse | TextDelta | Usage) -> None:
         if isinstance(event, TextDelta):
             self._choices.setdefault(event.index, _Choice()).text += event.text
+            return
+        if isinstance(event, Usage):
+            self._usage = usage_of(event)
             return
         if self._head is None:
             self._head = event

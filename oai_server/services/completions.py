@@ -30,7 +30,7 @@ from oai_server.services.common import (
 )
 from oai_server.services.completion_assembler import CompletionAssembler
 from oai_server.services.completion_batch import Batch, Candidate, CompletionJob, PromptRun
-from oai_server.services.events import Chunks, EventStream, Finish, Light, TextDelta
+from oai_server.services.events import Chunks, EventStream, Finish, Light, TextDelta, Usage
 from schemas.common import CompletionUsage
 from schemas.completions import (
     CompletionChoice,
@@ -256,6 +256,8 @@ class CompletionService:
         its chunks, as streamed live and as the response cache replays them."""
 
         def build(id_: str, created: int, event: Light) -> CreateCompletionResponse:
+            if isinstance(event, Usage):
+                return self.chunk(id_, created, model, opts, [], usage_of(event))
             if isinstance(event, TextDelta):
                 text, reason = event.text, None
             elif isinstance(event, Finish):
@@ -278,7 +280,7 @@ class CompletionService:
 
     async def _events(
         self, batch: Batch, opts: StreamSettings
-    ) -> AsyncIterator[CreateCompletionResponse | TextDelta]:
+    ) -> AsyncIterator[CreateCompletionResponse | TextDelta | Usage]:
         # Plain text goes out as a bare `TextDelta`, unless each chunk differs anyway.
         bare_text = (
             batch.req.logprobs is None and not opts.continuous_usage and not batch.score_only
@@ -304,9 +306,7 @@ class CompletionService:
         finally:
             await batch.close()
         if opts.include_usage:
-            final = self._chunk(batch, opts, [])
-            final.usage = usage_of(batch.usage())
-            yield final
+            yield batch.usage()
 
     @staticmethod
     def _stream_choice(

@@ -3,7 +3,8 @@
 A stream is mostly one kind of event, a choice's next piece of text; `TextDelta` (the
 engine's `ChoiceDelta` is one) carries just that, so no pydantic model is built per token.
 A plain chat choice's first and last chunks are as bare: `Opening` (the assistant's role)
-and `Finish` (its finish reason). Everything else is the typed chunk itself.
+and `Finish` (its finish reason), and so is the chunk that ends a stream asking for usage:
+the request's `Usage`, the counts themselves. Everything else is the typed chunk itself.
 
 `Chunks` turns a light event back into the chunk it stands for, so every consumer (the
 SSE encoder, the Realtime socket, the cache, the store) can see full chunks. It builds
@@ -19,16 +20,21 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from oai_server.engine.types import TextDelta
+from oai_server.generation.engine_request import Usage
 from schemas.common import ResponseModel
 
-__all__ = ["LIGHT", "Chunks", "EventStream", "Finish", "Light", "Opening", "TextDelta"]
+__all__ = ["LIGHT", "Chunks", "EventStream", "Finish", "Light", "Opening", "TextDelta", "Usage"]
 
 Chunk = TypeVar("Chunk", bound=ResponseModel, covariant=True)
 
 
 @dataclass(slots=True)
 class Opening:
-    """A chat choice's first chunk: the assistant's role, empty content."""
+    """A chat choice's first chunk: the assistant's role, empty content.
+
+    Sent with the event after it, in one write (`oai_server.http.sse`): a stream yields
+    one only where that event is ready, and the typed chunk elsewhere.
+    """
 
     index: int
 
@@ -41,8 +47,8 @@ class Finish:
     reason: str
 
 
-Light = TextDelta | Opening | Finish
-LIGHT = (TextDelta, Opening, Finish)  # for `isinstance`
+Light = TextDelta | Opening | Finish | Usage
+LIGHT = (TextDelta, Opening, Finish, Usage)  # for `isinstance`
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from oai_server.http.templates import LightEvents, event, json_text
 from oai_server.services.chat import ChatService
 from oai_server.services.common import StreamSettings
 from oai_server.services.completions import CompletionService
-from oai_server.services.events import Chunks, Finish, Light, Opening, TextDelta
+from oai_server.services.events import Chunks, Finish, Light, Opening, TextDelta, Usage
 from schemas.common import ResponseModel
 
 TEXTS = [
@@ -36,6 +36,9 @@ def chat_chunks(
 def completion_chunks(opts: StreamSettings) -> Chunks[ResponseModel]:
     service = CompletionService(FakeEngine(), "m")
     return service.chunks(("cmpl-1", 1700000000), "m", opts)
+
+
+USAGES = [Usage(30, 16, 0), Usage(0, 0, 0), Usage(987654322, 987654323, 987654324), Usage(7, 1, 7)]
 
 
 def encoded(light: LightEvents, item: Light) -> bytes:
@@ -69,6 +72,17 @@ def test_chat_openings_and_finishes_match_typed_chunks(
     assert b'"role":"assistant"' in light.encode(Opening(index))
 
 
+@pytest.mark.parametrize("usage", USAGES)
+@pytest.mark.parametrize("tier", [None, "flex"])
+def test_usage_events_match_typed_chunks(usage: Usage, tier: str | None) -> None:
+    for chunks in (chat_chunks(StreamSettings(True, False), tier), completion_chunks(OPTIONS[1])):
+        encoded_usage = LightEvents(chunks).encode(usage)
+        assert encoded_usage == event(chunks.of(usage))
+        assert b'"choices":[]' in encoded_usage
+        total = usage.prompt_tokens + usage.completion_tokens
+        assert b'"total_tokens":%d' % total in encoded_usage
+
+
 def test_each_answer_gets_its_own_identity_in_a_shared_template() -> None:
     opts = StreamSettings(False, False)
     first = chat_chunks(opts, identity=("chatcmpl-a", 1))
@@ -85,7 +99,7 @@ def test_each_answer_gets_its_own_identity_in_a_shared_template() -> None:
 def test_an_identity_holding_the_markers_is_spliced_whole(identity: tuple[str, int]) -> None:
     chunks = chat_chunks(StreamSettings(True, False), identity=identity)
     light = LightEvents(chunks)
-    for item in (Opening(1), TextDelta(1, "987654321"), Finish(1, "stop")):
+    for item in (Opening(1), TextDelta(1, "987654321"), Finish(1, "stop"), Usage(3, 2, 1)):
         assert encoded(light, item) == event(chunks.of(item))
 
 
@@ -95,7 +109,7 @@ def test_a_shape_whose_sample_holds_a_marker_is_built_from_its_chunks() -> None:
     chunks = service.chunks(("chatcmpl-1", 5), "model-987654320", StreamSettings(False, False))
     light = LightEvents(chunks)
     assert light.text_around(0) is None
-    for item in (Opening(0), Finish(0, "stop")):
+    for item in (Opening(0), Finish(0, "stop"), Usage(1, 2, 0)):
         assert light.encode(item) == event(chunks.of(item))
 
 
