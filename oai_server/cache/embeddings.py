@@ -15,9 +15,10 @@ from typing import Any
 from oai_server.cache.endpoints import Endpoint, Event
 from oai_server.embeddings.service import EmbeddingCall, EmbeddingJob, EmbeddingService
 from oai_server.engine.types import SamplingOptions
+from oai_server.generation.engine_request import Usage
 from oai_server.services.common import StreamSettings
 from oai_server.services.events import Chunks
-from schemas.common import CompletionUsage, ResponseModel
+from schemas.common import ResponseModel
 from schemas.embeddings import (
     CreateEmbeddingRequest,
     CreateEmbeddingResponse,
@@ -26,11 +27,9 @@ from schemas.embeddings import (
 )
 
 
-def _usage(prompt_tokens: int) -> CompletionUsage:
+def _usage(prompt_tokens: int) -> Usage:
     """An embedding answer's usage in the cache's terms: prompt tokens, nothing generated."""
-    return CompletionUsage(
-        prompt_tokens=prompt_tokens, completion_tokens=0, total_tokens=prompt_tokens
-    )
+    return Usage(prompt_tokens=prompt_tokens)
 
 
 class EmbeddingsEndpoint(Endpoint[CreateEmbeddingRequest, EmbeddingJob, EmbeddingCall]):
@@ -58,7 +57,7 @@ class EmbeddingsEndpoint(Endpoint[CreateEmbeddingRequest, EmbeddingJob, Embeddin
             "dimensions": req.dimensions,
         }
 
-    def usage(self, handle: EmbeddingCall) -> CompletionUsage:
+    def usage(self, handle: EmbeddingCall) -> Usage:
         return _usage(handle.job.prompt_tokens)
 
     def identity(self, handle: EmbeddingCall) -> tuple[str, int]:
@@ -80,7 +79,7 @@ class EmbeddingsEndpoint(Endpoint[CreateEmbeddingRequest, EmbeddingJob, Embeddin
         assert isinstance(whole, CreateEmbeddingResponse)
         return list(whole.data)
 
-    def whole_usage(self, whole: ResponseModel) -> CompletionUsage | None:
+    def whole_usage(self, whole: ResponseModel) -> Usage | None:
         assert isinstance(whole, CreateEmbeddingResponse)
         return _usage(whole.usage.prompt_tokens)
 
@@ -91,7 +90,7 @@ class EmbeddingsEndpoint(Endpoint[CreateEmbeddingRequest, EmbeddingJob, Embeddin
         self,
         req: CreateEmbeddingRequest,
         events: Sequence[Event],
-        usage: CompletionUsage,
+        usage: Usage,
         id_: str,
         created: int,
     ) -> ResponseModel:

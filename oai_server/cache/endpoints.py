@@ -20,11 +20,11 @@ from oai_server.http.answer import Asked, GenerationService
 from oai_server.ids import new_request_id
 from oai_server.services.chat import ChatJob, ChatRequest, ChatService
 from oai_server.services.chat_assembler import ChatAssembler
-from oai_server.services.common import StreamSettings, usage_of
+from oai_server.services.common import StreamSettings
 from oai_server.services.completion_assembler import CompletionAssembler
 from oai_server.services.completion_batch import Batch, CompletionJob
 from oai_server.services.completions import CompletionService
-from oai_server.services.events import Chunks, Finish, Light, Opening, TextDelta
+from oai_server.services.events import Chunks, Finish, Light, Opening, TextDelta, Usage
 from schemas.chat import (
     CreateChatCompletionRequest,
     CreateChatCompletionStreamResponse,
@@ -68,8 +68,8 @@ class Endpoint(ABC, Generic[Req, Job, Handle]):
         """Everything else that shapes the answer."""
 
     @abstractmethod
-    def usage(self, handle: Handle) -> CompletionUsage:
-        """The usage of a started request, once it has finished."""
+    def usage(self, handle: Handle) -> Usage:
+        """The token counts of a started request, once it has finished."""
 
     @abstractmethod
     def identity(self, handle: Handle) -> tuple[str, int]:
@@ -88,7 +88,7 @@ class Endpoint(ABC, Generic[Req, Job, Handle]):
 
     @abstractmethod
     def assemble(
-        self, req: Req, events: Sequence[Event], usage: CompletionUsage, id_: str, created: int
+        self, req: Req, events: Sequence[Event], usage: Usage, id_: str, created: int
     ) -> ResponseModel:
         """The whole response the events add up to."""
 
@@ -100,10 +100,14 @@ class Endpoint(ABC, Generic[Req, Job, Handle]):
         """A whole answer (of a `whole_only` job) as events."""
         raise NotImplementedError
 
-    def whole_usage(self, whole: ResponseModel) -> CompletionUsage | None:
-        """The usage of a whole answer (of a `whole_only` job); None when it has none."""
+    def whole_usage(self, whole: ResponseModel) -> Usage | None:
+        """The token counts of a whole answer (of a `whole_only` job); None when it has none."""
         usage: CompletionUsage | None = getattr(whole, "usage", None)
-        return usage
+        if usage is None:
+            return None
+        details = usage.prompt_tokens_details
+        cached = details.cached_tokens if details is not None else 0
+        return Usage(usage.prompt_tokens, usage.completion_tokens, cached)
 
     def restore(self, stored: dict[str, Any]) -> ResponseModel:
         """A stored chunk as the model it was; its `id` and `created` are a replay's."""
@@ -152,8 +156,8 @@ class ChatEndpoint(Endpoint[CreateChatCompletionRequest, ChatJob, ChatRequest]):
             "service_tier": req.service_tier,
         }
 
-    def usage(self, handle: ChatRequest) -> CompletionUsage:
-        return usage_of(handle.generation.usage)
+    def usage(self, handle: ChatRequest) -> Usage:
+        return handle.generation.usage
 
     def identity(self, handle: ChatRequest) -> tuple[str, int]:
         return handle.generation.request_id, handle.created
@@ -167,21 +171,11 @@ class ChatEndpoint(Endpoint[CreateChatCompletionRequest, ChatJob, ChatRequest]):
     ) -> Chunks[ResponseModel]:
         return self.service.chunks(identity, model, opts, service_tier)
 
-    def usage_chunk(
-        self,
-        id_: str,
-        created: int,
-        model: str,
-        usage: CompletionUsage,
-        service_tier: str | None = None,
-    ) -> ResponseModel:
-        return self.service.chunk(id_, created, model, WITH_USAGE, None, usage, service_tier)
-
     def assemble(
         self,
         req: CreateChatCompletionRequest,
         events: Sequence[Event],
-        usage: CompletionUsage,
+        usage: Usage,
         id_: str,
         created: int,
     ) -> ResponseModel:
@@ -191,7 +185,8 @@ class ChatEndpoint(Endpoint[CreateChatCompletionRequest, ChatJob, ChatRequest]):
                 event, TextDelta | Opening | Finish | CreateChatCompletionStreamResponse
             )
             assembler.add(event)
-        last = self.usage_chunk(id_, created, req.model, usage, req.service_tier)
+        # The light events carry no identity: the answer's comes with its usage chunk.
+        last = self.chunks((id_, created), req.model, WITH_USAGE, req.service_tier).of(usage)
         assembler.add(last)  # type: ignore[arg-type]
         return assembler.result()
 
@@ -222,8 +217,8 @@ class CompletionsEndpoint(Endpoint[CreateCompletionRequest, CompletionJob, Batch
             "score_only": job.score_only,
         }
 
-    def usage(self, handle: Batch) -> CompletionUsage:
-        return usage_of(handle.usage())
+    def usage(self, handle: Batch) -> Usage:
+        return handle.usage()
 
     def identity(self, handle: Batch) -> tuple[str, int]:
         return handle.id, handle.created
@@ -237,21 +232,11 @@ class CompletionsEndpoint(Endpoint[CreateCompletionRequest, CompletionJob, Batch
     ) -> Chunks[ResponseModel]:
         return self.service.chunks(identity, model, opts)
 
-    def usage_chunk(
-        self,
-        id_: str,
-        created: int,
-        model: str,
-        usage: CompletionUsage,
-        service_tier: str | None = None,
-    ) -> ResponseModel:
-        return self.service.chunk(id_, created, model, WITH_USAGE, [], usage)
-
     def assemble(
         self,
         req: CreateCompletionRequest,
         events: Sequence[Event],
-        usage: CompletionUsage,
+        usage: Usage,
         id_: str,
         created: int,
     ) -> ResponseModel:
@@ -259,7 +244,7 @@ class CompletionsEndpoint(Endpoint[CreateCompletionRequest, CompletionJob, Batch
         for event in events:
             assert isinstance(event, TextDelta | CreateCompletionResponse)
             assembler.add(event)
-        assembler.add(self.usage_chunk(id_, created, req.model, usage))  # type: ignore[arg-type]
+        assembler.add(usage)
         return assembler.result(id_, created, req.model)
 
     def whole_only(self, job: CompletionJob) -> bool:

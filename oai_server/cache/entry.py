@@ -19,9 +19,8 @@ import pydantic
 import pydantic_core
 
 from oai_server.http.templates import json_text
-from oai_server.services.common import usage_of
 from oai_server.services.events import Finish, Light, Opening, TextDelta, Usage
-from schemas.common import CompletionUsage, ResponseModel
+from schemas.common import ResponseModel
 
 logger = logging.getLogger(__name__)
 
@@ -42,12 +41,8 @@ class Entry:
         """What a hit reports: the answer's own counts, its whole prompt cached."""
         return Usage(self.prompt_tokens, self.completion_tokens, self.prompt_tokens)
 
-    @property
-    def usage(self) -> CompletionUsage:
-        return usage_of(self.counts)
 
-
-def encode(events: Sequence[Light | ResponseModel], usage: CompletionUsage) -> bytes:
+def encode(events: Sequence[Light | ResponseModel], usage: Usage) -> bytes:
     """The entry for a stream's `events`; a chunk that only reports usage is left out.
 
     Each event is encoded once, straight to its JSON, and the entry is their join: the

@@ -37,9 +37,8 @@ def _events(entry: Entry, id_: str, created: int, with_usage: bool) -> list[Even
 def _count_tokens(entry: Entry) -> None:
     record = current_request.get()
     if record is not None:
-        usage = entry.usage
-        record.prompt_tokens += usage.prompt_tokens
-        record.completion_tokens += usage.completion_tokens
+        record.prompt_tokens += entry.prompt_tokens
+        record.completion_tokens += entry.completion_tokens
 
 
 def replay_stream(
@@ -73,4 +72,4 @@ def replay_whole(
     _count_tokens(entry)
     id_, created = identity
     events = _events(entry, id_, created, with_usage=False)
-    return endpoint.assemble(req, events, entry.usage, id_, created)
+    return endpoint.assemble(req, events, entry.counts, id_, created)

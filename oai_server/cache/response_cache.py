@@ -37,10 +37,10 @@ from oai_server.cache.flights import Flight, Flights
 from oai_server.cache.metrics import CacheMetrics
 from oai_server.cache.service import CachedService
 from oai_server.embeddings.service import EmbeddingCall, EmbeddingJob, EmbeddingService
+from oai_server.generation.engine_request import Usage
 from oai_server.services.chat import ChatJob, ChatRequest
 from oai_server.services.completion_batch import Batch, CompletionJob
 from schemas.chat import CreateChatCompletionRequest
-from schemas.common import CompletionUsage
 from schemas.completions import CreateCompletionRequest
 from schemas.embeddings import CreateEmbeddingRequest
 
@@ -179,7 +179,7 @@ class ResponseCache:
         store: bool,
         flight: Flight | None,
         events: Sequence[Event],
-        usage: CompletionUsage,
+        usage: Usage,
     ) -> None:
         """Store the events of an answer that ended normally; its followers get them too."""
         if not store:
