@@ -60,8 +60,9 @@ class Endpoint(ABC, Generic[Req, Job, Handle]):
         return determined(self.options(job)) and not continuous
 
     @abstractmethod
-    def prompts(self, job: Job) -> list[list[int]]:
-        """The prompts' token ids, as the engine gets them."""
+    def prompts(self, job: Job) -> Sequence[list[int] | str]:
+        """The prompts as the engine gets them: their token ids, or the text those encode
+        (a rendered chat prompt: the same text makes the same ids, and costs less to hash)."""
 
     @abstractmethod
     def key_material(self, req: Req, job: Job) -> dict[str, Any]:
@@ -132,8 +133,8 @@ class ChatEndpoint(Endpoint[CreateChatCompletionRequest, ChatJob, ChatRequest]):
     def options(self, job: ChatJob) -> Sequence[SamplingOptions]:
         return (job.options,)
 
-    def prompts(self, job: ChatJob) -> list[list[int]]:
-        return [job.prompt_token_ids]
+    def prompts(self, job: ChatJob) -> Sequence[list[int] | str]:
+        return [job.prompt_text]
 
     def key_material(self, req: CreateChatCompletionRequest, job: ChatJob) -> dict[str, Any]:
         tools = req.tools or []
@@ -203,7 +204,7 @@ class CompletionsEndpoint(Endpoint[CreateCompletionRequest, CompletionJob, Batch
     def options(self, job: CompletionJob) -> Sequence[SamplingOptions]:
         return job.options
 
-    def prompts(self, job: CompletionJob) -> list[list[int]]:
+    def prompts(self, job: CompletionJob) -> Sequence[list[int] | str]:
         return job.prompts
 
     def key_material(self, req: CreateCompletionRequest, job: CompletionJob) -> dict[str, Any]:

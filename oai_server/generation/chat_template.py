@@ -62,6 +62,22 @@ def render_prompt(
     tools: list[dict[str, Any]] | None = None,
 ) -> list[int]:
     """Prompt token ids for a chat request."""
+    return encode_prompt(render_prompt_text(req, tokenizer, chat_template, tools), tokenizer)
+
+
+def encode_prompt(text: str, tokenizer: Tokenizer) -> list[int]:
+    """The token ids of a rendered prompt: the template already wrote any special tokens
+    (BOS) it wants."""
+    return tokenizer.encode(text, add_special_tokens=False)
+
+
+def render_prompt_text(
+    req: CreateChatCompletionRequest,
+    tokenizer: Tokenizer,
+    chat_template: str | None,
+    tools: list[dict[str, Any]] | None = None,
+) -> str:
+    """The prompt of a chat request, rendered by the chat template."""
     messages = [to_template_message(m, i) for i, m in enumerate(req.messages)]
     continue_final = bool(req.continue_final_message)
     add_generation_prompt = req.add_generation_prompt
@@ -101,5 +117,4 @@ def render_prompt(
         raise InvalidRequestError(
             f"The chat template rejected the messages: {exc}", param="messages"
         ) from exc
-    # The template already wrote any special tokens (BOS) it wants.
-    return tokenizer.encode(text, add_special_tokens=False)
+    return text

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from oai_server.engine.protocol import Engine
 from oai_server.engine.types import SamplingOptions
 from oai_server.errors import InvalidRequestError
-from oai_server.generation.chat_template import render_prompt
+from oai_server.generation.chat_template import encode_prompt, render_prompt_text
 from oai_server.generation.engine_request import Generation
 from oai_server.generation.logprobs import chat_logprobs
 from oai_server.generation.sampling import build_options, resolve_max_tokens
@@ -61,6 +61,8 @@ class ChatJob:
     prompt_token_ids: list[int]
     options: SamplingOptions
     tools: ToolPlan
+    # The rendered prompt the ids encode (what the response cache's key hashes).
+    prompt_text: str
 
 
 @dataclass
@@ -111,7 +113,8 @@ class ChatService:
         structured = structured_output(req.response_format)
         if tools.structured is not None:
             structured = tools.structured
-        prompt = render_prompt(req, engine.tokenizer, template, tools.template_tools)
+        text = render_prompt_text(req, engine.tokenizer, template, tools.template_tools)
+        prompt = encode_prompt(text, engine.tokenizer)
         requested: int | None = req.max_completion_tokens
         param = "max_completion_tokens"
         if requested is None:
@@ -135,7 +138,7 @@ class ChatService:
         )
         self.limits.check_work([prompt], [options], prompt_param="messages")
         check_options_token_ids(options, model.vocab_size)
-        return ChatJob(req, prompt, options, tools)
+        return ChatJob(req, prompt, options, tools, text)
 
     def context_length(self, model: str) -> int:
         """The context length of the chat model (or adapter's base) `model` names."""
