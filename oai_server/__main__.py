@@ -30,8 +30,8 @@ from oai_server.models.registry import DuplicateModelError
 from oai_server.settings import EMBEDDED_MODEL_NAME, Settings
 from oai_server.startup import (
     configure_logging,
-    freeze_startup_heap,
     invalid_settings,
+    prepare_gc_for_serving,
     quiet_uvicorn_start,
 )
 from oai_server.state import ServerState
@@ -81,7 +81,7 @@ def serve(app: FastAPI, settings: Settings, **uvicorn_options: Any) -> int:
     )
     if settings.log_level != "debug":
         quiet_uvicorn_start()  # after uvicorn.Config, which configures uvicorn's logging
-    freeze_startup_heap()
+    prepare_gc_for_serving()
     try:
         Server(config, lifecycle).run()
     except KeyboardInterrupt:

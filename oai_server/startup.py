@@ -124,17 +124,28 @@ def ready_message(
     ]
 
 
-def freeze_startup_heap() -> None:
-    """Leave what start-up built (modules, the app, the engine client) out of every garbage
-    collection from now on, as `vllm serve` does once it is up.
+# Python collects its youngest generation every 700 allocations (net of frees) by default.
+GC_THRESHOLDS = (10_000, 10, 10)
 
-    Each full collection walked all of it, and a streamed answer allocates enough to set
-    collections going: under load they cost more than a tenth of the server's own CPU time.
+
+def prepare_gc_for_serving() -> None:
+    """Leave what start-up built (modules, the app, the engine client) out of every garbage
+    collection from now on, as `vllm serve` does once it is up, and collect the young
+    generations less often.
+
+    Each full collection walked all of the start-up heap, and a streamed answer allocates
+    enough to set collections going: under load they cost more than a tenth of the
+    server's own CPU time. A young collection walks every object then alive, under load
+    those of every request in flight (a collection of the middle generation took 2 ms with
+    32 streams in flight). At `GC_THRESHOLDS` they run a fourteenth as often: 4-7 % less of
+    a request's CPU time under the floor's load, measured. A request leaves no reference
+    cycle behind (`tests/unit/test_reference_cycles.py`), so no garbage waits on them.
     For a serving process only: in a process that builds apps and drops them (tests), what
     is frozen is never collected.
     """
     gc.collect()
     gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
 
 
 def invalid_settings(exc: ValidationError) -> str:
