@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
@@ -17,6 +17,41 @@ from oai_server.settings import Settings
 from tests.conformance import AsyncValidatingTransport
 
 MODEL = "smollm2-135m-instruct"
+
+
+def staying_client(body: bytes) -> Callable[[], Awaitable[dict[str, Any]]]:
+    """An ASGI `receive` that gives `body` in one message, then waits: the client stays."""
+    requested = False
+
+    async def receive() -> dict[str, Any]:
+        nonlocal requested
+        if not requested:
+            requested = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    return receive
+
+
+def chat_scope(*headers: tuple[bytes, bytes]) -> dict[str, Any]:
+    """The ASGI scope of a `POST /v1/chat/completions`, with `headers` besides the host's and
+    the content type's: for tests that drive the app without a client."""
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0", "spec_version": "2.3"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/v1/chat/completions",
+        "raw_path": b"/v1/chat/completions",
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"host", b"test"), (b"content-type", b"application/json"), *headers],
+        "client": ("127.0.0.1", 1),
+        "server": ("127.0.0.1", 80),
+    }
+
 
 ClientFactory = Callable[..., AbstractAsyncContextManager[httpx.AsyncClient]]
 

@@ -23,7 +23,7 @@ from oai_server.engine.fake import FakeEngine
 from oai_server.settings import Settings
 from tests.conformance import AsyncValidatingTransport
 from tests.live import serve_async
-from tests.unit.conftest import MODEL, chat_body
+from tests.unit.conftest import MODEL, chat_body, chat_scope
 
 LONG_REPLY = "word " * 500
 
@@ -200,20 +200,7 @@ async def test_client_gone_between_the_streams_start_and_its_body_aborts_the_req
             started.set()
             await asyncio.sleep(0.05)  # the watcher sees the client leave now
 
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0", "spec_version": "2.3"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": "/v1/chat/completions",
-        "raw_path": b"/v1/chat/completions",
-        "query_string": b"",
-        "root_path": "",
-        "headers": [(b"host", b"test"), (b"content-type", b"application/json")],
-        "client": ("127.0.0.1", 1),
-        "server": ("127.0.0.1", 80),
-    }
+    scope = chat_scope()
     async with app.router.lifespan_context(app):
         await engine.start()
         await asyncio.wait_for(app(scope, receive, send), timeout=5)

@@ -18,7 +18,7 @@ from oai_server.services.common import StreamSettings
 from oai_server.services.events import EventStream, Finish, Light, Opening, TextDelta, Usage
 from oai_server.settings import Settings
 from schemas.common import ResponseModel
-from tests.unit.conftest import chat_body
+from tests.unit.conftest import chat_body, chat_scope, staying_client
 
 CHUNKS = ChatService(FakeEngine(), "m").chunks(("chatcmpl-1", 17), "m", StreamSettings(True, False))
 
@@ -115,28 +115,7 @@ async def app_bodies(engine: FakeEngine) -> list[bytes]:
     body = json.dumps(
         chat_body(stream=True, stream_options={"include_usage": True}, max_tokens=8)
     ).encode()
-    scope = {
-        "type": "http",
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": "/v1/chat/completions",
-        "raw_path": b"/v1/chat/completions",
-        "query_string": b"",
-        "root_path": "",
-        "headers": [(b"host", b"test"), (b"content-type", b"application/json")],
-        "client": ("127.0.0.1", 1),
-        "server": ("127.0.0.1", 80),
-    }
-    requested = False
-
-    async def receive() -> Message:
-        nonlocal requested
-        if not requested:
-            requested = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        await asyncio.Event().wait()  # the client stays
-        raise AssertionError("unreachable")
+    scope, receive = chat_scope(), staying_client(body)
 
     sent: list[bytes] = []
 

@@ -12,7 +12,6 @@ either fails here, however fast the machine running the tests.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 from collections.abc import AsyncIterator
@@ -26,7 +25,7 @@ from starlette.types import ASGIApp, Message
 from oai_server.app import create_app
 from oai_server.engine.fake import FakeEngine
 from oai_server.settings import Settings
-from tests.unit.conftest import MODEL
+from tests.unit.conftest import MODEL, chat_scope, staying_client
 
 KEY = "sk-hot-path"
 PRODUCTION: dict[str, Any] = {
@@ -73,34 +72,9 @@ async def stream_calls(app: ASGIApp, max_tokens: int, prompt: str) -> int:
             "temperature": 0,  # as the floor asks: with the cache on, each request a miss
         }
     ).encode()
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0", "spec_version": "2.3"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": "/v1/chat/completions",
-        "raw_path": b"/v1/chat/completions",
-        "query_string": b"",
-        "root_path": "",
-        "headers": [
-            (b"host", b"test"),
-            (b"content-type", b"application/json"),
-            (b"authorization", f"Bearer {KEY}".encode()),
-        ],
-        "client": ("127.0.0.1", 1),
-        "server": ("127.0.0.1", 80),
-    }
-    requested = False
+    scope = chat_scope((b"authorization", f"Bearer {KEY}".encode()))
+    receive = staying_client(body)
     chunks: list[bytes] = []
-
-    async def receive() -> Message:
-        nonlocal requested
-        if not requested:
-            requested = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        await asyncio.Event().wait()  # the client stays
-        raise AssertionError("unreachable")
 
     async def send(message: Message) -> None:
         if message["type"] == "http.response.start":
