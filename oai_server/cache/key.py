@@ -4,10 +4,9 @@ Only a determined answer is cached: greedy decoding (temperature 0) or an explic
 seed. The key is a hash of everything that shapes the answer, taken from the request
 as the engine sees it: the prompt's token ids, or for chat the rendered prompt they
 encode (so two JSON spellings of the same request, or two message forms that render
-alike, share an entry), the engine's
-`SamplingOptions` with their defaults filled in, and the response-shaping fields the
-options do not hold (tool parsing, echo, logprobs format, `n`, the endpoint), plus the
-API key's principal unless entries are shared.
+alike, share an entry), the engine's `SamplingOptions` with their defaults filled in,
+and the response-shaping fields the options do not hold (tool parsing, echo, logprobs
+format, `n`, the endpoint), plus the API key's principal unless entries are shared.
 """
 
 from __future__ import annotations
