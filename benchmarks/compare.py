@@ -118,7 +118,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def _plan(args: argparse.Namespace) -> Plan:
     model_dir = args.model_dir
     if model_dir is None:
-        from oai_server.engine.embedded_model import ensure_embedded_model
+        from oai_server.models.embedded_model import ensure_embedded_model
 
         model_dir = ensure_embedded_model(Path.home() / ".cache" / "oai-server")
     engine = None

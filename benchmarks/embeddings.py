@@ -251,7 +251,7 @@ def _embedding_rounds(
 
 
 def _start(label: str, args: argparse.Namespace, env: dict[str, str]) -> ServerProcess:
-    from oai_server.engine.embedded_embedding import locate_embedding_model
+    from oai_server.models.embedded_embedding import locate_embedding_model
 
     port = free_port()
     command = _commands(port, str(locate_embedding_model()))[label]

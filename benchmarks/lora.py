@@ -33,11 +33,11 @@ import httpx
 
 from benchmarks.contenders import OURS, VLLM, EngineSettings, contender
 from benchmarks.embeddings import texts
-from benchmarks.report import DEFAULT_OUT
-from benchmarks.server_process import ServerProcess, free_port
 
 # The adapters the real-engine tests write (PEFT layout, nothing downloaded).
-from tests.lora.adapter import write_adapter
+from benchmarks.fixtures.lora_adapter import write_adapter
+from benchmarks.report import DEFAULT_OUT
+from benchmarks.server_process import ServerProcess, free_port
 
 if TYPE_CHECKING:
     Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
@@ -59,7 +59,7 @@ def _write_adapters(root: Path, cold: int, model_dir: Path) -> None:
 
 def _dtype() -> str:
     """The dtype ours picks for the embedded model on this CPU, given to both."""
-    from oai_server.engine import cpu
+    from oai_server.engine.vllm import cpu
 
     return cpu.plan_kernels("auto", embedded=True, flags=cpu.cpu_flags()).dtype
 
@@ -94,7 +94,7 @@ def _server(name: str, root: Path, args: argparse.Namespace) -> ServerProcess:
 
 def _model_dir() -> Path:
     """The embedded model's directory in that dtype (converted once, as ours does)."""
-    from oai_server.engine.embedded_model import ensure_embedded_model
+    from oai_server.models.embedded_model import ensure_embedded_model
     from oai_server.settings import Settings
 
     return ensure_embedded_model(Settings().cache_dir, _dtype())

@@ -22,9 +22,9 @@ from pydantic import ValidationError
 from pydantic_settings import CliApp, SettingsError
 
 from oai_server.app import create_app
-from oai_server.engine.build import build_embedding_engine, build_engine
-from oai_server.engine.embedded_embedding import EmbeddedEmbeddingModelError
+from oai_server.assembly import build_embedding_engine, build_engine
 from oai_server.lifecycle import Lifecycle, Phase
+from oai_server.models.embedded_embedding import EmbeddedEmbeddingModelError
 from oai_server.models.entries import ModelEntry, ModelsFileError, model_entries
 from oai_server.models.registry import DuplicateModelError
 from oai_server.settings import EMBEDDED_MODEL_NAME, Settings
@@ -92,9 +92,9 @@ def serve(app: FastAPI, settings: Settings, **uvicorn_options: Any) -> int:
 
 
 def _check_hub_models(entries: list[ModelEntry]) -> None:
-    """Stop the start, in one line, at a hub model that can never load (engine/hub.py)."""
+    """Stop the start, in one line, at a hub model that can never load (models/hub.py)."""
     hub = [e.model for e in entries if e.model is not None]
-    from oai_server.engine.hub import HubModelError, check_hub_model, is_hub_id
+    from oai_server.models.hub import HubModelError, check_hub_model, is_hub_id
 
     for model in hub:
         if is_hub_id(model):
@@ -114,10 +114,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.exit(f"oai-server: invalid settings: {exc}")
     configure_logging(settings.log_level)
     try:
-        entries = model_entries(settings)
+        entries = model_entries(settings)  # read once, here, and handed down
         _check_hub_models(entries)
-        embedder = build_embedding_engine(settings)
-        app = create_app(settings, build_engine(settings), embedder=embedder)
+        embedder = build_embedding_engine(settings, entries)
+        engine = build_engine(settings, entries)
+        app = create_app(settings, engine, embedder=embedder, entries=entries)
     except (DuplicateModelError, EmbeddedEmbeddingModelError, ModelsFileError) as exc:
         sys.exit(f"oai-server: {exc}")
     if any(e.kind == "chat" and e.model is None for e in entries):

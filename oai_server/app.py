@@ -45,15 +45,14 @@ from oai_server.generation.work_limits import WorkLimits
 from oai_server.http.direct import DirectRoutes
 from oai_server.http.sse import BODY_SEND
 from oai_server.lifecycle import Lifecycle, LifecycleMiddleware
-from oai_server.models import ModelRegistry, ServedModel
 from oai_server.models.adapters import AdapterEngine
-from oai_server.models.entries import model_entries
+from oai_server.models.entries import ModelEntry, first_chat, model_entries
+from oai_server.models.served import served_models
 from oai_server.observability.engine import InstrumentedEngine
 from oai_server.observability.metrics import Metrics
 from oai_server.observability.middleware import ObservabilityMiddleware
 from oai_server.resilience import Dependencies
 from oai_server.routes import chat, completions, models, system, tokenize
-from oai_server.routes.models import model_root
 from oai_server.services.chat import ChatService
 from oai_server.services.completions import CompletionService
 from oai_server.services.tokenize import TokenizeService
@@ -115,41 +114,29 @@ def _router(engine: Engine) -> EngineRouter | None:
     return engine if isinstance(engine, EngineRouter) else None
 
 
-def _registry(
-    settings: Settings, engine: Engine, embedder: EmbeddingEngine | None
-) -> ModelRegistry:
-    """The chat models (each engine of a router, else the first chat model), their LoRA
-    adapters, and the embedding model when there is one: the names clients use."""
-    entries = {entry.name: entry for entry in model_entries(settings)}
-    router = _router(engine)
-    chat = [settings.model_name] if router is None else list(router.engines)
-    models = ModelRegistry()
-    for base in chat:
-        entry = entries.get(base)
-        models.add(ServedModel(base, "chat", base if entry is None else model_root(entry)))
-        for name in {} if entry is None else entry.lora_paths():
-            # `root` is the adapter's name, as `vllm serve` lists it, never where it lies.
-            models.add(ServedModel(name, "chat", name, parent=base))
-    embedding = next((e for e in entries.values() if e.kind == "embedding"), None)
-    if embedder is not None and embedding is not None:
-        models.add(ServedModel(embedding.name, "embedding", model_root(embedding)))
-    return models
-
-
-def _core(settings: Settings, engine: Engine, embedder: EmbeddingEngine | None) -> ServerState:
+def _core(
+    settings: Settings,
+    entries: Sequence[ModelEntry],
+    engine: Engine,
+    embedder: EmbeddingEngine | None,
+) -> ServerState:
     """The shared services, before any feature."""
     metrics = Metrics(engine.running_requests, lambda: served.waiting_requests())
-    registry = _registry(settings, engine, embedder)
+    # The names clients use: each engine of a router's, else the first chat model's.
+    router = _router(engine)
+    chat = [first_chat(entries).name] if router is None else list(router.engines)
+    registry = served_models(entries, chat=chat, embedding=embedder is not None)
+    model_name = chat[0]  # what a request without a model of its own gets
     adapters = None
     if settings.lora_enabled:
         adapters = AdapterEngine(
-            engine, registry, settings.model_name, settings.lora_dir, settings.max_lora_rank
+            engine, registry, model_name, settings.lora_dir, settings.max_lora_rank
         )
     served = InstrumentedEngine(
         adapters or engine,
         metrics,
         keep_prompt_text=settings.log_request_text,
-        model_name=settings.model_name,
+        model_name=model_name,
     )
     chat_template = load_template(settings.chat_template)
     work = WorkLimits(settings.max_request_tokens, settings.max_request_prompts)
@@ -158,10 +145,10 @@ def _core(settings: Settings, engine: Engine, embedder: EmbeddingEngine | None) 
         settings=settings,
         engine=served,
         chat=ChatService(
-            served, settings.model_name, chat_template, settings.tool_call_parser, work, registry
+            served, model_name, chat_template, settings.tool_call_parser, work, registry
         ),
-        completions=CompletionService(served, settings.model_name, work, registry),
-        tokenize=TokenizeService(served, settings.model_name, chat_template, registry),
+        completions=CompletionService(served, model_name, work, registry),
+        tokenize=TokenizeService(served, model_name, chat_template, registry),
         metrics=metrics,
         lifecycle=Lifecycle(served, settings.drain_timeout),
         created=int(time.time()),
@@ -230,18 +217,22 @@ def create_app(
     engine: Engine,
     *,
     embedder: EmbeddingEngine | None = None,
+    entries: Sequence[ModelEntry] | None = None,
     extra: Sequence[FeatureFactory] = (),
     replica: str | None = None,
 ) -> FastAPI:
     """An app serving `engine` (and `embedder`, for /v1/embeddings) under `settings`; the
-    engines start when the app does.
+    engines start when the app does. `entries`: the models served, as read once at start-up
+    (`model_entries(settings)` when not given).
 
     The HTTP server listens while the model loads: `/health` answers 503 until the
     engines are ready, which is what a Kubernetes readiness probe wants. `extra`: features
     from outside the package (a Ray replica's metrics mirror), after the built-in ones.
     `replica`: the Ray Serve replica's id, recorded with stored responses.
     """
-    state = _core(settings, engine, embedder)
+    if entries is None:
+        entries = model_entries(settings)
+    state = _core(settings, entries, engine, embedder)
     state.replica = replica
     features = _features(state, extra)
 

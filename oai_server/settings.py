@@ -18,10 +18,12 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, WithJsonSchema, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from oai_server.engine.embedded_embedding import EMBEDDED_EMBEDDING_MODEL_NAME
 from oai_server.engine.settings import EngineOptions, check_model_source
 
+# The names of the models that ship with the server (oai_server/models/embedded_*.py):
+# what is served, and answered, when no model is named.
 EMBEDDED_MODEL_NAME = "smollm2-135m-instruct"
+EMBEDDED_EMBEDDING_MODEL_NAME = "all-minilm-l6-v2"
 
 
 class Settings(BaseSettings, EngineOptions):
@@ -90,7 +92,7 @@ class Settings(BaseSettings, EngineOptions):
         "settings of its own: see the README.",
     )
     embedding_model: str = Field(
-        "all-minilm-l6-v2",
+        EMBEDDED_EMBEDDING_MODEL_NAME,
         description="The embedding model served beside the chat model at /v1/embeddings, "
         "on its own engine: all-minilm-l6-v2 is the embedded all-MiniLM-L6-v2; else a "
         "Hugging Face id or local directory; none serves no embeddings.",
@@ -369,24 +371,3 @@ class Settings(BaseSettings, EngineOptions):
     def lora_enabled(self) -> bool:
         """Adapters from --lora-dir or loaded at run time need the engine's LoRA too."""
         return super().lora_enabled or self.lora_dir is not None or self.allow_runtime_lora
-
-    @property
-    def model_name(self) -> str:
-        """The id clients address the first chat model by (the one a request without a
-        model of its own, say the chat page's first, gets)."""
-        from oai_server.models.entries import model_entries
-
-        return next(e.name for e in model_entries(self) if e.kind == "chat")
-
-    @property
-    def embedding_model_name(self) -> str | None:
-        """The id clients address the embedding model by; None when none is served."""
-        model = self.embedding_model
-        if model == "none":
-            return None
-        if model == EMBEDDED_EMBEDDING_MODEL_NAME:
-            return model
-        path = Path(model).expanduser()
-        if path.is_absolute() or model.startswith((".", "~")) or path.exists():
-            return path.name  # a directory: its name, never where it lies
-        return model

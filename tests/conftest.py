@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from oai_server.engine import cpu
+from oai_server.engine.vllm import cpu
 from tests.conformance import ConformanceLog, default_log
 
 pytest_plugins = ("tests.store.fixtures",)

@@ -26,7 +26,7 @@ def feature(state: ServerState) -> Feature[EmbeddingService | None]:
     if embedder is not None:
         service = EmbeddingService(
             embedder,
-            state.settings.embedding_model_name or "",
+            state.models.first("embedding") or "",
             state.chat.limits,
             None if limiter is None or limiter.tpm is None else limiter.reserve_tokens,
             state.metrics,

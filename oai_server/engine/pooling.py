@@ -1,8 +1,8 @@
 """The embedding engine interface: what `/v1/embeddings` needs from a pooling model.
 
 The twin of `engine/protocol.py` for models that turn a prompt into one vector instead
-of generating text. `engine/vllm_pooling.py` implements it over vLLM's `AsyncLLM` with
-`runner="pooling"`; `engine/fake_pooling.py` with deterministic vectors for tests.
+of generating text. `engine/vllm/pooling.py` implements it over vLLM's `AsyncLLM` with
+`runner="pooling"`; `engine/fake/pooling.py` with deterministic vectors for tests.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The engine interface: everything the server needs from an inference engine.
 
-The server depends on this module only. `engine/vllm.py` implements it over vLLM's
-`AsyncLLM`; `engine/fake.py` implements it with scripted output for tests and for
+The server depends on this module only. `engine/vllm/engine.py` implements it over vLLM's
+`AsyncLLM`; `engine/fake/engine.py` implements it with scripted output for tests and for
 measuring the web layer alone. Both subclass `Engine`, so a fake cannot drift from
 the real interface unnoticed by mypy.
 """

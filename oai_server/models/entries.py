@@ -4,19 +4,22 @@ flags (`--model`, repeatable, and `--embedding-model`) or from a `--models-file`
 The chat models come first, in the order given: the first is the one a request of the
 chat page or a Realtime session without a model of its own gets, and the one LoRA flags
 (`--lora-dir`, `--allow-runtime-lora`) serve adapters on.
+
+They are worked out once, at start-up (`oai-server`, and each Ray Serve replica), and handed
+to what builds the engines and the app: the names clients use are decided here alone.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 from pydantic import ConfigDict, Field, ValidationError, field_validator
 
-from oai_server.engine.embedded_embedding import EMBEDDED_EMBEDDING_MODEL_NAME
 from oai_server.engine.settings import EngineSettings, check_model_source
-from oai_server.settings import EMBEDDED_MODEL_NAME, Settings
+from oai_server.settings import EMBEDDED_EMBEDDING_MODEL_NAME, EMBEDDED_MODEL_NAME, Settings
 
 # Flags that name models themselves: a models file names every model instead.
 _MODEL_FLAGS = ("model", "served_model_name", "embedding_model", "lora_modules")
@@ -43,6 +46,12 @@ class ModelEntry(EngineSettings):
 
 class ModelsFileError(ValueError):
     """The models to serve cannot be served as given; the message names why, in one line."""
+
+
+def first_chat(entries: Sequence[ModelEntry]) -> ModelEntry:
+    """The chat model a request without a model of its own gets (`model_entries` always
+    lists one)."""
+    return next(entry for entry in entries if entry.kind == "chat")
 
 
 def model_entries(settings: Settings) -> list[ModelEntry]:
@@ -90,7 +99,7 @@ def _from_flags(settings: Settings) -> list[ModelEntry]:
     embedding = settings.embedding_model
     if embedding != "none":
         update: dict[str, Any] = {**shared, **no_lora, "kind": "embedding"}
-        update["name"] = settings.embedding_model_name
+        update["name"] = _embedding_name(embedding)
         if embedding == EMBEDDED_EMBEDDING_MODEL_NAME:
             # The chat model's --dtype and --max-model-len are not the embedded model's.
             update.update(model=None, dtype="auto", max_model_len=None)
@@ -98,6 +107,16 @@ def _from_flags(settings: Settings) -> list[ModelEntry]:
             update["model"] = embedding
         entries.append(_entry(update))
     return entries
+
+
+def _embedding_name(model: str) -> str:
+    """The id clients address `--embedding-model` by: a directory's name, never where it lies."""
+    if model == EMBEDDED_EMBEDDING_MODEL_NAME:
+        return model
+    path = Path(model).expanduser()
+    if path.is_absolute() or model.startswith((".", "~")) or path.exists():
+        return path.name
+    return model
 
 
 def _entry(values: dict[str, Any]) -> ModelEntry:

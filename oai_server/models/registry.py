@@ -77,6 +77,13 @@ class ModelRegistry:
             and bool(self.resolver(name, "model"))
         )
 
+    def first(self, kind: ModelKind) -> str | None:
+        """The first model of `kind` served on an engine of its own (no adapter); None if none.
+        The first chat model is the one a request without a model of its own gets."""
+        return next(
+            (m.name for m in self._models.values() if m.kind == kind and not m.parent), None
+        )
+
     def get(self, name: str, *, param: str = "model") -> ServedModel:
         """The model served as `name`; else a 404 `model_not_found` naming it."""
         model = self._models.get(name)

@@ -13,7 +13,8 @@ from ray.serve import Application, Deployment
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from oai_server.app import create_app
-from oai_server.engine.vllm_args import THREADS_BIND_VARIABLE
+from oai_server.engine.vllm.args import THREADS_BIND_VARIABLE
+from oai_server.models.entries import model_entries
 from oai_server.ray_serve import cores, ray_metrics
 from oai_server.ray_serve.affinity import RouteHint
 from oai_server.ray_serve.engine import (
@@ -80,8 +81,10 @@ class Replica:
             # A models file's entries that name no cores of their own take the variable.
             # vLLM's engine logs the cores it binds ("core ids=[...]").
             os.environ[THREADS_BIND_VARIABLE] = self.settings.cpu_threads_bind or ""
-        self.engine = StartOnce(load_factory(engine_factory)(self.settings))
-        embedder = load_embedding_factory(embedding_factory)(self.settings)
+        # The models, read once per replica, and handed to the engines and the app.
+        self.entries = model_entries(self.settings)
+        self.engine = StartOnce(load_factory(engine_factory)(self.settings, self.entries))
+        embedder = load_embedding_factory(embedding_factory)(self.settings, self.entries)
         self.embedder = None if embedder is None else StartOnceEmbedding(embedder)
         # One after the other, as the plain server loads them (vLLM's configuration is
         # process-wide while an engine loads).
@@ -98,6 +101,7 @@ class Replica:
             self.settings,
             self.engine,
             embedder=self.embedder,
+            entries=self.entries,
             extra=[ray_metrics.feature],
             replica=self.replica,
         )

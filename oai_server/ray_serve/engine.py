@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import importlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from oai_server.engine.pooling import EmbeddingEngine, EmbeddingModelInfo
 from oai_server.engine.protocol import Engine, Tokenizer
 from oai_server.engine.wrapper import EngineWrapper
+from oai_server.models.entries import ModelEntry
 from oai_server.settings import Settings
 
-EngineFactory = Callable[[Settings], Engine]
-EmbeddingFactory = Callable[[Settings], EmbeddingEngine | None]
+# Each is given the replica's settings and its model entries (read once per replica).
+EngineFactory = Callable[[Settings, Sequence[ModelEntry]], Engine]
+EmbeddingFactory = Callable[[Settings, Sequence[ModelEntry]], EmbeddingEngine | None]
 
 
 def _load(path: str) -> Any:
@@ -27,7 +29,7 @@ def load_factory(path: str | None) -> EngineFactory:
     Only tests and custom engines pass a path (the tests pass the fake engine's).
     """
     if path is None:
-        from oai_server.engine.build import build_engine  # imports vLLM: only when used
+        from oai_server.assembly import build_engine  # imports vLLM: only when used
 
         return build_engine
     factory: EngineFactory = _load(path)
@@ -36,9 +38,9 @@ def load_factory(path: str | None) -> EngineFactory:
 
 def load_embedding_factory(path: str | None) -> EmbeddingFactory:
     """The embedding engine factory at `module:function` (None: serves none); vLLM's
-    (`build_embedding_engine`, which reads `--embedding-model`) when `path` is None."""
+    (`build_embedding_engine`: the entries' embedding model) when `path` is None."""
     if path is None:
-        from oai_server.engine.build import build_embedding_engine  # imports vLLM
+        from oai_server.assembly import build_embedding_engine  # imports vLLM
 
         return build_embedding_engine
     factory: EmbeddingFactory = _load(path)

@@ -2,34 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from fastapi import APIRouter, Request, Response
 
-from oai_server.engine.embedded_embedding import EMBEDDED_EMBEDDING_MODEL_NAME
 from oai_server.http.answer import json_response
 from oai_server.models import ServedModel
-from oai_server.models.entries import ModelEntry
-from oai_server.settings import EMBEDDED_MODEL_NAME
 from oai_server.state import ServerState, server_state
 from schemas.common import ListModelsResponse, Model
 
 router = APIRouter()
-
-
-def model_root(entry: ModelEntry) -> str:
-    """What the model is, for `root`: its hub id or its name, never where it lies on disk.
-
-    The weights' directory (the embedded model's is under the server user's home) tells
-    a client nothing it can use and shows the server's file layout to anyone.
-    """
-    model = entry.model
-    if model is None:
-        return EMBEDDED_MODEL_NAME if entry.kind == "chat" else EMBEDDED_EMBEDDING_MODEL_NAME
-    path = Path(model).expanduser()
-    if path.is_absolute() or model.startswith((".", "~")) or path.exists():
-        return path.name if entry.name == model else entry.name
-    return model  # a hub id, say "HuggingFaceTB/SmolLM2-135M-Instruct"
 
 
 def _model(server: ServerState, served: ServedModel) -> Model:

@@ -10,6 +10,7 @@ from benchmarks.runner import HttpTarget, RunSettings, run_http
 from benchmarks.workloads import Workload, WorkloadConfig
 from oai_server.app import create_app
 from oai_server.engine.fake import FakeEngine
+from oai_server.models.entries import first_chat, model_entries
 from oai_server.settings import Settings
 from tests.live import serve
 
@@ -21,7 +22,9 @@ async def test_closed_loop_against_the_app(api: str) -> None:
     engine = FakeEngine(token_delay=0.002)
     with serve(create_app(Settings(), engine)) as root:
         url = f"{root}/v1"
-        target = HttpTarget(ApiConfig(base_url=url, model=Settings().model_name, api=api))
+        target = HttpTarget(
+            ApiConfig(base_url=url, model=first_chat(model_entries(Settings())).name, api=api)
+        )
         workload = Workload(WorkloadConfig(input_len=10, output_len=OUTPUT_LEN), api)
         settings = RunSettings(label="app", num_requests=8, warmup=1, progress=False)
         record = await run_http(target, workload, LoadSpec(concurrency=4), settings)

@@ -13,13 +13,13 @@ from typing import Any
 import httpx
 import pytest
 
+from benchmarks.fixtures.redis_server import RedisServer
 from oai_server.app import create_app
 from oai_server.cache import ResponseCache
 from oai_server.engine.fake import FakeEngine
-from oai_server.engine.fake_pooling import FakeEmbeddingEngine
+from oai_server.engine.fake.pooling import FakeEmbeddingEngine
 from oai_server.settings import Settings
 from tests.conformance import AsyncValidatingTransport
-from tests.redis_server import RedisServer
 
 MODEL = "smollm2-135m-instruct"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from oai_server.engine.fake import FakeEngine
-from oai_server.engine.fake_pooling import FakeEmbeddingEngine
+from oai_server.engine.fake.pooling import FakeEmbeddingEngine
 from tests.cache.conftest import cached
 
 EMBEDDINGS = "/v1/embeddings"

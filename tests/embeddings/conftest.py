@@ -12,7 +12,7 @@ import openai
 
 from oai_server.app import create_app
 from oai_server.engine.fake import FakeEngine
-from oai_server.engine.fake_pooling import FakeEmbeddingEngine
+from oai_server.engine.fake.pooling import FakeEmbeddingEngine
 from oai_server.errors import OpenAIError
 from oai_server.settings import Settings
 from tests.conformance import AsyncValidatingTransport

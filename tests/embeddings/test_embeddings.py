@@ -6,13 +6,14 @@ import asyncio
 import base64
 import math
 import struct
+from pathlib import Path
 from typing import Any
 
 import httpx
 import openai
 import pytest
 
-from oai_server.engine.fake_pooling import FakeEmbeddingEngine
+from oai_server.engine.fake.pooling import FakeEmbeddingEngine
 from tests.embeddings.conftest import CHAT, EMBEDDING, embedding_app, sdk
 
 
@@ -157,6 +158,21 @@ async def test_models_lists_both_health_needs_both_and_metrics_name_the_model() 
     assert healthy.status_code == 200
     assert sick.status_code == 503
     assert dead.status_code == 503
+
+
+async def test_a_models_file_names_the_embedding_model_in_answers_and_metrics(
+    tmp_path: Path,
+) -> None:
+    """The models file's name for the embedding model is the one name the server uses."""
+    models = tmp_path / "models.yaml"
+    models.write_text("models:\n  - name: chat\n  - name: emb\n    kind: embedding\n")
+    async with embedding_app(models_file=models) as client:
+        answer = await sdk(client).embeddings.create(model="emb", input=["ab", "c"])
+        listed = await sdk(client).models.list()
+        metrics = (await client.get("/metrics")).text
+    assert answer.model == "emb"
+    assert [m.id for m in listed.data] == ["chat", "emb"]
+    assert 'oai_embedding_inputs_total{model="emb"} 2.0' in metrics
 
 
 async def test_embedding_tokens_count_against_the_token_rate_limit() -> None:

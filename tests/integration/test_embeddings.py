@@ -18,7 +18,7 @@ from langchain_openai import OpenAIEmbeddings
 from llama_index.embeddings.openai import OpenAIEmbedding
 from llama_index.embeddings.openai_like import OpenAILikeEmbedding
 
-from oai_server.engine.embedded_embedding import locate_embedding_model
+from oai_server.models.embedded_embedding import locate_embedding_model
 from tests.integration.conftest import EMBEDDING_MODEL, MODEL, Server
 
 pytestmark = pytest.mark.integration

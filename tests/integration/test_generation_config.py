@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from oai_server.engine.embedded_model import ensure_embedded_model
+from oai_server.models.embedded_model import ensure_embedded_model
 from oai_server.settings import Settings
 from tests.conformance import ValidatingTransport
 from tests.integration.conftest import MODEL, SDK_TIMEOUT_S, Server, run_server

@@ -1,6 +1,6 @@
 """LoRA adapters on the real engine: one server with LoRA on serves the base model, two
 adapters from `--lora-modules`, adapters of `--lora-dir` by name, and adapters loaded at
-run time. The adapters are written by the tests (tests/lora/adapter.py): nothing is
+run time. The adapters are written by the tests (benchmarks/fixtures/lora_adapter.py): nothing is
 downloaded.
 """
 
@@ -18,13 +18,13 @@ from typing import Any
 import httpx
 import pytest
 
-from oai_server.engine import cpu
-from oai_server.engine.build import EMBEDDED_MAX_MODEL_LEN
-from oai_server.engine.embedded_model import ensure_embedded_model
+from benchmarks.fixtures.lora_adapter import write_adapter
+from oai_server.assembly import EMBEDDED_MAX_MODEL_LEN
+from oai_server.engine.vllm import cpu
+from oai_server.models.embedded_model import ensure_embedded_model
 from oai_server.settings import Settings
 from tests.conformance import AsyncValidatingTransport, ValidatingTransport
 from tests.integration.conftest import MODEL, SDK_TIMEOUT_S, START_TIMEOUT_S, Server, run_server
-from tests.lora.adapter import write_adapter
 
 pytestmark = pytest.mark.integration
 
@@ -165,7 +165,7 @@ def test_an_adapter_answers_as_vllms_own_engine_does(
 async def test_a_mixed_burst_gets_each_model_its_own_answer(lora_server: Server) -> None:
     """The base model and two adapters in one batch: each answers as when asked alone (on
     CPU vLLM's kernels would give base tokens the last slot's adapter, ad1's or ad2's
-    with --max-loras 2; see engine/vllm_lora_ops.py)."""
+    with --max-loras 2; see engine/vllm/lora_ops.py)."""
     alone = {m: chat(lora_server, m) for m in (MODEL, "ad1", "ad2")}
     body = {"messages": QUESTION, "max_tokens": MAX_TOKENS, "temperature": 0}
     transport = AsyncValidatingTransport()

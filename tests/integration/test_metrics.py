@@ -8,7 +8,7 @@ import re
 import httpx
 import pytest
 
-from oai_server.engine.embedded_embedding import EMBEDDED_EMBEDDING_MODEL_NAME as EMBEDDING_MODEL
+from oai_server.settings import EMBEDDED_EMBEDDING_MODEL_NAME as EMBEDDING_MODEL
 from tests.conformance import validating_client
 from tests.integration.conftest import MODEL, Server
 

@@ -8,7 +8,7 @@ import httpx
 import openai
 import pytest
 
-from oai_server.engine.embedded_embedding import EMBEDDED_EMBEDDING_MODEL_NAME as EMBEDDING_MODEL
+from oai_server.settings import EMBEDDED_EMBEDDING_MODEL_NAME as EMBEDDING_MODEL
 from tests.conformance import AsyncValidatingTransport, ValidatingTransport
 from tests.integration.conftest import MODEL, SDK_TIMEOUT_S, Server
 

@@ -20,8 +20,8 @@ from typing import Any
 import httpx
 import pytest
 
-from oai_server.engine import cpu
-from oai_server.engine.embedded_model import ensure_embedded_model
+from oai_server.engine.vllm import cpu
+from oai_server.models.embedded_model import ensure_embedded_model
 from oai_server.settings import Settings
 from tests.conformance import AsyncValidatingTransport, ValidatingTransport
 from tests.integration.conftest import EMBEDDING_MODEL, SDK_TIMEOUT_S, Server, run_server

@@ -14,14 +14,14 @@ import httpx
 import pytest
 from pydantic_settings import CliApp
 
+from benchmarks.fixtures.lora_adapter import HIDDEN, write_adapter
 from oai_server.app import create_app
 from oai_server.engine.fake import FakeEngine
-from oai_server.engine.vllm_args import engine_args
-from oai_server.engine.vllm_lora import check_shapes
+from oai_server.engine.vllm.args import engine_args
+from oai_server.engine.vllm.lora import check_shapes
 from oai_server.errors import InvalidRequestError
 from oai_server.models.registry import DuplicateModelError
 from oai_server.settings import Settings
-from tests.lora.adapter import HIDDEN, write_adapter
 from tests.realtime.conftest import client_for, events_until, realtime_server
 from tests.unit.conftest import MODEL, chat_body, serve
 
@@ -238,7 +238,7 @@ def test_lora_flags_reach_the_engine_as_vllm_names_them(module: str, adapters: P
     # On CPU, vLLM's ops fixed in the engine core (vllm_lora_ops.py): the same slots ...
     fixed = engine_args(settings, on_cpu=True, lora_slot_fix=True)
     assert fixed["max_loras"] == 2
-    assert fixed["worker_extension_cls"] == "oai_server.engine.vllm_lora_ops.LoRASlotFix"
+    assert fixed["worker_extension_cls"] == "oai_server.engine.vllm.lora_ops.LoRASlotFix"
     # ... else one slot more for the null adapter of base-model requests.
     assert engine_args(settings, on_cpu=True)["max_loras"] == 3
     assert "worker_extension_cls" not in engine_args(settings, on_cpu=True)

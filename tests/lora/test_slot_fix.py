@@ -1,4 +1,4 @@
-"""vLLM's CPU LoRA ops, replaced by oai_server/engine/vllm_lora_ops.py: a token without an
+"""vLLM's CPU LoRA ops, replaced by oai_server/engine/vllm/lora_ops.py: a token without an
 adapter (slot -1) gets no delta, even batched with tokens of the adapter in the last slot,
 and the adapter's tokens get what vLLM's own op gives them (to float rounding: the
 replacement multiplies in another order)."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from oai_server.engine import vllm_lora_ops
+from oai_server.engine.vllm import lora_ops as vllm_lora_ops
 
 
 def test_tokens_without_an_adapter_get_no_delta_from_the_last_slot(

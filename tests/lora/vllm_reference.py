@@ -55,7 +55,7 @@ def answers(spec: dict[str, Any]) -> dict[str, Any]:
 
 def main() -> None:
     spec = json.load(sys.stdin)
-    # The server's own CPU environment (engine/vllm_args.configure_cpu): every core computes.
+    # The server's own CPU environment (engine/vllm/args.configure_cpu): every core computes.
     os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", f"0-{(os.cpu_count() or 1) - 1}")
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     Path(sys.argv[1]).write_text(json.dumps(answers(spec)), encoding="utf-8")

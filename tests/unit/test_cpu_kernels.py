@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from oai_server.engine import cpu
+from oai_server.engine.vllm import cpu
 from oai_server.startup import configure_logging, ready_message
 
 # The flags of the two kinds of machine the project runs on.

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from oai_server.engine import embedded_model
-from oai_server.engine.embedded_model import (
+from oai_server.models import embedded_model
+from oai_server.models.embedded_model import (
     EMBEDDED_MODEL_DIRNAME,
     MANIFEST_NAME,
     EmbeddedModelError,
@@ -212,7 +212,7 @@ def test_concurrent_callers_convert_once(tmp_path: Path, monkeypatch: pytest.Mon
 
 def test_importing_the_module_does_not_import_torch() -> None:
     # A server start that finds the cache ready must not pay for importing torch here.
-    code = "import sys, oai_server.engine.embedded_model; sys.exit('torch' in sys.modules)"
+    code = "import sys, oai_server.models.embedded_model; sys.exit('torch' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, check=False)
 
     assert result.returncode == 0

@@ -7,8 +7,8 @@ import os
 import pytest
 
 from oai_server.engine.settings import EngineSettings
-from oai_server.engine.vllm_args import configure_cpu as _configure_cpu
-from oai_server.engine.vllm_args import engine_args as _engine_args
+from oai_server.engine.vllm.args import configure_cpu as _configure_cpu
+from oai_server.engine.vllm.args import engine_args as _engine_args
 
 KV, BIND = "VLLM_CPU_KVCACHE_SPACE", "VLLM_CPU_OMP_THREADS_BIND"
 

@@ -14,7 +14,7 @@ from pydantic_settings import CliApp
 
 from oai_server.engine.fake import FakeEngine
 from oai_server.engine.types import SamplingDefaults
-from oai_server.engine.vllm_args import engine_args
+from oai_server.engine.vllm.args import engine_args
 from oai_server.settings import Settings
 from tests.cache.conftest import cached
 from tests.cache.conftest import chat_body as greedy_chat_body

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from oai_server.engine.fake import CACHE_BLOCK_TOKENS, FakeEngine
+from oai_server.engine.fake.engine import CACHE_BLOCK_TOKENS, FakeEngine
 from tests.unit.conftest import MODEL, chat_body, serve
 from tests.unit.error_helpers import CHAT, assert_still_serves, error_of
 from tests.unit.hostile_corpus import ALL_CASES, ARRAY_BOMB, HostileCase, chat, tool

@@ -12,7 +12,7 @@ import pytest
 from pydantic_settings import CliApp
 
 from oai_server.__main__ import main
-from oai_server.models.entries import ModelsFileError, model_entries
+from oai_server.models.entries import ModelsFileError, first_chat, model_entries
 from oai_server.settings import Settings
 
 
@@ -53,7 +53,7 @@ def test_model_given_twice_serves_two_chat_models_named_as_asked(tmp_path: Path)
     ]
     # The engine flags are each --model's.
     assert [e.max_model_len for e in entries] == [1024, 1024]
-    assert settings.model_name == "one"
+    assert first_chat(entries).name == "one"
 
 
 def test_the_embedding_model_comes_after_the_chat_models() -> None:

@@ -9,7 +9,13 @@ import pytest
 from pydantic import ValidationError
 from pydantic_settings import CliApp
 
+from oai_server.models.entries import first_chat, model_entries
 from oai_server.settings import EMBEDDED_MODEL_NAME, Settings
+
+
+def chat_name(settings: Settings) -> str:
+    """The name a request without a model of its own gets, as the server works it out."""
+    return first_chat(model_entries(settings)).name
 
 
 @pytest.fixture(autouse=True)
@@ -31,13 +37,13 @@ def test_flags_land_in_fields() -> None:
     assert settings.max_model_len == 4096
     assert settings.enforce_eager is True
     assert settings.served_model_name == "x"
-    assert settings.model_name == "x"
+    assert chat_name(settings) == "x"
     assert settings.port == 9000
 
 
 def test_defaults() -> None:
     settings = parse()
-    assert settings.model_name == EMBEDDED_MODEL_NAME == "smollm2-135m-instruct"
+    assert chat_name(settings) == EMBEDDED_MODEL_NAME == "smollm2-135m-instruct"
     assert settings.model == []
     assert settings.enforce_eager is None
     assert settings.max_model_len is None
@@ -47,9 +53,9 @@ def test_defaults() -> None:
 
 
 def test_model_name_follows_model_unless_served_name_given() -> None:
-    assert parse("--model", "Qwen/Qwen2.5-0.5B").model_name == "Qwen/Qwen2.5-0.5B"
+    assert chat_name(parse("--model", "Qwen/Qwen2.5-0.5B")) == "Qwen/Qwen2.5-0.5B"
     named = parse("--model", "Qwen/Qwen2.5-0.5B", "--served-model-name", "qwen")
-    assert named.model_name == "qwen"
+    assert chat_name(named) == "qwen"
 
 
 def test_boolean_flags_can_be_turned_off() -> None:
@@ -86,7 +92,7 @@ def test_environment_variables(monkeypatch: pytest.MonkeyPatch) -> None:
         assert settings.port == 9100
         assert settings.max_model_len == 1024
         assert settings.enforce_eager is True
-        assert settings.model_name == "from-env"
+        assert chat_name(settings) == "from-env"
 
 
 def test_flag_beats_environment(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -12,8 +12,8 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-from oai_server.engine import cpu
 from oai_server.engine.settings import EngineSettings
+from oai_server.engine.vllm import cpu
 
 logger = logging.getLogger(__name__)
 
@@ -79,8 +79,8 @@ def environment(name: str, value: str | None) -> Iterator[None]:
             os.environ[name] = before
 
 
-# The worker extension that fixes vLLM's CPU LoRA ops in the engine core (vllm_lora_ops.py).
-LORA_SLOT_FIX = "oai_server.engine.vllm_lora_ops.LoRASlotFix"
+# The worker extension that fixes vLLM's CPU LoRA ops in the engine core (lora_ops.py).
+LORA_SLOT_FIX = "oai_server.engine.vllm.lora_ops.LoRASlotFix"
 
 
 def engine_args(
@@ -92,7 +92,7 @@ def engine_args(
 ) -> dict[str, Any]:
     """vLLM's engine arguments for `options`; `served_model_name` is the id clients use.
     `lora_slot_fix`: on CPU, vLLM's LoRA ops can be fixed in the engine core
-    (vllm_lora_ops.py); otherwise base-model requests need the null adapter's slot."""
+    (lora_ops.py); otherwise base-model requests need the null adapter's slot."""
     enforce_eager = options.enforce_eager
     if enforce_eager is None:
         enforce_eager = on_cpu

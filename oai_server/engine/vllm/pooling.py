@@ -1,7 +1,7 @@
 """The `EmbeddingEngine` interface over vLLM's `AsyncLLM` with `runner="pooling"`.
 
 A second vLLM engine (its own core process) beside the chat engine: the same CPU set-up
-and process bookkeeping as `engine/vllm.py`, and vllm imported lazily, in `start`.
+and process bookkeeping as `engine/vllm/engine.py`, and vllm imported lazily, in `start`.
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from oai_server.engine import vllm_args
 from oai_server.engine.pooling import EmbeddingEngine, EmbeddingModelInfo
 from oai_server.engine.settings import EngineSettings
-from oai_server.engine.vllm_holder import AsyncLLMHolder, engine_processes
+from oai_server.engine.vllm import args as vllm_args
+from oai_server.engine.vllm.holder import AsyncLLMHolder, engine_processes
 from oai_server.errors import EngineDeadError, EngineNotReadyError, InvalidRequestError
 
 if TYPE_CHECKING:

@@ -14,7 +14,7 @@ import random
 import struct
 from dataclasses import dataclass, field
 
-from oai_server.engine.fake import FakeTokenizer
+from oai_server.engine.fake.engine import FakeTokenizer
 from oai_server.engine.pooling import EmbeddingEngine, EmbeddingModelInfo
 from oai_server.engine.protocol import Tokenizer
 from oai_server.errors import EngineDeadError, EngineNotReadyError
