@@ -7,12 +7,11 @@ for all) with nothing computing behind it, and gets the same closed loop of stre
   per engine step, so all that is measured is validation, templating, tokenizing, the stream
   state machine, JSON and SSE framing, and the ASGI server. Its data directory is a fresh one
   (`OAI_DATA_DIR`: the default SQLite store, and the batch runner on it, as on a new install).
-- raw: raw ASGI sending SSE bytes built in advance (`benchmarks.raw_app`), of the same shape
-  and count: the ASGI server's own cost, the floor under any framework.
+- raw: raw ASGI sending SSE bytes built in advance (`benchmarks.stub_server` with no pace), of
+  the same shape and count: the ASGI server's own cost, the floor under any framework.
 - ours-prod: ours with the production features on: API keys, rate limits (in memory, never
   reached), the response cache (in memory, every request a miss); the store stays off (no
   request asks for `store`). Its difference to `ours` is what those features cost.
-- stub: the harness's stub server, which builds each chunk's JSON as it goes (optional).
 - before-ours, before-ours-prod (with `--before DIR`): the same apps served from another
   checkout of the project (say, `git worktree add /tmp/floor-before main`), so a change is
   measured against the code before it in the same turns.
@@ -58,7 +57,6 @@ APPS: Mapping[str, str] = {
     "ours-cache": "benchmarks.floor:make_fake_app_cached",
     "ours-prod": "benchmarks.floor:make_fake_app_production",
     "raw": "benchmarks.floor:make_raw_app",
-    "stub": "benchmarks.floor:make_stub_app",
 }
 BASELINE = "raw"
 # The key `ours-prod` requires; the load generator sends it to every app (the others ignore it).
@@ -101,15 +99,12 @@ def make_fake_app_production() -> Any:
 
 
 def make_raw_app() -> Any:
-    from benchmarks.raw_app import create_raw_app
-
-    return create_raw_app(MODEL)
-
-
-def make_stub_app() -> Any:
     from benchmarks.stub_server import StubConfig, create_stub_app
 
-    return create_stub_app(StubConfig(first_token_delay=0.0, token_delay=0.0, model=MODEL))
+    # No pace, and a fixed prompt count: every request's bytes were built before it came.
+    return create_stub_app(
+        StubConfig(first_token_delay=0.0, token_delay=0.0, model=MODEL, prompt_tokens=30)
+    )
 
 
 BEFORE = "before-"
@@ -228,7 +223,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--apps",
         type=_apps,
         default=["ours", "raw"],
-        help="of ours, ours-cache, ours-prod, raw, stub (default: ours,raw)",
+        help="of ours, ours-cache, ours-prod, raw (default: ours,raw)",
     )
     parser.add_argument(
         "--before",

@@ -44,7 +44,7 @@ POLL_S = 0.05
 
 
 class Service(Protocol):
-    """A dependency to pause and kill (`tests/redis_server.py`, `tests/store/postgres.py`)."""
+    """A dependency to pause and kill (`benchmarks/fixtures/`)."""
 
     def freeze(self) -> None: ...
     def thaw(self) -> None: ...
@@ -280,8 +280,8 @@ def redis_settings(url: str) -> dict[str, Any]:
 
 
 async def _run(dependencies: list[str], hold_s: float) -> None:
-    from tests.redis_server import RedisServer
-    from tests.store.postgres import PostgresServer
+    from benchmarks.fixtures.postgres import PostgresServer
+    from benchmarks.fixtures.redis_server import RedisServer
 
     for dependency in dependencies:
         for fault in ("hung", "killed"):

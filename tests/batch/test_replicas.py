@@ -15,13 +15,13 @@ import httpx
 import openai
 import pytest
 
+from benchmarks.fixtures.postgres import PostgresServer
 from oai_server.batch import runner as batch_runner
 from oai_server.batch.records import BatchRecords
 from oai_server.engine.fake import FakeEngine
 from tests.batch.helpers import TERMINAL, chat_line, read_lines, start_fake_server, upload, wait
 from tests.live import serve
 from tests.store.conftest import make_app, sdk
-from tests.store.postgres import PostgresServer
 
 
 def _lines_answered(base: str) -> float:

@@ -13,8 +13,8 @@ import pytest
 
 from benchmarks.cli import main
 from benchmarks.floor import pinned, pooled, split_costs
-from benchmarks.raw_app import sse_events
 from benchmarks.server_process import ServerProcess, ServerStartError, free_port
+from benchmarks.stub_server import sse_events
 
 OUTPUT_LEN = 16
 
@@ -76,7 +76,7 @@ def test_pinned_gives_the_servers_a_cpu_of_their_own_until_the_block_ends() -> N
 
 
 def test_raw_events_have_the_shape_of_a_chat_stream() -> None:
-    events = sse_events("chat", "m", 3, True, True)
+    events = sse_events("chat", "m", 3, continuous=True, usage=True)
     assert len(events) == 3 + 4  # role, 3 tokens, finish, usage, [DONE]
     chunks = [json.loads(event[len(b"data: ") :]) for event in events[:-1]]
     assert chunks[0]["choices"][0]["delta"]["role"] == "assistant"
@@ -84,7 +84,7 @@ def test_raw_events_have_the_shape_of_a_chat_stream() -> None:
     assert chunks[4]["choices"][0]["finish_reason"] == "length"
     assert chunks[5]["choices"] == []
     assert events[-1] == b"data: [DONE]\n\n"
-    completions = sse_events("completions", "m", 2, False, False)
+    completions = sse_events("completions", "m", 2, continuous=False, usage=False)
     assert len(completions) == 2 + 2  # 2 tokens, finish, [DONE]
     assert "usage" not in json.loads(completions[0][len(b"data: ") :])
 

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.fixtures.redis_server import RedisServer
 from benchmarks.outages import app_client, drill, redis_back, redis_down, redis_settings
 from tests.cache.conftest import chat_body
 from tests.conformance import AsyncValidatingTransport
-from tests.redis_server import RedisServer
 
 CHAT = "/v1/chat/completions"
 LIMIT_RPM = redis_settings("redis://unused")["rate_limit_rpm"]

@@ -7,11 +7,11 @@ import time
 
 import redis
 
+from benchmarks.fixtures.redis_server import RedisServer
 from oai_server.cache.memory import MemoryBackend
 from oai_server.cache.redis_backend import CLAIM_PREFIX, KEY_PREFIX
 from oai_server.engine.fake import FakeEngine
 from tests.cache.conftest import Cached, cached, chat_body, chat_text, sse_chunks, until
-from tests.redis_server import RedisServer
 
 CHAT = "/v1/chat/completions"
 

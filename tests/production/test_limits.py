@@ -14,6 +14,7 @@ import pytest
 import websockets
 from websockets.exceptions import InvalidStatus
 
+from benchmarks.fixtures.redis_server import RedisServer
 from oai_server.engine.fake import FakeEngine
 from oai_server.limits.limiter import format_reset
 from tests.conformance import ValidatingTransport, async_validating_client
@@ -21,7 +22,6 @@ from tests.live import serve, serve_async
 from tests.production.conftest import MODEL, chat_body, make_app, new_key
 from tests.realtime.conftest import client_for as realtime_client
 from tests.realtime.conftest import events_until
-from tests.redis_server import RedisServer
 
 REALTIME_HI: Any = {
     "type": "message",

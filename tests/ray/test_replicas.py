@@ -18,8 +18,8 @@ import httpx
 import pytest
 from ray import serve
 
+from benchmarks.fixtures.lora_adapter import write_adapter
 from tests.conformance import AsyncValidatingTransport, ConformanceLog
-from tests.lora.adapter import write_adapter
 from tests.ray.conftest import (
     FAKE,
     RayServe,

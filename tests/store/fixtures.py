@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.store.postgres import PostgresServer
+from benchmarks.fixtures.postgres import PostgresServer
 
 _databases = itertools.count()
 

@@ -7,11 +7,11 @@ import re
 
 import httpx
 
+from benchmarks.fixtures.postgres import PostgresServer
 from oai_server.engine.fake import FakeEngine
 from tests.conformance import AsyncValidatingTransport
 from tests.live import serve_async
 from tests.store.conftest import MODEL, async_sdk, make_app
-from tests.store.postgres import PostgresServer
 
 
 async def _ask_many(base: str, count: int, tag: str) -> list[str]:

@@ -15,11 +15,11 @@ import asyncpg
 import httpx
 import pytest
 
+from benchmarks.fixtures.postgres import PostgresServer
 from benchmarks.outages import app_client, drill, store_back, store_down
 from oai_server.resilience import Breaker
 from oai_server.store.health import STALE_S, StoreHealth
 from tests.conformance import AsyncValidatingTransport
-from tests.store.postgres import PostgresServer
 
 _databases = itertools.count()
 
