@@ -65,13 +65,17 @@ def test_ops_of_another_shape_are_left_alone(monkeypatch: pytest.MonkeyPatch) ->
     assert punica_cpu.bgmv_shrink is bgmv_shrink
 
 
-@pytest.mark.parametrize("every_slot_at_once", [True, False])
+@pytest.mark.parametrize(
+    ("every_slot_at_once", "dtype"),
+    [(True, torch.float32), (False, torch.float32), (True, torch.bfloat16)],
+)
 def test_tokens_of_several_adapters_each_get_their_own_slot(
-    monkeypatch: pytest.MonkeyPatch, every_slot_at_once: bool
+    monkeypatch: pytest.MonkeyPatch, every_slot_at_once: bool, dtype: torch.dtype
 ) -> None:
-    """A decode batch of the base model and three adapters, in bfloat16 as served: each
-    adapter token gets vLLM's own op's delta, written in the output's slice; the same
-    with the products taken slot by slot, as for a batch too large for all at once."""
+    """A decode batch of the base model and three adapters: each adapter token gets vLLM's
+    own op's delta, written in the output's slice; in float32 with the products taken all
+    at once and slot by slot (a batch too large for all at once), in bfloat16 through
+    vLLM's own op on masked inputs."""
     if not every_slot_at_once:
         monkeypatch.setattr(vllm_lora_ops, "ALL_SLOTS_MAX", 0)
     from vllm.lora.ops import torch_ops
@@ -84,15 +88,15 @@ def test_tokens_of_several_adapters_each_get_their_own_slot(
 
     torch.manual_seed(1)
     hidden, rank, slots, out = 64, 8, 3, 24
-    x = torch.randn(8, hidden, dtype=torch.bfloat16)
-    lora_a = torch.randn(slots, 1, rank, hidden, dtype=torch.bfloat16)
-    lora_b = torch.randn(slots, 1, out, rank, dtype=torch.bfloat16)
+    x = torch.randn(8, hidden, dtype=dtype)
+    lora_a = torch.randn(slots, 1, rank, hidden, dtype=dtype)
+    lora_b = torch.randn(slots, 1, out, rank, dtype=dtype)
     slot_of = torch.tensor([-1, 0, 1, 2, -1, 2, 1, 0])
 
     def delta() -> torch.Tensor:
         buffer = torch.zeros(8, rank)
         lora_ops.bgmv_shrink(x, lora_a, buffer, slot_of, 0.5)
-        y = torch.ones(8, 2 * out, dtype=torch.bfloat16)
+        y = torch.ones(8, 2 * out, dtype=dtype)
         lora_ops.bgmv_expand_slice(buffer, lora_b, y, slot_of, out, out, True)
         return y
 
@@ -101,4 +105,4 @@ def test_tokens_of_several_adapters_each_get_their_own_slot(
     after = delta()
     adapter = slot_of >= 0
     torch.testing.assert_close(after[adapter], before[adapter])
-    assert torch.equal(after[~adapter], torch.ones(2, 2 * out, dtype=torch.bfloat16))
+    assert torch.equal(after[~adapter], torch.ones(2, 2 * out, dtype=dtype))
