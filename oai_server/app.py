@@ -15,6 +15,7 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
 
 from fastapi import FastAPI
 from starlette.middleware.cors import CORSMiddleware
@@ -33,6 +34,11 @@ from oai_server import (
     store,
     web,
 )
+from oai_server.answering import AnsweringChain
+from oai_server.batch import BatchRunner
+from oai_server.cache import ResponseCache
+from oai_server.embeddings import EmbeddingService
+from oai_server.embeddings import routes as embedding_routes
 from oai_server.engine.pooling import EmbeddingEngine
 from oai_server.engine.protocol import Engine
 from oai_server.engine.router import EngineRouter
@@ -40,18 +46,22 @@ from oai_server.engine.wrapper import EngineWrapper
 from oai_server.error_responses import install_error_handlers
 from oai_server.features import Feature, FeatureFactory
 from oai_server.generation.chat_template import load_template
+from oai_server.generation.for_caller import ForCaller
 from oai_server.generation.service_tier import TierPolicy
 from oai_server.generation.work_limits import WorkLimits
 from oai_server.http.direct import DirectRoutes
+from oai_server.http.open_paths import CORE_OPEN_PATHS, OpenPaths
 from oai_server.http.sse import BODY_SEND
 from oai_server.lifecycle import Lifecycle, LifecycleMiddleware
+from oai_server.limits import RateLimiter
 from oai_server.models.adapters import AdapterEngine
 from oai_server.models.entries import ModelEntry, first_chat, model_entries
 from oai_server.models.served import served_models
-from oai_server.observability.engine import InstrumentedEngine
+from oai_server.observability.engine import Admit, InstrumentedEngine
 from oai_server.observability.metrics import Metrics
 from oai_server.observability.middleware import ObservabilityMiddleware
 from oai_server.resilience import Dependencies
+from oai_server.responses.background import BackgroundRuns
 from oai_server.routes import chat, completions, models, system, tokenize
 from oai_server.services.chat import ChatService
 from oai_server.services.completions import CompletionService
@@ -59,6 +69,7 @@ from oai_server.services.tokenize import TokenizeService
 from oai_server.settings import Settings
 from oai_server.startup import ready_message
 from oai_server.state import ServerState
+from oai_server.store import StoreService
 
 logger = logging.getLogger(__name__)
 
@@ -114,14 +125,23 @@ def _router(engine: Engine) -> EngineRouter | None:
     return engine if isinstance(engine, EngineRouter) else None
 
 
+# Answered to anyone, no key asked and no limit counted: the core's probes, the page.
+OPEN = OpenPaths(CORE_OPEN_PATHS | web.OPEN_PATHS, web.OPEN_PREFIXES)
+
+
 def _core(
     settings: Settings,
     entries: Sequence[ModelEntry],
     engine: Engine,
     embedder: EmbeddingEngine | None,
+    metrics: Metrics,
+    dependencies: Dependencies,
+    *,
+    admit: Admit | None,
+    replica: str | None,
 ) -> ServerState:
-    """The shared services, before any feature."""
-    metrics = Metrics(engine.running_requests, lambda: served.waiting_requests())
+    """The shared services, before any feature; `admit` reserves each request's tokens as
+    it reaches the engine (the rate limits')."""
     # The names clients use: each engine of a router's, else the first chat model's.
     router = _router(engine)
     chat = [first_chat(entries).name] if router is None else list(router.engines)
@@ -137,10 +157,15 @@ def _core(
         metrics,
         keep_prompt_text=settings.log_request_text,
         model_name=model_name,
+        admit=admit,
     )
     chat_template = load_template(settings.chat_template)
     work = WorkLimits(settings.max_request_tokens, settings.max_request_prompts)
     priority_keys = settings.service_tier_priority_keys
+    tiers = TierPolicy(
+        settings.scheduling_policy == "priority",
+        None if priority_keys is None else frozenset(priority_keys),
+    )
     return ServerState(
         settings=settings,
         engine=served,
@@ -152,47 +177,84 @@ def _core(
         metrics=metrics,
         lifecycle=Lifecycle(served, settings.drain_timeout),
         created=int(time.time()),
-        dependencies=Dependencies(metrics.registry),
+        dependencies=dependencies,
         models=registry,
         adapters=adapters,
         embedder=embedder,
-        tiers=TierPolicy(
-            settings.scheduling_policy == "priority",
-            None if priority_keys is None else frozenset(priority_keys),
-        ),
+        for_caller=ForCaller(tiers, settings.prefix_cache_shared),
+        replica=replica,
     )
 
 
-def _features(state: ServerState, extra: Sequence[FeatureFactory]) -> list[Feature[object]]:
-    """Every feature, in order; each one's service put on `state` for those after it."""
-    stored = store.feature(state)
-    state.store = stored.service
-    cached = cache.feature(state)
-    state.cache = cached.service
-    answered = responses.feature(state)
-    state.background = answered.service
-    limited = limits.feature(state)
-    state.limiter = limited.service
-    if state.limiter is not None and state.limiter.tpm is not None:
-        # Tokens are reserved as a request reaches the engine, against its caller's limit.
-        state.engine.admit = state.limiter.reserve_tokens
-    # After the limits: embedding tokens count against the caller's token limit too.
-    embedded = embeddings.feature(state)
-    state.embeddings = embedded.service
-    return [
+@dataclass(frozen=True)
+class Wired:
+    """The app as assembled: its core, each feature's service, and the answering chain."""
+
+    core: ServerState
+    store: StoreService
+    cache: ResponseCache | None
+    background: BackgroundRuns | None
+    limiter: RateLimiter | None
+    embeddings: EmbeddingService | None
+    batch: BatchRunner | None
+    answering: AnsweringChain
+    # Every feature, in order: middleware, routes, start (and stop, reversed).
+    features: Sequence[Feature[object]]
+
+
+def _wire(
+    settings: Settings,
+    entries: Sequence[ModelEntry],
+    engine: Engine,
+    embedder: EmbeddingEngine | None,
+    extra: Sequence[FeatureFactory],
+    replica: str | None,
+) -> Wired:
+    """The core and every feature, each given what it uses, in one place."""
+    # `core` is bound below, before any request can ask the metrics for its queue.
+    metrics = Metrics(engine.running_requests, lambda: core.engine.waiting_requests())
+    dependencies = Dependencies(metrics.registry)
+    # Before the core: the engine's admission reserves tokens against the limiter.
+    limited = limits.feature(settings, metrics, dependencies, OPEN)
+    limiter = limited.service
+    admit = None if limiter is None or limiter.tpm is None else limiter.reserve_tokens
+    core = _core(
+        settings, entries, engine, embedder, metrics, dependencies, admit=admit, replica=replica
+    )
+    stored = store.feature(core)
+    # Embedding tokens count against the caller's token limit too.
+    embedded = embeddings.feature(core, admit)
+    cached = cache.feature(core, embedded.service)
+    answered = responses.feature(core, stored.service)
+    batched = batch.feature(core, stored.service, embedded.service)
+    chain = AnsweringChain(
+        core.chat, core.completions, embedded.service, stored.service, cached.service
+    )
+    features: list[Feature[object]] = [
         stored,
         cached,
         answered,
-        batch.feature(state),
-        realtime.feature(state),
-        lora.feature(state),
+        batched,
+        realtime.feature(None if limiter is None else limiter.settle),
+        lora.feature(core),
         # Middleware in this order, inside the core's: keys, then limits (per key).
-        auth.feature(state),
+        auth.feature(settings, OPEN),
         limited,
         embedded,
-        *(make(state) for make in extra),
-        web.feature(state),  # last: the API's routes win over the page's paths
+        *(make(core) for make in extra),
+        web.feature(settings),  # last: the API's routes win over the page's paths
     ]
+    return Wired(
+        core,
+        stored.service,
+        cached.service,
+        answered.service,
+        limiter,
+        embedded.service,
+        batched.service,
+        chain,
+        features,
+    )
 
 
 class ServerApp(FastAPI):
@@ -232,9 +294,8 @@ def create_app(
     """
     if entries is None:
         entries = model_entries(settings)
-    state = _core(settings, entries, engine, embedder)
-    state.replica = replica
-    features = _features(state, extra)
+    wired = _wire(settings, entries, engine, embedder, extra, replica)
+    state, features = wired.core, wired.features
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -279,14 +340,19 @@ def create_app(
         redirect_slashes=False,
     )
     app.state.server = state
-    for module in (chat, completions, models, system, tokenize):
-        app.include_router(module.router)
+    app.state.wired = wired
+    core_routes = [chat.route(wired.answering), completions.route(wired.answering)]
+    app.router.routes.extend(core_routes)
+    app.include_router(models.router)
+    app.include_router(system.router([f.health for f in features if f.health is not None]))
+    app.include_router(tokenize.router)
+    app.include_router(embedding_routes.router(wired.answering))
     for feature in features:
         app.router.routes.extend(feature.routes)
     install_error_handlers(app)
     # The last added runs first: CORS, then id/log/metrics, drain, then the features' own,
     # then the busiest routes, answered past Starlette's router.
-    app.add_middleware(DirectRoutes, routes=[chat.ROUTE, completions.ROUTE])
+    app.add_middleware(DirectRoutes, routes=core_routes)
     for feature in reversed(features):
         for middleware in reversed(feature.middleware):
             app.add_middleware(middleware.cls, *middleware.args, **middleware.kwargs)

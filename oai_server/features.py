@@ -1,25 +1,28 @@
 """How a feature is wired into the app: one function, one `Feature`.
 
-Each feature package (`store`, `cache`, `responses`, `realtime`, `auth`, `limits`, `web`,
-and Ray's metrics mirror) exposes `feature(state) -> Feature`: given the typed state with
-the shared services (settings, engine, chat, completions, metrics, ...), it returns its
-routes, its middleware, the service it offers the others (put on the state by `app.py`),
-and what must run while the app runs. `create_app` calls them in one place, in order,
-and its lifespan starts them in that order and stops them in the reverse one, so a
-SIGTERM drains and closes everything a feature holds (writers, tasks, connections).
+Each feature package (`store`, `cache`, `responses`, `batch`, `embeddings`, `realtime`,
+`lora`, `auth`, `limits`, `web`, and Ray's metrics mirror) exposes `feature(...) ->
+Feature`, whose arguments are what it uses: the core (`ServerState`: settings, engine,
+chat, completions, metrics, ...) and the services of the features it builds on
+(`responses.feature(core, store)`), so its dependencies are read from its signature. It
+returns its routes, its middleware, the service it offers the features after it, and
+what must run while the app runs. `create_app` calls them in one place, in order, and
+hands each service on by name; its lifespan starts them in that order and stops them in
+the reverse one, so a SIGTERM drains and closes everything a feature holds (writers,
+tasks, connections).
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from starlette.middleware import Middleware
 from starlette.routing import BaseRoute
 
-if TYPE_CHECKING:
-    from oai_server.state import ServerState
+from oai_server.routes.system import HealthReport
+from oai_server.state import ServerState
 
 S = TypeVar("S", covariant=True)
 Hook = Callable[[], Awaitable[None]]
@@ -39,7 +42,9 @@ class Feature(Generic[S]):
     start: Hook | None = None
     # Awaited at shutdown, after the requests in flight were drained.
     stop: Hook | None = None
+    # Its part of `/health`'s body, in feature order, before `dependencies`.
+    health: HealthReport | None = None
 
 
 # A feature not in `oai_server` itself (Ray's metrics mirror): `create_app(..., extra=[...])`.
-FeatureFactory = Callable[["ServerState"], Feature[object]]
+FeatureFactory = Callable[[ServerState], Feature[object]]

@@ -1,17 +1,18 @@
-"""The app's one typed state: the shared services, and what each feature offers the others.
+"""The core's typed state: what every request may use, whichever features are on.
 
-Built once per app by `create_app`, reached by routes through `server_state(request)`
-(HTTP or WebSocket); nothing else is put on `app.state`.
+Built once per app by `create_app` and never changed after; reached by the core's routes
+through `server_state(request)` (HTTP or WebSocket). It names no feature: a feature gets
+what it uses as its `feature(...)` function's arguments (see `oai_server.features`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from starlette.requests import HTTPConnection
 
 from oai_server.engine.pooling import EmbeddingEngine
+from oai_server.generation.for_caller import ForCaller
 from oai_server.generation.service_tier import TierPolicy
 from oai_server.lifecycle import Lifecycle
 from oai_server.models import ModelRegistry
@@ -24,17 +25,8 @@ from oai_server.services.completions import CompletionService
 from oai_server.services.tokenize import TokenizeService
 from oai_server.settings import Settings
 
-if TYPE_CHECKING:
-    # The features' services: named here for their types only, so a feature package
-    # may import this module without a cycle.
-    from oai_server.cache import ResponseCache
-    from oai_server.embeddings import EmbeddingService
-    from oai_server.limits import RateLimiter
-    from oai_server.responses.background import BackgroundRuns
-    from oai_server.store.service import StoreService
 
-
-@dataclass
+@dataclass(frozen=True)
 class ServerState:
     settings: Settings
     # What every service submits through: measured, token-limited, drainable.
@@ -53,18 +45,8 @@ class ServerState:
     adapters: AdapterEngine | None = None
     # The embedding model's engine, when one is served (`--embedding-model`).
     embedder: EmbeddingEngine | None = None
-    # How `service_tier` is served: engine priorities, and the keys that may jump ahead.
-    tiers: TierPolicy = field(default_factory=lambda: TierPolicy(by_priority=False))
-    # Set by `create_app` from each feature's `service`, in feature order.
-    store: StoreService | None = None
-    # The response cache, when `--response-cache` turns it on.
-    cache: ResponseCache | None = None
-    # This replica's background responses (None without a store to keep them on).
-    background: BackgroundRuns | None = None
-    # Per-key limits, when `--rate-limit-rpm` or `--rate-limit-tpm` sets one.
-    limiter: RateLimiter | None = None
-    # `/v1/embeddings`, on `embedder`.
-    embeddings: EmbeddingService | None = None
+    # A request shaped for its caller: its prefix-cache salt and its `service_tier`.
+    for_caller: ForCaller = field(default_factory=lambda: ForCaller(TierPolicy(False)))
     # The Ray Serve replica this app runs in (None outside Ray), recorded with stored
     # responses so the affinity gateway can send a conversation back to its prefix cache.
     replica: str | None = None

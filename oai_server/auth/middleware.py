@@ -8,17 +8,12 @@ from __future__ import annotations
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from oai_server.auth.caller import PRINCIPAL
 from oai_server.auth.keys import KeyRing
 from oai_server.error_responses import refuse
 from oai_server.errors import AuthenticationError
-from oai_server.web.page import ASSETS_PATH
+from oai_server.http.caller import PRINCIPAL
+from oai_server.http.open_paths import OpenPaths
 
-# Probes, scrapers and version checks must work without a key, and so must the chat
-# page and its files (they hold no secret; the page asks its user for a key). Everything
-# else, `/openapi.json` included, needs one when keys are configured.
-OPEN_PATHS = frozenset({"/health", "/version", "/metrics", "/"})
-OPEN_PREFIXES = (ASSETS_PATH + "/",)
 # A browser cannot set headers on a WebSocket: OpenAI's clients send the key as a
 # subprotocol instead, `openai-insecure-api-key.<key>`.
 KEY_SUBPROTOCOL = "openai-insecure-api-key."
@@ -39,21 +34,18 @@ def bearer_token(scope: Scope) -> bytes | None:
     return None
 
 
-def is_open(path: str) -> bool:
-    """Whether `path` is answered without a key (and not counted against any limit)."""
-    return path in OPEN_PATHS or path.startswith(OPEN_PREFIXES)
-
-
 class AuthMiddleware:
-    """401 in OpenAI's envelope unless the request carries one of `keys`.
+    """401 in OpenAI's envelope unless the request carries one of `keys`, or its path is
+    one of `is_open`'s (the app's open paths: probes, the page).
 
     Sets `scope["state"]["principal"]` (seen as `request.state.principal`) to the key's
     short id; to None when no keys are configured or the route is open.
     """
 
-    def __init__(self, app: ASGIApp, keys: KeyRing) -> None:
+    def __init__(self, app: ASGIApp, keys: KeyRing, is_open: OpenPaths) -> None:
         self.app = app
         self.keys = keys
+        self.is_open = is_open
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
@@ -61,7 +53,7 @@ class AuthMiddleware:
             return
         state = scope.setdefault("state", {})
         state[PRINCIPAL] = None
-        if self.keys and not is_open(scope["path"]):
+        if self.keys and not self.is_open(scope["path"]):
             token = bearer_token(scope)
             principal = None if token is None else self.keys.match(token)
             if principal is None:

@@ -11,67 +11,63 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import TYPE_CHECKING
 
-from oai_server.auth.salt import salt_for
 from oai_server.batch.endpoints import Endpoint, ResponsesEndpoint, ServiceEndpoint
 from oai_server.batch.lines import Shape, Shaped
 from oai_server.batch.metrics import BatchMetrics
 from oai_server.batch.records import BatchRecords
 from oai_server.batch.routes import routes
 from oai_server.batch.runner import BatchRunner
+from oai_server.embeddings.service import EmbeddingService
 from oai_server.features import Feature
-from oai_server.store.sql import SQLStore
+from oai_server.state import ServerState
+from oai_server.store.service import StoreService
 from schemas.chat import CreateChatCompletionRequest
 from schemas.completions import CreateCompletionRequest
 from schemas.embeddings import CreateEmbeddingRequest
 
-if TYPE_CHECKING:
-    from oai_server.state import ServerState
-
 __all__ = ["BatchRunner", "feature"]
 
 
-def feature(state: ServerState) -> Feature[BatchRunner | None]:
-    """The Files and Batch routes and this replica's runner, on the store's database."""
-    store = state.store
-    database = store.store.inner if store is not None else None
-    if store is None or not isinstance(database, SQLStore):
+def feature(
+    core: ServerState, store: StoreService, embeddings: EmbeddingService | None
+) -> Feature[BatchRunner | None]:
+    """The Files and Batch routes and this replica's runner, on the store's SQL database
+    (None when the store has none); `embeddings` answers `/v1/embeddings` lines."""
+    database = store.database
+    if database is None:
         return Feature(None)
-    settings = state.settings
+    settings = core.settings
     endpoints: dict[str, Endpoint] = {
-        "/v1/chat/completions": ServiceEndpoint(CreateChatCompletionRequest, state.chat),
-        "/v1/completions": ServiceEndpoint(CreateCompletionRequest, state.completions),
-        "/v1/responses": ResponsesEndpoint(state.chat, store),
+        "/v1/chat/completions": ServiceEndpoint(CreateChatCompletionRequest, core.chat),
+        "/v1/completions": ServiceEndpoint(CreateCompletionRequest, core.completions),
+        "/v1/responses": ResponsesEndpoint(core.chat, store),
     }
-    if state.embeddings is not None:
+    if embeddings is not None:
         # On the embedding model's own engine: its lines never share a step with the chat,
         # so an interactive chat request neither hands them back nor is hidden by them.
         endpoints["/v1/embeddings"] = ServiceEndpoint(
-            CreateEmbeddingRequest, state.embeddings, shares_chat_engine=False
+            CreateEmbeddingRequest, embeddings, shares_chat_engine=False
         )
-    records = BatchRecords(database.engine)
+    records = BatchRecords(database)
 
     def shape(owner: str) -> Shape:
         """As the live routes shape a body of `owner` ("": no keys): salted, tiered."""
         principal = owner or None
 
         def shaped(req: Shaped) -> Shaped:
-            req.cache_salt = salt_for(
-                principal, req.cache_salt, shared=settings.prefix_cache_shared
-            )
-            return state.tiers.apply(req, principal)
+            return core.for_caller(req, principal)
 
         return shaped
 
     runner = BatchRunner(
         records,
         endpoints,
-        BatchMetrics(state.metrics.registry),
+        BatchMetrics(core.metrics.registry),
         shape=shape,
-        waiting=state.engine.waiting_requests,
-        live=state.engine.live_requests,
-        health=state.engine.check_health,
+        waiting=core.engine.waiting_requests,
+        live=core.engine.live_requests,
+        health=core.engine.check_health,
         breaker=store.breaker,
         max_in_flight=settings.batch_max_in_flight,
         max_in_flight_idle=max(settings.batch_max_in_flight_idle, settings.batch_max_in_flight),

@@ -14,10 +14,7 @@ from typing import Any
 
 from oai_server.cache.endpoints import Endpoint, Event
 from oai_server.embeddings.service import EmbeddingCall, EmbeddingJob, EmbeddingService
-from oai_server.engine.types import SamplingOptions
 from oai_server.generation.engine_request import Usage
-from oai_server.services.common import StreamSettings
-from oai_server.services.events import Chunks
 from schemas.common import ResponseModel
 from schemas.embeddings import (
     CreateEmbeddingRequest,
@@ -35,17 +32,13 @@ def _usage(prompt_tokens: int) -> Usage:
 class EmbeddingsEndpoint(Endpoint[CreateEmbeddingRequest, EmbeddingJob, EmbeddingCall]):
     kind = "embeddings"
     id_prefix = "embd"
-    chunk_model = Embedding
     service: EmbeddingService
 
     def __init__(self, service: EmbeddingService) -> None:
         self.service = service
 
-    def options(self, job: EmbeddingJob) -> Sequence[SamplingOptions]:
-        return ()  # nothing is sampled
-
     def cacheable(self, req: CreateEmbeddingRequest, job: EmbeddingJob) -> bool:
-        return True
+        return True  # nothing is sampled
 
     def prompts(self, job: EmbeddingJob) -> list[list[int]]:
         return job.prompts
@@ -62,15 +55,6 @@ class EmbeddingsEndpoint(Endpoint[CreateEmbeddingRequest, EmbeddingJob, Embeddin
 
     def identity(self, handle: EmbeddingCall) -> tuple[str, int]:
         return handle.request_id, 0  # an embedding answer has neither
-
-    def chunks(
-        self,
-        identity: tuple[str, int],
-        model: str,
-        opts: StreamSettings,
-        service_tier: str | None = None,
-    ) -> Chunks[ResponseModel]:
-        raise TypeError("embeddings are answered whole")
 
     def whole_only(self, job: EmbeddingJob) -> bool:
         return True

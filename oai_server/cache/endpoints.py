@@ -42,22 +42,16 @@ WITH_USAGE = StreamSettings(include_usage=True, continuous_usage=False)
 
 
 class Endpoint(ABC, Generic[Req, Job, Handle]):
-    """One endpoint's part in caching."""
+    """One endpoint's part in caching: what every endpoint has (an answer streamed from
+    the cache is `Streamed`'s part)."""
 
     kind: str
     id_prefix: str
-    chunk_model: type[ResponseModel]
     service: GenerationService[Req, Job, Handle]
 
     @abstractmethod
-    def options(self, job: Job) -> Sequence[SamplingOptions]: ...
-
     def cacheable(self, req: Req, job: Job) -> bool:
-        """True when the answer may come from the cache: it is determined, and a stream
-        that reports usage on every chunk is not asked for (an entry has no such chunks)."""
-        assert isinstance(req, GenerationRequest)
-        continuous = StreamSettings.of(req.stream_options).continuous_usage
-        return determined(self.options(job)) and not continuous
+        """True when the answer may come from the cache."""
 
     @abstractmethod
     def prompts(self, job: Job) -> Sequence[list[int] | str]:
@@ -75,17 +69,6 @@ class Endpoint(ABC, Generic[Req, Job, Handle]):
     @abstractmethod
     def identity(self, handle: Handle) -> tuple[str, int]:
         """The `id` and `created` of a started request's answer."""
-
-    @abstractmethod
-    def chunks(
-        self,
-        identity: tuple[str, int],
-        model: str,
-        opts: StreamSettings,
-        service_tier: str | None = None,
-    ) -> Chunks[ResponseModel]:
-        """How the light events of the answer `identity` of `model` become chunks, as the
-        service makes them."""
 
     @abstractmethod
     def assemble(
@@ -110,9 +93,9 @@ class Endpoint(ABC, Generic[Req, Job, Handle]):
         cached = details.cached_tokens if details is not None else 0
         return Usage(usage.prompt_tokens, usage.completion_tokens, cached)
 
+    @abstractmethod
     def restore(self, stored: dict[str, Any]) -> ResponseModel:
-        """A stored chunk as the model it was; its `id` and `created` are a replay's."""
-        return self.chunk_model.model_validate({**stored, "id": "", "created": 0})
+        """A stored event (a chunk, an embedding) as the model it was."""
 
     def fresh_identity(self, request_id: str | None) -> tuple[str, int]:
         """The `id` and `created` of an answer replayed from the cache: its own, as new
@@ -120,7 +103,39 @@ class Endpoint(ABC, Generic[Req, Job, Handle]):
         return request_id or new_request_id(self.id_prefix), int(time.time())
 
 
-class ChatEndpoint(Endpoint[CreateChatCompletionRequest, ChatJob, ChatRequest]):
+class Streamed(Endpoint[Req, Job, Handle]):
+    """An endpoint whose answers stream (chat, text completions): sampled, so cacheable
+    only when determined, and replayed as the chunks the service makes."""
+
+    chunk_model: type[ResponseModel]
+
+    @abstractmethod
+    def options(self, job: Job) -> Sequence[SamplingOptions]: ...
+
+    def cacheable(self, req: Req, job: Job) -> bool:
+        """True when the answer is determined, and a stream that reports usage on every
+        chunk is not asked for (an entry has no such chunks)."""
+        assert isinstance(req, GenerationRequest)
+        continuous = StreamSettings.of(req.stream_options).continuous_usage
+        return determined(self.options(job)) and not continuous
+
+    @abstractmethod
+    def chunks(
+        self,
+        identity: tuple[str, int],
+        model: str,
+        opts: StreamSettings,
+        service_tier: str | None = None,
+    ) -> Chunks[ResponseModel]:
+        """How the light events of the answer `identity` of `model` become chunks, as the
+        service makes them."""
+
+    def restore(self, stored: dict[str, Any]) -> ResponseModel:
+        """A stored chunk as the model it was; its `id` and `created` are a replay's."""
+        return self.chunk_model.model_validate({**stored, "id": "", "created": 0})
+
+
+class ChatEndpoint(Streamed[CreateChatCompletionRequest, ChatJob, ChatRequest]):
     kind = "chat"
     id_prefix = "chatcmpl"
     chunk_model = CreateChatCompletionStreamResponse
@@ -192,7 +207,7 @@ class ChatEndpoint(Endpoint[CreateChatCompletionRequest, ChatJob, ChatRequest]):
         return assembler.result()
 
 
-class CompletionsEndpoint(Endpoint[CreateCompletionRequest, CompletionJob, Batch]):
+class CompletionsEndpoint(Streamed[CreateCompletionRequest, CompletionJob, Batch]):
     kind = "completions"
     id_prefix = "cmpl"
     chunk_model = CreateCompletionResponse

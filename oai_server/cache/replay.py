@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from oai_server.cache.endpoints import Endpoint, Event
+from oai_server.cache.endpoints import Endpoint, Event, Streamed
 from oai_server.cache.entry import Entry
 from oai_server.http.answer import Asked
 from oai_server.observability.context import current_request
@@ -42,7 +42,7 @@ def _count_tokens(entry: Entry) -> None:
 
 
 def replay_stream(
-    endpoint: Endpoint[Any, Any, Any],
+    endpoint: Streamed[Any, Any, Any],
     req: GenerationRequest,
     entry: Entry,
     identity: tuple[str, int],

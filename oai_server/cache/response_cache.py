@@ -28,7 +28,6 @@ from typing import Any
 
 from fastapi import Request
 
-from oai_server.auth.caller import caller
 from oai_server.cache.backend import CacheBackend
 from oai_server.cache.embeddings import EmbeddingsEndpoint
 from oai_server.cache.endpoints import ChatEndpoint, CompletionsEndpoint, Endpoint, Event
@@ -36,8 +35,9 @@ from oai_server.cache.entry import Entry, decode, encode
 from oai_server.cache.flights import Flight, Flights
 from oai_server.cache.metrics import CacheMetrics
 from oai_server.cache.service import CachedService
-from oai_server.embeddings.service import EmbeddingCall, EmbeddingJob, EmbeddingService
+from oai_server.embeddings.service import EmbeddingCall, EmbeddingJob
 from oai_server.generation.engine_request import Usage
+from oai_server.http.caller import caller
 from oai_server.services.chat import ChatJob, ChatRequest
 from oai_server.services.completion_batch import Batch, CompletionJob
 from schemas.chat import CreateChatCompletionRequest
@@ -70,6 +70,7 @@ class ResponseCache:
         metrics: CacheMetrics,
         chat: ChatEndpoint,
         completions: CompletionsEndpoint,
+        embeddings: EmbeddingsEndpoint | None = None,
         *,
         shared: bool = False,
     ) -> None:
@@ -77,6 +78,7 @@ class ResponseCache:
         self.metrics = metrics
         self._chat = chat
         self._completions = completions
+        self._embeddings = embeddings
         self._shared = shared
         self._flights = Flights()
         self._releasing: set[asyncio.Task[None]] = set()
@@ -95,14 +97,13 @@ class ResponseCache:
         return self._serving(request, self._completions)
 
     def embeddings(
-        self, request: Request, service: EmbeddingService
-    ) -> CachedService[CreateEmbeddingRequest, EmbeddingJob, EmbeddingCall]:
-        """The embeddings `service`, answering `request` through the cache.
-
-        The service comes with the request: it is built after the cache (it takes the
-        rate limiter, which is built after the cache).
-        """
-        return self._serving(request, EmbeddingsEndpoint(service))
+        self, request: Request
+    ) -> CachedService[CreateEmbeddingRequest, EmbeddingJob, EmbeddingCall] | None:
+        """The embeddings service, answering `request` through the cache (None: the
+        server serves no embedding model)."""
+        if self._embeddings is None:
+            return None
+        return self._serving(request, self._embeddings)
 
     def _serving(
         self, request: Request, endpoint: Endpoint[Any, Any, Any]
@@ -112,6 +113,14 @@ class ResponseCache:
 
     async def close(self) -> None:
         await self.backend.close()
+
+    async def claim(self, key: str) -> bool:
+        """Claim the answering of `key` among the replicas; False when another one has."""
+        return await self.backend.claim(key)
+
+    def missed(self) -> None:
+        """Count a request the engine answers (a miss)."""
+        self.metrics.misses.inc()
 
     def lead(self, key: str) -> Flight | None:
         """Lead the flight for `key` in this process; None when another request already does."""

@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, TypeVar
 
-from oai_server.cache.endpoints import Endpoint, Event
+from oai_server.cache.endpoints import Endpoint, Event, Streamed
 from oai_server.cache.entry import Entry
 from oai_server.cache.flights import Flight
 from oai_server.cache.key import cache_key
@@ -108,12 +108,12 @@ class CachedService(
         store = "no-store" not in self.directives
         flight = self.cache.lead(key) if store else None
         try:
-            if flight is not None and read and not await self.cache.backend.claim(key):
+            if flight is not None and read and not await self.cache.claim(key):
                 # Another replica is answering this very request: wait for its entry.
                 entry = await self.cache.from_replica(key, self.endpoint, flight)
                 if entry is not None:
                     return self._hit(job, entry, request_id)
-            self.cache.metrics.misses.inc()
+            self.cache.missed()
             handle = await service.start(job.job, request_id)
         except BaseException:
             if flight is not None:
@@ -129,9 +129,11 @@ class CachedService(
 
     def stream(self, answer: CacheAnswer[Req, Job, Handle]) -> EventStream[ResponseModel]:
         if answer.entry is not None:
-            req = answer.job.req
-            assert isinstance(req, GenerationRequest)  # only generation is ever streamed
-            return replay_stream(self.endpoint, req, answer.entry, answer.identity)
+            req, endpoint = answer.job.req, self.endpoint
+            # Only generation is ever streamed (an embedding is answered whole).
+            assert isinstance(req, GenerationRequest)
+            assert isinstance(endpoint, Streamed)
+            return replay_stream(endpoint, req, answer.entry, answer.identity)
         assert answer.handle is not None
         inner = self.endpoint.service.stream(answer.handle)
         if answer.header is None:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from oai_server.auth.caller import caller
-from oai_server.auth.middleware import is_open
 from oai_server.error_responses import refuse
 from oai_server.errors import RateLimitError
+from oai_server.http.caller import caller
+from oai_server.http.open_paths import OpenPaths
 from oai_server.limits.limiter import RateLimiter
 from oai_server.observability.context import current_request
 
@@ -19,12 +19,14 @@ class RateLimitMiddleware:
     engine calls `RateLimiter.reserve_tokens`) and settled here once the answer is sent.
     """
 
-    def __init__(self, app: ASGIApp, limiter: RateLimiter) -> None:
+    def __init__(self, app: ASGIApp, limiter: RateLimiter, is_open: OpenPaths) -> None:
+        """`is_open`: the paths counted against no limit (the app's open ones)."""
         self.app = app
         self.limiter = limiter
+        self.is_open = is_open
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] not in ("http", "websocket") or is_open(scope["path"]):
+        if scope["type"] not in ("http", "websocket") or self.is_open(scope["path"]):
             await self.app(scope, receive, send)
             return
         principal = caller(scope)

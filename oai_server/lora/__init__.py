@@ -12,8 +12,9 @@ from oai_server.lora import routes
 from oai_server.state import ServerState
 
 
-def feature(state: ServerState) -> Feature[None]:
-    """The run-time endpoints when allowed; else nothing (they answer 404)."""
-    if state.adapters is None or not state.settings.allow_runtime_lora:
+def feature(core: ServerState) -> Feature[None]:
+    """The run-time endpoints when allowed, on the core's adapters; else nothing (they
+    answer 404)."""
+    if core.adapters is None or not core.settings.allow_runtime_lora:
         return Feature(None)
     return Feature(None, routes.router.routes)

@@ -12,15 +12,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry
 from ray.serve import metrics as serve_metrics
 
 from oai_server.features import Feature
-
-if TYPE_CHECKING:
-    from oai_server.state import ServerState
+from oai_server.state import ServerState
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +67,7 @@ class RayMetricsMirror:
             await self._task
 
 
-def feature(state: ServerState) -> Feature[None]:
+def feature(core: ServerState) -> Feature[None]:
     """The app's metrics, mirrored into Ray's while the app runs (`create_app(extra=...)`)."""
-    mirror = RayMetricsMirror(state.metrics.registry)
+    mirror = RayMetricsMirror(core.metrics.registry)
     return Feature(None, start=mirror.start, stop=mirror.stop)

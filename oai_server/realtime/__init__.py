@@ -6,17 +6,14 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from oai_server.features import Feature
 from oai_server.realtime import router
-
-if TYPE_CHECKING:
-    from oai_server.state import ServerState
+from oai_server.realtime.router import Settle
 
 __all__ = ["feature"]
 
 
-def feature(state: ServerState) -> Feature[None]:
-    """The `/v1/realtime` socket; each session ends with its connection."""
-    return Feature(None, router.router.routes)
+def feature(settle: Settle | None) -> Feature[None]:
+    """The `/v1/realtime` socket, on the core's chat service; each session ends with its
+    connection, its unused tokens given back through `settle` (None: no token limit)."""
+    return Feature(None, router.router(settle).routes)

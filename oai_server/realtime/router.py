@@ -6,21 +6,23 @@ import asyncio
 import contextlib
 import functools
 import logging
+from collections.abc import Awaitable, Callable
 
 from fastapi import APIRouter, WebSocket
 from starlette.websockets import WebSocketDisconnect, WebSocketState
 
-from oai_server.auth.caller import caller
-from oai_server.auth.salt import salt_for
 from oai_server.errors import InvalidRequestError, OpenAIError
-from oai_server.observability.context import current_request
+from oai_server.generation.salt import salt_for
+from oai_server.http.caller import caller
+from oai_server.observability.context import RequestRecord, current_request
 from oai_server.realtime.session import RealtimeSession
 from oai_server.services.common import check_model
 from oai_server.state import ServerState, server_state
 from schemas.realtime import ServerEvent
 
 logger = logging.getLogger(__name__)
-router = APIRouter()
+# Gives back the tokens a session reserved but did not use (the rate limits'), at its end.
+Settle = Callable[[RequestRecord], Awaitable[None]]
 
 # RFC 6455 close codes.
 NORMAL_CLOSURE = 1000
@@ -30,40 +32,46 @@ MESSAGE_TOO_BIG = 1009
 SUBPROTOCOL = "realtime"
 
 
-@router.websocket("/v1/realtime")
-async def realtime(websocket: WebSocket) -> None:
-    server = server_state(websocket)
-    offered = websocket.scope.get("subprotocols") or []
-    await websocket.accept(subprotocol=SUBPROTOCOL if SUBPROTOCOL in offered else None)
-    lock = asyncio.Lock()
+def router(settle_with: Settle | None) -> APIRouter:
+    """The socket's route; `settle_with` (None: no token limit) settles a session's tokens."""
+    router = APIRouter()
 
-    async def send(event: ServerEvent) -> None:
-        if websocket.application_state is not WebSocketState.CONNECTED:
+    @router.websocket("/v1/realtime")
+    async def realtime(websocket: WebSocket) -> None:
+        server = server_state(websocket)
+        offered = websocket.scope.get("subprotocols") or []
+        await websocket.accept(subprotocol=SUBPROTOCOL if SUBPROTOCOL in offered else None)
+        lock = asyncio.Lock()
+
+        async def send(event: ServerEvent) -> None:
+            if websocket.application_state is not WebSocketState.CONNECTED:
+                return
+            async with lock:
+                await websocket.send_text(event.to_json().decode())
+
+        salt = salt_for(caller(websocket.scope), None, shared=server.settings.prefix_cache_shared)
+        model = websocket.query_params.get("model")
+        record = current_request.get()
+        settle = None
+        if settle_with is not None and record is not None:
+            settle = functools.partial(settle_with, record)
+        session = RealtimeSession(server.chat, send, model, salt, settle)
+        try:
+            if model is not None:
+                check_model(model, server.chat.model_name, models=server.models)
+        except OpenAIError as exc:
+            await session.error(exc, None)
+            await websocket.close(POLICY_VIOLATION, "unknown model")
             return
-        async with lock:
-            await websocket.send_text(event.to_json().decode())
+        await session.start()
+        try:
+            await _serve(websocket, session, server)
+        except WebSocketDisconnect:
+            pass
+        finally:
+            await session.close()
 
-    salt = salt_for(caller(websocket.scope), None, shared=server.settings.prefix_cache_shared)
-    model = websocket.query_params.get("model")
-    record = current_request.get()
-    settle = None
-    if server.limiter is not None and record is not None:
-        settle = functools.partial(server.limiter.settle, record)
-    session = RealtimeSession(server.chat, send, model, salt, settle)
-    try:
-        if model is not None:
-            check_model(model, server.chat.model_name, models=server.models)
-    except OpenAIError as exc:
-        await session.error(exc, None)
-        await websocket.close(POLICY_VIOLATION, "unknown model")
-        return
-    await session.start()
-    try:
-        await _serve(websocket, session, server)
-    except WebSocketDisconnect:
-        pass
-    finally:
-        await session.close()
+    return router
 
 
 async def _serve(websocket: WebSocket, session: RealtimeSession, server: ServerState) -> None:

@@ -10,23 +10,24 @@ generated after their request returned), `sse` (the event framing), `routes` and
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from oai_server.features import Feature
 from oai_server.responses import conversations, routes
 from oai_server.responses.background import BackgroundRuns
-
-if TYPE_CHECKING:
-    from oai_server.state import ServerState
+from oai_server.state import ServerState
+from oai_server.store.service import StoreService
 
 __all__ = ["feature"]
 
 
-def feature(state: ServerState) -> Feature[BackgroundRuns | None]:
+def feature(core: ServerState, store: StoreService | None) -> Feature[BackgroundRuns | None]:
     """The routes, and the background responses (which need the store): created with the
     app, and stopped at shutdown with every run stored as it ended."""
-    endpoints = [*routes.router.routes, *conversations.router.routes]
-    if state.store is None:
+    kept = routes.Kept(store, core.replica)
+    runs = None if store is None else BackgroundRuns(core.engine.abort_all)
+    endpoints = [
+        *routes.router(core, kept, runs).routes,
+        *conversations.router(core.settings, kept).routes,
+    ]
+    if runs is None:
         return Feature(None, endpoints)
-    runs = BackgroundRuns(state.engine.abort_all)
     return Feature(runs, endpoints, stop=runs.stop)

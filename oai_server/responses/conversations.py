@@ -14,7 +14,7 @@ from oai_server.http.answer import json_response
 from oai_server.http.parsing import parse_body
 from oai_server.ids import new_id
 from oai_server.responses.items import to_items
-from oai_server.responses.routes import item_query, stored_state
+from oai_server.responses.routes import Kept, item_query
 from oai_server.responses.state import (
     CONVERSATION,
     conversation_not_found,
@@ -23,7 +23,7 @@ from oai_server.responses.state import (
     wire_item,
 )
 from oai_server.services.metadata import check_metadata
-from oai_server.state import server_state
+from oai_server.settings import Settings
 from oai_server.store.interface import Record, StoredObject
 from oai_server.store.params import list_object
 from schemas.conversations import (
@@ -35,8 +35,6 @@ from schemas.conversations import (
     UpdateConversation,
 )
 
-router = APIRouter()
-
 
 def _conversation(obj: StoredObject) -> Conversation:
     return Conversation(
@@ -44,116 +42,114 @@ def _conversation(obj: StoredObject) -> Conversation:
     )
 
 
-@router.post("/v1/conversations")
-async def create_conversation(request: Request) -> Response:
-    settings = server_state(request).settings
-    body = await parse_body(request, CreateConversation, settings.max_request_bytes)
-    check_metadata(body.metadata)
-    state = stored_state(request)
-    items = to_items(body.items)
-    created = now_us()
-    conversation_id = new_id("conv")
-    obj = StoredObject(
-        id=conversation_id,
-        kind=CONVERSATION,
-        owner=state.owner,
-        created_at=created,
-        body={"id": conversation_id, "created_at": created // 1_000_000},
-        metadata=dict(body.metadata or {}),
-    )
-    async with state.store.reading():
-        await state.store.store.put([Record(obj, [stored_item(i, CONVERSATION) for i in items])])
-    return json_response(_conversation(obj))
+def router(settings: Settings, kept: Kept) -> APIRouter:
+    """The routes, on `kept`'s store (each a 400 on a server that keeps nothing)."""
+    router = APIRouter()
+    limit = settings.max_request_bytes
 
+    @router.post("/v1/conversations")
+    async def create_conversation(request: Request) -> Response:
+        body = await parse_body(request, CreateConversation, limit)
+        check_metadata(body.metadata)
+        state = kept.stored(request)
+        items = to_items(body.items)
+        created = now_us()
+        conversation_id = new_id("conv")
+        obj = StoredObject(
+            id=conversation_id,
+            kind=CONVERSATION,
+            owner=state.owner,
+            created_at=created,
+            body={"id": conversation_id, "created_at": created // 1_000_000},
+            metadata=dict(body.metadata or {}),
+        )
+        await state.store.put_now([Record(obj, [stored_item(i, CONVERSATION) for i in items])])
+        return json_response(_conversation(obj))
 
-@router.get("/v1/conversations/{conversation_id}")
-async def retrieve_conversation(conversation_id: str, request: Request) -> Response:
-    state = stored_state(request)
-    obj = await state.store.found(
-        lambda: state.store.store.get(CONVERSATION, conversation_id, state.owner),
-        conversation_not_found(conversation_id),
-    )
-    return json_response(_conversation(obj))
+    @router.get("/v1/conversations/{conversation_id}")
+    async def retrieve_conversation(conversation_id: str, request: Request) -> Response:
+        state = kept.stored(request)
+        obj = await state.store.get_or_404(
+            CONVERSATION, conversation_id, state.owner, conversation_not_found(conversation_id)
+        )
+        return json_response(_conversation(obj))
 
+    @router.post("/v1/conversations/{conversation_id}")
+    async def update_conversation(conversation_id: str, request: Request) -> Response:
+        body = await parse_body(request, UpdateConversation, limit)
+        check_metadata(body.metadata)
+        state = kept.stored(request)
+        obj = await state.store.update_or_404(
+            CONVERSATION,
+            conversation_id,
+            state.owner,
+            conversation_not_found(conversation_id),
+            metadata=body.metadata or {},
+        )
+        return json_response(_conversation(obj))
 
-@router.post("/v1/conversations/{conversation_id}")
-async def update_conversation(conversation_id: str, request: Request) -> Response:
-    settings = server_state(request).settings
-    body = await parse_body(request, UpdateConversation, settings.max_request_bytes)
-    check_metadata(body.metadata)
-    state = stored_state(request)
-    obj = await state.store.found(
-        lambda: state.store.store.update(
-            CONVERSATION, conversation_id, state.owner, metadata=body.metadata or {}
-        ),
-        conversation_not_found(conversation_id),
-    )
-    return json_response(_conversation(obj))
+    @router.delete("/v1/conversations/{conversation_id}")
+    async def delete_conversation(conversation_id: str, request: Request) -> Response:
+        state = kept.stored(request)
+        await state.store.delete_or_404(
+            CONVERSATION, conversation_id, state.owner, conversation_not_found(conversation_id)
+        )
+        return json_response(ConversationDeleted(id=conversation_id, deleted=True))
 
+    @router.get("/v1/conversations/{conversation_id}/items")
+    async def list_conversation_items(conversation_id: str, request: Request) -> Response:
+        state = kept.stored(request)
+        page = await state.store.items_or_404(
+            CONVERSATION,
+            conversation_id,
+            state.owner,
+            item_query(request),
+            conversation_not_found(conversation_id),
+        )
+        return json_response(
+            list_object(ConversationItemList, [wire_item(i) for i in page.data], page.has_more)
+        )
 
-@router.delete("/v1/conversations/{conversation_id}")
-async def delete_conversation(conversation_id: str, request: Request) -> Response:
-    state = stored_state(request)
-    await state.store.found(
-        lambda: state.store.store.delete(CONVERSATION, conversation_id, state.owner),
-        conversation_not_found(conversation_id),
-    )
-    return json_response(ConversationDeleted(id=conversation_id, deleted=True))
-
-
-@router.get("/v1/conversations/{conversation_id}/items")
-async def list_conversation_items(conversation_id: str, request: Request) -> Response:
-    state = stored_state(request)
-    query = item_query(request)
-    page = await state.store.found(
-        lambda: state.store.store.list_items(CONVERSATION, conversation_id, state.owner, query),
-        conversation_not_found(conversation_id),
-    )
-    return json_response(
-        list_object(ConversationItemList, [wire_item(i) for i in page.data], page.has_more)
-    )
-
-
-@router.post("/v1/conversations/{conversation_id}/items")
-async def add_conversation_items(conversation_id: str, request: Request) -> Response:
-    settings = server_state(request).settings
-    body = await parse_body(request, AddConversationItems, settings.max_request_bytes)
-    state = stored_state(request)
-    items = to_items(body.items)
-    await state.store.found(
-        lambda: state.store.store.append_items(
+    @router.post("/v1/conversations/{conversation_id}/items")
+    async def add_conversation_items(conversation_id: str, request: Request) -> Response:
+        body = await parse_body(request, AddConversationItems, limit)
+        state = kept.stored(request)
+        items = to_items(body.items)
+        await state.store.append_or_404(
             CONVERSATION,
             conversation_id,
             state.owner,
             [stored_item(i, CONVERSATION) for i in items],
-        ),
-        conversation_not_found(conversation_id),
-    )
-    return json_response(list_object(ConversationItemList, items, False))
-
-
-@router.get("/v1/conversations/{conversation_id}/items/{item_id}")
-async def retrieve_conversation_item(
-    conversation_id: str, item_id: str, request: Request
-) -> Response:
-    state = stored_state(request)
-    item = await state.store.found(
-        lambda: state.store.store.get_item(CONVERSATION, conversation_id, state.owner, item_id),
-        conversation_not_found(conversation_id),
-    )
-    return Response(json.dumps(item.body), media_type="application/json")
-
-
-@router.delete("/v1/conversations/{conversation_id}/items/{item_id}")
-async def delete_conversation_item(
-    conversation_id: str, item_id: str, request: Request
-) -> Response:
-    state = stored_state(request)
-    async with state.store.reading():
-        deleted = await state.store.store.delete_item(
-            CONVERSATION, conversation_id, state.owner, item_id
+            conversation_not_found(conversation_id),
         )
-        obj = await state.store.store.get(CONVERSATION, conversation_id, state.owner)
-    if not deleted or obj is None:
-        raise conversation_not_found(conversation_id)
-    return json_response(_conversation(obj))
+        return json_response(list_object(ConversationItemList, items, False))
+
+    @router.get("/v1/conversations/{conversation_id}/items/{item_id}")
+    async def retrieve_conversation_item(
+        conversation_id: str, item_id: str, request: Request
+    ) -> Response:
+        state = kept.stored(request)
+        item = await state.store.item_or_404(
+            CONVERSATION,
+            conversation_id,
+            state.owner,
+            item_id,
+            conversation_not_found(conversation_id),
+        )
+        return Response(json.dumps(item.body), media_type="application/json")
+
+    @router.delete("/v1/conversations/{conversation_id}/items/{item_id}")
+    async def delete_conversation_item(
+        conversation_id: str, item_id: str, request: Request
+    ) -> Response:
+        state = kept.stored(request)
+        obj = await state.store.delete_item_or_404(
+            CONVERSATION,
+            conversation_id,
+            state.owner,
+            item_id,
+            conversation_not_found(conversation_id),
+        )
+        return json_response(_conversation(obj))
+
+    return router

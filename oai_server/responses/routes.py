@@ -3,12 +3,13 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from fastapi import APIRouter, Request, Response
 
-from oai_server.auth.caller import caller
-from oai_server.auth.salt import salted
 from oai_server.errors import InvalidRequestError
 from oai_server.http.answer import json_response
+from oai_server.http.caller import caller
 from oai_server.http.disconnect import until_disconnect
 from oai_server.http.parsing import parse_body
 from oai_server.responses.background import BackgroundRuns
@@ -20,10 +21,10 @@ from oai_server.responses.state import (
     response_not_found,
     wire_item,
 )
-from oai_server.state import server_state
+from oai_server.state import ServerState
 from oai_server.store.interface import ListQuery
 from oai_server.store.params import list_object, list_query
-from oai_server.store.service import owner_of
+from oai_server.store.service import StoreService, owner_of
 from schemas.responses import (
     CreateResponse,
     InputTokens,
@@ -33,25 +34,27 @@ from schemas.responses import (
 )
 from schemas.responses import Response as ResponseObject
 
-router = APIRouter()
 
+@dataclass(frozen=True)
+class Kept:
+    """Where this server keeps responses and conversations (`store` None: nowhere)."""
 
-def response_state(request: Request) -> ResponseState | None:
-    state = server_state(request)
-    if state.store is None:
-        return None
-    return ResponseState(state.store, owner_of(request), state.replica)
+    store: StoreService | None
+    # The Ray Serve replica answering (None outside Ray), recorded with each response.
+    replica: str | None = None
 
+    def of(self, request: Request) -> ResponseState | None:
+        """The store as `request`'s caller sees it; None on a server that keeps nothing."""
+        if self.store is None:
+            return None
+        return ResponseState(self.store, owner_of(request), self.replica)
 
-def stored_state(request: Request) -> ResponseState:
-    state = response_state(request)
-    if state is None:
-        raise InvalidRequestError("This server keeps no stored objects.")
-    return state
-
-
-def responses_service(request: Request) -> ResponsesService:
-    return ResponsesService(server_state(request).chat, response_state(request))
+    def stored(self, request: Request) -> ResponseState:
+        """As `of`; a 400 on a server that keeps nothing."""
+        state = self.of(request)
+        if state is None:
+            raise InvalidRequestError("This server keeps no stored objects.")
+        return state
 
 
 def item_query(request: Request) -> ListQuery:
@@ -59,47 +62,6 @@ def item_query(request: Request) -> ListQuery:
     query = list_query(request.query_params, filters=False)
     order = "desc" if request.query_params.get("order") is None else query.order
     return ListQuery(after=query.after, limit=query.limit, order=order)
-
-
-@router.post("/v1/responses")
-async def create_response(request: Request) -> Response:
-    server = server_state(request)
-    settings = server.settings
-    req = await parse_body(request, CreateResponse, settings.max_request_bytes)
-    req = salted(request, req, shared=settings.prefix_cache_shared)
-    req = server.tiers.apply(req, caller(request.scope))
-    service = responses_service(request)
-    if req.background and (req.store is False or service.state is None):
-        raise InvalidRequestError(
-            "A 'background' response must be stored: 'store' cannot be false.", param="store"
-        )
-    job = await service.prepare(req)
-    if req.background:
-        run = await background_runs(request).start(service, job)
-        if req.stream:
-            return frames_stream(run.follow(-1))
-        return json_response(job.response)
-    if req.stream:
-        chat = await until_disconnect(request, service.start(job))
-        return event_stream(service.events(job, chat))
-    return json_response(await until_disconnect(request, service.complete(job)))
-
-
-@router.post("/v1/responses/input_tokens")
-async def count_input_tokens(request: Request) -> Response:
-    settings = server_state(request).settings
-    req = await parse_body(request, InputTokensRequest, settings.max_request_bytes)
-    service = responses_service(request)
-    earlier, inputs = await service.context(req)
-    job = service.prepare_chat(req, [*earlier, *inputs])
-    return json_response(InputTokens(input_tokens=len(job.prompt_token_ids)))
-
-
-def background_runs(request: Request) -> BackgroundRuns:
-    runs = server_state(request).background
-    if runs is None:  # they need a store, which the caller has checked
-        raise InvalidRequestError("This server keeps no stored objects.")
-    return runs
 
 
 def _starting_after(raw: str | None) -> int:
@@ -113,59 +75,97 @@ def _starting_after(raw: str | None) -> int:
     return int(raw)
 
 
-@router.get("/v1/responses/{response_id}")
-async def retrieve_response(response_id: str, request: Request) -> Response:
-    state = stored_state(request)
-    if request.query_params.get("stream", "false").lower() == "true":
-        start = _starting_after(request.query_params.get("starting_after"))
-        run = background_runs(request).get(response_id, state.owner)
-        if run is None:
+def router(core: ServerState, kept: Kept, runs: BackgroundRuns | None) -> APIRouter:
+    """The routes, on the core's chat service, `kept`'s store and this replica's `runs`
+    (None without a store)."""
+    router = APIRouter()
+    settings = core.settings
+
+    def responses_service(request: Request) -> ResponsesService:
+        return ResponsesService(core.chat, kept.of(request))
+
+    def background_runs() -> BackgroundRuns:
+        if runs is None:  # they need a store, which the caller has checked
+            raise InvalidRequestError("This server keeps no stored objects.")
+        return runs
+
+    @router.post("/v1/responses")
+    async def create_response(request: Request) -> Response:
+        req = await parse_body(request, CreateResponse, settings.max_request_bytes)
+        req = core.for_caller(req, caller(request.scope))
+        service = responses_service(request)
+        if req.background and (req.store is False or service.state is None):
             raise InvalidRequestError(
-                "Only a background response this server is running, or has just run, "
-                "can be streamed.",
-                param="stream",
+                "A 'background' response must be stored: 'store' cannot be false.",
+                param="store",
             )
-        return frames_stream(run.follow(start))
-    obj = await state.store.found(
-        lambda: state.store.store.get(RESPONSE, response_id, state.owner),
-        response_not_found(response_id),
-    )
-    return json_response(ResponseObject.model_validate(obj.body))
+        job = await service.prepare(req)
+        if req.background:
+            run = await background_runs().start(service, job)
+            if req.stream:
+                return frames_stream(run.follow(-1))
+            return json_response(job.response)
+        if req.stream:
+            chat = await until_disconnect(request, service.start(job))
+            return event_stream(service.events(job, chat))
+        return json_response(await until_disconnect(request, service.complete(job)))
 
+    @router.post("/v1/responses/input_tokens")
+    async def count_input_tokens(request: Request) -> Response:
+        req = await parse_body(request, InputTokensRequest, settings.max_request_bytes)
+        service = responses_service(request)
+        earlier, inputs = await service.context(req)
+        job = service.prepare_chat(req, [*earlier, *inputs])
+        return json_response(InputTokens(input_tokens=len(job.prompt_token_ids)))
 
-@router.post("/v1/responses/{response_id}/cancel")
-async def cancel_response(response_id: str, request: Request) -> Response:
-    state = stored_state(request)
-    run = background_runs(request).get(response_id, state.owner)
-    if run is not None:
-        return json_response(await background_runs(request).cancel(run))
-    obj = await state.store.found(
-        lambda: state.store.store.get(RESPONSE, response_id, state.owner),
-        response_not_found(response_id),
-    )
-    if not obj.body.get("background"):
-        raise InvalidRequestError("Only background responses can be cancelled.")
-    return json_response(ResponseObject.model_validate(obj.body))
+    @router.get("/v1/responses/{response_id}")
+    async def retrieve_response(response_id: str, request: Request) -> Response:
+        state = kept.stored(request)
+        if request.query_params.get("stream", "false").lower() == "true":
+            start = _starting_after(request.query_params.get("starting_after"))
+            run = background_runs().get(response_id, state.owner)
+            if run is None:
+                raise InvalidRequestError(
+                    "Only a background response this server is running, or has just run, "
+                    "can be streamed.",
+                    param="stream",
+                )
+            return frames_stream(run.follow(start))
+        obj = await state.store.get_or_404(
+            RESPONSE, response_id, state.owner, response_not_found(response_id)
+        )
+        return json_response(ResponseObject.model_validate(obj.body))
 
+    @router.post("/v1/responses/{response_id}/cancel")
+    async def cancel_response(response_id: str, request: Request) -> Response:
+        state = kept.stored(request)
+        run = background_runs().get(response_id, state.owner)
+        if run is not None:
+            return json_response(await background_runs().cancel(run))
+        obj = await state.store.get_or_404(
+            RESPONSE, response_id, state.owner, response_not_found(response_id)
+        )
+        if not obj.body.get("background"):
+            raise InvalidRequestError("Only background responses can be cancelled.")
+        return json_response(ResponseObject.model_validate(obj.body))
 
-@router.delete("/v1/responses/{response_id}")
-async def delete_response(response_id: str, request: Request) -> Response:
-    state = stored_state(request)
-    await state.store.found(
-        lambda: state.store.store.delete(RESPONSE, response_id, state.owner),
-        response_not_found(response_id),
-    )
-    return json_response(ResponseDeleted(id=response_id, deleted=True))
+    @router.delete("/v1/responses/{response_id}")
+    async def delete_response(response_id: str, request: Request) -> Response:
+        state = kept.stored(request)
+        await state.store.delete_or_404(
+            RESPONSE, response_id, state.owner, response_not_found(response_id)
+        )
+        return json_response(ResponseDeleted(id=response_id, deleted=True))
 
+    @router.get("/v1/responses/{response_id}/input_items")
+    async def list_input_items(response_id: str, request: Request) -> Response:
+        state = kept.stored(request)
+        query = item_query(request)
+        query = ListQuery(after=query.after, limit=query.limit, order=query.order, section="input")
+        page = await state.store.items_or_404(
+            RESPONSE, response_id, state.owner, query, response_not_found(response_id)
+        )
+        data = [wire_item(item) for item in page.data]
+        return json_response(list_object(ResponseItemList, data, page.has_more))
 
-@router.get("/v1/responses/{response_id}/input_items")
-async def list_input_items(response_id: str, request: Request) -> Response:
-    state = stored_state(request)
-    query = item_query(request)
-    query = ListQuery(after=query.after, limit=query.limit, order=query.order, section="input")
-    page = await state.store.found(
-        lambda: state.store.store.list_items(RESPONSE, response_id, state.owner, query),
-        response_not_found(response_id),
-    )
-    data = [wire_item(item) for item in page.data]
-    return json_response(list_object(ResponseItemList, data, page.has_more))
+    return router

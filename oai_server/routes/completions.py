@@ -2,33 +2,30 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from fastapi import APIRouter, Request, Response
+from fastapi import Request, Response
 from starlette.routing import Route
 
-from oai_server.auth.caller import caller
-from oai_server.auth.salt import salted
-from oai_server.http.answer import GenerationService, answer
+from oai_server.http.answer import answer
+from oai_server.http.answering import Answering
+from oai_server.http.caller import caller
 from oai_server.http.parsing import parse_body
 from oai_server.state import server_state
 from schemas.completions import CreateCompletionRequest
 
 
-async def create_completion(request: Request) -> Response:
-    server = server_state(request)
-    req = await parse_body(request, CreateCompletionRequest, server.settings.max_request_bytes)
-    req = salted(request, req, shared=server.settings.prefix_cache_shared)
-    req = server.tiers.apply(req, caller(request.scope))
-    service: GenerationService[CreateCompletionRequest, Any, Any] = server.completions
-    if server.cache is not None:
-        service = server.cache.completions(request)
-    return await answer(request, req, service)
+def route(answering: Answering) -> Route:
+    """The route, answering through `answering` (the app's chain: cache, service).
 
+    A plain Starlette route: the handler takes the request alone, and FastAPI's dependency
+    solving (parsing the query string, headers and cookies for it) cost more per request
+    than the route's own work before the engine, on the busiest route. The app answers it
+    directly (`oai_server.http.direct`), past Starlette's router.
+    """
 
-# A plain Starlette route: the handler takes the request alone, and FastAPI's dependency
-# solving (parsing the query string, headers and cookies for it) cost more per request
-# than the route's own work before the engine, on the busiest route. The app answers it
-# directly (`oai_server.http.direct`), past Starlette's router.
-ROUTE = Route("/v1/completions", create_completion, methods=["POST"])
-router = APIRouter(routes=[ROUTE])
+    async def create_completion(request: Request) -> Response:
+        server = server_state(request)
+        req = await parse_body(request, CreateCompletionRequest, server.settings.max_request_bytes)
+        req = server.for_caller(req, caller(request.scope))
+        return await answer(request, req, answering.completions(request))
+
+    return Route("/v1/completions", create_completion, methods=["POST"])

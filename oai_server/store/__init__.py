@@ -10,30 +10,34 @@ Layout: `interface` (what a store offers), `sql` + `tables` + `queries` + `migra
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from oai_server.features import Feature
+from oai_server.state import ServerState
 from oai_server.store import routes
 from oai_server.store.metrics import StoreMetrics
 from oai_server.store.service import StoreService, store_breaker
 from oai_server.store.sql import SQLStore
 from oai_server.store.url import async_url
 
-if TYPE_CHECKING:
-    from oai_server.state import ServerState
-
 __all__ = ["StoreService", "feature"]
 
 
-def feature(state: ServerState) -> Feature[StoreService]:
-    """The store's routes, and its service: migrated at start-up, its writes drained at the end."""
-    settings = state.settings
+def feature(core: ServerState) -> Feature[StoreService]:
+    """The store's routes, and its service: migrated at start-up, its writes drained at the
+    end; `/health` says whether it keeps up."""
+    settings = core.settings
     store = SQLStore(async_url(settings.store_url, settings.data_dir))
     service = StoreService(
         store,
-        StoreMetrics(state.metrics.registry),
-        state.dependencies.add(store_breaker(store)),
+        StoreMetrics(core.metrics.registry),
+        core.dependencies.add(store_breaker(store)),
         store_all=settings.store_all,
         retention_days=settings.store_retention_days,
+        database=store.engine,
     )
-    return Feature(service, routes.router.routes, start=service.start, stop=service.stop)
+    return Feature(
+        service,
+        routes.router(settings, service).routes,
+        start=service.start,
+        stop=service.stop,
+        health=lambda: {"store": service.health.status},
+    )

@@ -7,20 +7,29 @@ import contextlib
 import logging
 import math
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import TypeVar
 
+from sqlalchemy.ext.asyncio import AsyncEngine
 from starlette.requests import HTTPConnection
 
-from oai_server.auth.caller import caller
 from oai_server.errors import NotFoundError, StoreUnavailableError
+from oai_server.http.caller import caller
 from oai_server.resilience import Breaker, DependencyDownError
 from oai_server.services.chat import ChatService
 from oai_server.store.chat_records import completion_record
 from oai_server.store.guarded import PROBE_S, GuardedStore, is_failure
 from oai_server.store.health import StoreHealth
 from oai_server.store.hook import RecordingChat
-from oai_server.store.interface import CursorNotFoundError, Store
+from oai_server.store.interface import (
+    CursorNotFoundError,
+    ListQuery,
+    Page,
+    Record,
+    Store,
+    StoredItem,
+    StoredObject,
+)
 from oai_server.store.metrics import StoreMetrics
 from oai_server.store.params import bad_cursor
 from oai_server.store.writer import StoreWriter
@@ -57,12 +66,16 @@ class StoreService:
         *,
         store_all: bool = False,
         retention_days: float | None = None,
+        database: AsyncEngine | None = None,
     ) -> None:
+        """`database`: the SQL database `store` is on, for the features that keep their own
+        tables beside the store's (the Batch API's files); None when `store` is no SQL one."""
         self.breaker = breaker or store_breaker(store)
         self.store = GuardedStore(store, self.breaker)
         self.metrics = metrics
         self.store_all = store_all
         self.retention_days = retention_days
+        self.database = database
         self.writer = StoreWriter(self.store, metrics, self.breaker, migrated=False)
         self.health = StoreHealth(self.breaker, self.writer.oldest_queued)
         metrics.queue_depth.set_function(lambda: float(len(self.writer)))
@@ -152,6 +165,77 @@ class StoreService:
         if result is None or result is False:
             raise missing
         return result
+
+    # Each read or change of one object as a route makes it: within `reading`, and a 404
+    # (`missing`) when there is no such object (of this owner) or item.
+
+    async def get_or_404(
+        self, kind: str, object_id: str, owner: str, missing: NotFoundError
+    ) -> StoredObject:
+        return await self.found(lambda: self.store.get(kind, object_id, owner), missing)
+
+    async def update_or_404(
+        self,
+        kind: str,
+        object_id: str,
+        owner: str,
+        missing: NotFoundError,
+        *,
+        metadata: Mapping[str, str],
+    ) -> StoredObject:
+        return await self.found(
+            lambda: self.store.update(kind, object_id, owner, metadata=metadata), missing
+        )
+
+    async def delete_or_404(
+        self, kind: str, object_id: str, owner: str, missing: NotFoundError
+    ) -> None:
+        await self.found(lambda: self.store.delete(kind, object_id, owner), missing)
+
+    async def items_or_404(
+        self, kind: str, parent_id: str, owner: str, query: ListQuery, missing: NotFoundError
+    ) -> Page[StoredItem]:
+        return await self.found(
+            lambda: self.store.list_items(kind, parent_id, owner, query), missing
+        )
+
+    async def append_or_404(
+        self,
+        kind: str,
+        parent_id: str,
+        owner: str,
+        items: Sequence[StoredItem],
+        missing: NotFoundError,
+    ) -> None:
+        await self.found(lambda: self.store.append_items(kind, parent_id, owner, items), missing)
+
+    async def item_or_404(
+        self, kind: str, parent_id: str, owner: str, item_id: str, missing: NotFoundError
+    ) -> StoredItem:
+        return await self.found(
+            lambda: self.store.get_item(kind, parent_id, owner, item_id), missing
+        )
+
+    async def delete_item_or_404(
+        self, kind: str, parent_id: str, owner: str, item_id: str, missing: NotFoundError
+    ) -> StoredObject:
+        """Remove one item of an object; the object as it is after."""
+        async with self.reading():
+            deleted = await self.store.delete_item(kind, parent_id, owner, item_id)
+            obj = await self.store.get(kind, parent_id, owner)
+        if not deleted or obj is None:
+            raise missing
+        return obj
+
+    async def list(self, kind: str, owner: str, query: ListQuery) -> Page[StoredObject]:
+        """One page of the owner's objects of `kind`, as `reading` reads it."""
+        async with self.reading():
+            return await self.store.list(kind, owner, query)
+
+    async def put_now(self, records: Sequence[Record]) -> None:
+        """Store `records` before returning (not queued: the caller answers with them)."""
+        async with self.reading():
+            await self.store.put(records)
 
     async def purge_expired(self) -> int:
         """Delete what is older than the retention period; how many went."""

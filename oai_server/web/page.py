@@ -7,7 +7,6 @@ for the key when the API answers 401.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from starlette.requests import Request
 from starlette.responses import FileResponse, Response
@@ -16,12 +15,13 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import Scope
 
 from oai_server.features import Feature
-
-if TYPE_CHECKING:
-    from oai_server.state import ServerState
+from oai_server.settings import Settings
 
 STATIC_DIR = Path(__file__).parent / "static"
 ASSETS_PATH = "/ui"
+# What the app leaves open to all (`oai_server.http.open_paths`): the page and its files.
+OPEN_PATHS = frozenset({"/"})
+OPEN_PREFIXES = (ASSETS_PATH + "/",)
 
 # The page runs only its own scripts and styles; it may talk to any API base URL.
 _CSP = (
@@ -40,12 +40,12 @@ class _Assets(StaticFiles):
         return response
 
 
-def feature(state: ServerState) -> Feature[None]:
+def feature(settings: Settings) -> Feature[None]:
     """The page at `/` and its files, unless `--no-web-ui`.
 
     Its routes come last: the API's routes take precedence over the page's paths.
     """
-    if not state.settings.web_ui:
+    if not settings.web_ui:
         return Feature(None)
     index = STATIC_DIR / "index.html"
 

@@ -82,7 +82,7 @@ async def cached(
     """The app around `engine` (and `embedder`) with the cache on `backend`, and a
     validating client."""
     app = create_app(Settings(response_cache=backend, **settings), engine, embedder=embedder)
-    cache = app.state.server.cache
+    cache = app.state.wired.cache
     assert cache is not None
     async with app.router.lifespan_context(app):
         await engine.start()

@@ -29,7 +29,7 @@ async def test_a_leader_that_leaves_mid_stream_stores_nothing_and_frees_its_foll
     engine = FakeEngine(token_delay=0.02, reply="word " * 100)
     body = chat_body(stream=True, max_tokens=40)
     app = create_app(Settings(response_cache="memory"), engine)
-    cache = app.state.server.cache
+    cache = app.state.wired.cache
     assert cache is not None
     # A request looks for an identical one in flight first: the leader finds none, the
     # follower finds the leader's and waits on it. Seen, not assumed after a sleep.

@@ -9,7 +9,8 @@ import pytest
 import websockets
 from websockets.exceptions import InvalidStatus
 
-from oai_server.auth import OPEN_PATHS, key_id, load_keys
+from oai_server.app import OPEN
+from oai_server.auth import key_id, load_keys
 from oai_server.settings import Settings
 from tests.conformance import async_validating_client
 from tests.live import serve_async
@@ -60,7 +61,7 @@ async def test_every_route_but_the_open_ones_needs_a_key(tmp_path: Path) -> None
                 response = await http.request(method, path, headers=headers, json={})
                 assert response.status_code == 401, (method, path, headers)
                 assert response.json()["error"]["code"] == "invalid_api_key"
-        for path in sorted(OPEN_PATHS):
+        for path in sorted(OPEN.paths):
             assert (await http.get(path)).status_code == 200, path
         assert (await http.get("/ui/app.css")).status_code == 200  # the chat page's files
 

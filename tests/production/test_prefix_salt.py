@@ -14,8 +14,8 @@ import httpx
 import websockets
 
 from oai_server.auth import key_id
-from oai_server.auth.salt import salt_for
 from oai_server.engine.fake import FakeEngine
+from oai_server.generation.salt import salt_for
 from tests.conformance import async_validating_client
 from tests.live import serve_async
 from tests.production.conftest import MODEL, make_app, new_key

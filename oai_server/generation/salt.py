@@ -10,16 +10,6 @@ turns this off when every key belongs to one tenant.
 
 from __future__ import annotations
 
-from typing import TypeVar
-
-from fastapi import Request
-
-from oai_server.auth.caller import caller
-from schemas.common import GenerationRequest
-from schemas.responses import CreateResponse
-
-Salted = TypeVar("Salted", bound=GenerationRequest | CreateResponse)
-
 
 def salt_for(principal: str | None, own: str | None, *, shared: bool) -> str | None:
     """The salt of a request by `principal` that asked for salt `own`.
@@ -30,9 +20,3 @@ def salt_for(principal: str | None, own: str | None, *, shared: bool) -> str | N
     if shared or principal is None:
         return own
     return principal if own is None else f"{principal}:{own}"
-
-
-def salted(request: Request, req: Salted, *, shared: bool) -> Salted:
-    """`req`, salted for the API key it came with (unchanged without keys or when shared)."""
-    req.cache_salt = salt_for(caller(request.scope), req.cache_salt, shared=shared)
-    return req

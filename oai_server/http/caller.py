@@ -1,11 +1,15 @@
-"""Who is calling: the one answer every feature reads (limits, cache keys, logs, the store)."""
+"""Who is calling: the one answer every part reads (limits, cache keys, logs, the store).
+
+The API-keys feature (`oai_server.auth`) writes it into the ASGI scope; everything else
+only reads it, here, so no part imports the keys feature to know its caller.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-# Where `AuthMiddleware` puts the caller in the ASGI scope's state.
+# Where the keys' middleware puts the caller in the ASGI scope's state.
 PRINCIPAL = "principal"
 
 
