@@ -38,7 +38,6 @@ from oai_server.answering import AnsweringChain
 from oai_server.batch import BatchRunner
 from oai_server.cache import ResponseCache
 from oai_server.embeddings import EmbeddingService
-from oai_server.embeddings import routes as embedding_routes
 from oai_server.engine.pooling import EmbeddingEngine
 from oai_server.engine.protocol import Engine
 from oai_server.engine.router import EngineRouter
@@ -63,6 +62,7 @@ from oai_server.observability.middleware import ObservabilityMiddleware
 from oai_server.resilience import Dependencies
 from oai_server.responses.background import BackgroundRuns
 from oai_server.routes import chat, completions, models, system, tokenize
+from oai_server.routes import embeddings as embedding_routes
 from oai_server.services.chat import ChatService
 from oai_server.services.completions import CompletionService
 from oai_server.services.tokenize import TokenizeService

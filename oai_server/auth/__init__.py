@@ -1,7 +1,7 @@
 """API keys: who may call the server, and the short id logs and metrics name them by.
 
 The keys' middleware writes who is calling into the request's scope; every part reads
-it with `oai_server.http.caller`. `feature` wires the keys in.
+it with `oai_server.caller`. `feature` wires the keys in.
 """
 
 from __future__ import annotations

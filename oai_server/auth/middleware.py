@@ -9,9 +9,9 @@ from __future__ import annotations
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from oai_server.auth.keys import KeyRing
+from oai_server.caller import PRINCIPAL
 from oai_server.error_responses import refuse
 from oai_server.errors import AuthenticationError
-from oai_server.http.caller import PRINCIPAL
 from oai_server.http.open_paths import OpenPaths
 
 # A browser cannot set headers on a WebSocket: OpenAI's clients send the key as a

@@ -35,9 +35,9 @@ from oai_server.cache.entry import Entry, decode, encode
 from oai_server.cache.flights import Flight, Flights
 from oai_server.cache.metrics import CacheMetrics
 from oai_server.cache.service import CachedService
+from oai_server.caller import caller
 from oai_server.embeddings.service import EmbeddingCall, EmbeddingJob
 from oai_server.generation.engine_request import Usage
-from oai_server.http.caller import caller
 from oai_server.services.chat import ChatJob, ChatRequest
 from oai_server.services.completion_batch import Batch, CompletionJob
 from schemas.chat import CreateChatCompletionRequest

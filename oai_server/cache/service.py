@@ -12,21 +12,19 @@ client left, is never stored. `headers` says `x-cache: hit` or `miss`.
 from __future__ import annotations
 
 import weakref
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from oai_server.cache.endpoints import Endpoint, Event, Streamed
 from oai_server.cache.entry import Entry
 from oai_server.cache.flights import Flight
 from oai_server.cache.key import cache_key
 from oai_server.cache.replay import replay_stream, replay_whole
+from oai_server.generation.engine_request import Usage
 from oai_server.http.answer import Asked, Shortcut
 from oai_server.services.events import EventStream
 from schemas.common import GenerationRequest, ResponseModel
-
-if TYPE_CHECKING:
-    from oai_server.cache.response_cache import ResponseCache
 
 HEADER = "x-cache"
 _HEADERS = {value: [(HEADER.encode(), value.encode())] for value in ("hit", "miss")}
@@ -34,6 +32,36 @@ _HEADERS = {value: [(HEADER.encode(), value.encode())] for value in ("hit", "mis
 Req = TypeVar("Req", bound=Asked)
 Job = TypeVar("Job")
 Handle = TypeVar("Handle")
+
+
+class Cache(Protocol):
+    """The cache as a request's answer uses it (`ResponseCache`): entries, the flights of
+    identical misses, and the claims replicas make on a key."""
+
+    async def stored(self, key: str, endpoint: Endpoint[Any, Any, Any]) -> Entry | None: ...
+
+    async def in_flight(self, key: str, endpoint: Endpoint[Any, Any, Any]) -> Entry | None: ...
+
+    def lead(self, key: str) -> Flight | None: ...
+
+    async def claim(self, key: str) -> bool: ...
+
+    async def from_replica(
+        self, key: str, endpoint: Endpoint[Any, Any, Any], flight: Flight
+    ) -> Entry | None: ...
+
+    def missed(self) -> None: ...
+
+    def abandon(self, key: str, flight: Flight) -> None: ...
+
+    async def finish(
+        self,
+        key: str,
+        store: bool,
+        flight: Flight | None,
+        events: Sequence[Event],
+        usage: Usage,
+    ) -> None: ...
 
 
 @dataclass
@@ -67,7 +95,7 @@ class CachedService(
 ):
     """`endpoint.service`, its answers read from and written to `cache`."""
 
-    cache: ResponseCache
+    cache: Cache
     endpoint: Endpoint[Req, Job, Handle]
     owner: str | None  # whose entries these are; None when shared
     directives: frozenset[str]  # the request's Cache-Control

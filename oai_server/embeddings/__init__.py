@@ -1,7 +1,7 @@
 """Embeddings: `/v1/embeddings` on an embedding model's own engine, beside the chat model.
 
-`service` (validate, embed, answer), `routes` (the endpoint, which the app adds with the
-core's: it answers through the app's answering chain, as chat does). The engine itself
+`service` (validate, embed, answer). The endpoint is the core's (`routes/embeddings.py`):
+it answers through the app's answering chain, as chat does. The engine itself
 is the core's (`core.embedder`): it loads after the chat engine and is watched like it.
 """
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from oai_server.caller import caller
 from oai_server.error_responses import refuse
 from oai_server.errors import RateLimitError
-from oai_server.http.caller import caller
 from oai_server.http.open_paths import OpenPaths
 from oai_server.limits.limiter import RateLimiter
 from oai_server.observability.context import current_request

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from oai_server.http.caller import caller
+from oai_server.caller import caller
 
 
 @dataclass

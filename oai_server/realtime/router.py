@@ -11,9 +11,9 @@ from collections.abc import Awaitable, Callable
 from fastapi import APIRouter, WebSocket
 from starlette.websockets import WebSocketDisconnect, WebSocketState
 
+from oai_server.caller import caller
 from oai_server.errors import InvalidRequestError, OpenAIError
 from oai_server.generation.salt import salt_for
-from oai_server.http.caller import caller
 from oai_server.observability.context import RequestRecord, current_request
 from oai_server.realtime.session import RealtimeSession
 from oai_server.services.common import check_model

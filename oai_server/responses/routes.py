@@ -7,9 +7,9 @@ from dataclasses import dataclass
 
 from fastapi import APIRouter, Request, Response
 
+from oai_server.caller import caller
 from oai_server.errors import InvalidRequestError
 from oai_server.http.answer import json_response
-from oai_server.http.caller import caller
 from oai_server.http.disconnect import until_disconnect
 from oai_server.http.parsing import parse_body
 from oai_server.responses.background import BackgroundRuns

@@ -5,9 +5,9 @@ from __future__ import annotations
 from fastapi import Request, Response
 from starlette.routing import Route
 
+from oai_server.caller import caller
 from oai_server.http.answer import answer
 from oai_server.http.answering import Answering
-from oai_server.http.caller import caller
 from oai_server.http.parsing import parse_body
 from oai_server.state import server_state
 from schemas.completions import CreateCompletionRequest

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from oai_server.services.chat import ChatEvent, ChatJob, ChatRequest, ChatService
 from oai_server.services.chat_assembler import ChatAssembler
@@ -25,8 +25,18 @@ from schemas.chat import (
     CreateChatCompletionStreamResponse,
 )
 
-if TYPE_CHECKING:
-    from oai_server.store.service import StoreService
+
+class Recorder(Protocol):
+    """Where finished answers go (the store's service): queued, or counted as incomplete."""
+
+    def record(
+        self,
+        req: CreateChatCompletionRequest,
+        response: CreateChatCompletionResponse,
+        owner: str | None,
+    ) -> None: ...
+
+    def incomplete(self) -> None: ...
 
 
 @dataclass
@@ -34,7 +44,7 @@ class RecordingChat:
     """The chat service, storing what it answers."""
 
     service: ChatService
-    store: StoreService
+    store: Recorder
     owner: str
 
     def prepare(self, req: CreateChatCompletionRequest) -> ChatJob:
@@ -47,7 +57,7 @@ class RecordingChat:
         try:
             response = await self.service.complete(chat)
         except BaseException:
-            self.store.metrics.incomplete.inc()
+            self.store.incomplete()
             raise
         self.store.record(chat.req, response, self.owner)
         return response
@@ -75,4 +85,4 @@ class RecordingChat:
                     response.usage = usage_of(chat.generation.usage)
                 self.store.record(chat.req, response, self.owner)
             else:
-                self.store.metrics.incomplete.inc()
+                self.store.incomplete()

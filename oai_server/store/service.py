@@ -13,8 +13,8 @@ from typing import TypeVar
 from sqlalchemy.ext.asyncio import AsyncEngine
 from starlette.requests import HTTPConnection
 
+from oai_server.caller import caller
 from oai_server.errors import NotFoundError, StoreUnavailableError
-from oai_server.http.caller import caller
 from oai_server.resilience import Breaker, DependencyDownError
 from oai_server.services.chat import ChatService
 from oai_server.store.chat_records import completion_record
@@ -124,6 +124,10 @@ class StoreService:
     ) -> None:
         """Queue a finished chat completion for storing; returns at once."""
         self.writer.submit(completion_record(req, response, owner or ""))
+
+    def incomplete(self) -> None:
+        """Count an answer to be stored that did not finish (`oai_store_incomplete_total`)."""
+        self.metrics.incomplete.inc()
 
     @contextlib.asynccontextmanager
     async def reading(self) -> AsyncIterator[None]:
