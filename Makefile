@@ -64,6 +64,7 @@ lint: $(DEV_STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 
 # The chart's values.schema.json describes every setting; regenerate it after adding one.
 chart-schema: $(DEV_STAMP)
