@@ -188,7 +188,11 @@ def _core(
 
 @dataclass(frozen=True)
 class Wired:
-    """The app as assembled: its core, each feature's service, and the answering chain."""
+    """The app as assembled: its core, each feature's service, and the answering chain.
+
+    Kept on `app.state.wired` for what looks at a feature from outside (tests, tools);
+    the app's own parts get what they use as arguments, never from here.
+    """
 
     core: ServerState
     store: StoreService

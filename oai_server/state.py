@@ -1,7 +1,7 @@
 """The core's typed state: what every request may use, whichever features are on.
 
-Built once per app by `create_app` and never changed after; reached by the core's routes
-through `server_state(request)` (HTTP or WebSocket). It names no feature: a feature gets
+Built once per app by `create_app` and never changed after (frozen); reached by the core's
+routes through `server_state(request)` (HTTP or WebSocket). It names no feature: a feature gets
 what it uses as its `feature(...)` function's arguments (see `oai_server.features`).
 """
 

@@ -86,19 +86,22 @@ class ResponseState:
 
         An earlier turn that was deleted ends the chain: the context starts after it.
         """
-        async with self.store.reading():
-            found = await self.store.store.lineage_items(RESPONSE, response_id, self.owner)
-        if found is None:
-            raise response_not_found(response_id, "previous_response_id")
+        found = await self.store.lineage_or_404(
+            RESPONSE,
+            response_id,
+            self.owner,
+            response_not_found(response_id, "previous_response_id"),
+        )
         return [wire_item(i) for i in found]
 
     async def conversation_items(self, conversation_id: str) -> list[Item]:
-        async with self.store.reading():
-            page = await self.store.store.list_items(
-                CONVERSATION, conversation_id, self.owner, ListQuery(limit=ALL)
-            )
-        if page is None:
-            raise conversation_not_found(conversation_id, "conversation")
+        page = await self.store.items_or_404(
+            CONVERSATION,
+            conversation_id,
+            self.owner,
+            ListQuery(limit=ALL),
+            conversation_not_found(conversation_id, "conversation"),
+        )
         return [wire_item(i) for i in page.data]
 
     async def extend_conversation(self, conversation_id: str, items: Sequence[Item]) -> None:
@@ -114,8 +117,7 @@ class ResponseState:
     async def queue(self, response: Response, inputs: Sequence[Item], created_at: int) -> None:
         """Store a background response now, so it can be polled from its first moment."""
         record = response_record(response, inputs, self.owner, created_at, self.replica)
-        async with self.store.reading():
-            await self.store.store.put([record])
+        await self.store.put_now([record])
 
     async def finish(self, response: Response) -> None:
         """Bring a stored background response up to date: its body, status and output."""
@@ -134,4 +136,4 @@ class ResponseState:
     def record(self, response: Response, inputs: Sequence[Item], created_at: int) -> None:
         """Queue a finished response for storing; returns at once."""
         record = response_record(response, inputs, self.owner, created_at, self.replica)
-        self.store.writer.submit(record)
+        self.store.submit(record)

@@ -123,7 +123,11 @@ class StoreService:
         owner: str | None,
     ) -> None:
         """Queue a finished chat completion for storing; returns at once."""
-        self.writer.submit(completion_record(req, response, owner or ""))
+        self.submit(completion_record(req, response, owner or ""))
+
+    def submit(self, record: Record) -> None:
+        """Queue `record` for storing; returns at once."""
+        self.writer.submit(record)
 
     def incomplete(self) -> None:
         """Count an answer to be stored that did not finish (`oai_store_incomplete_total`)."""
@@ -202,6 +206,11 @@ class StoreService:
         return await self.found(
             lambda: self.store.list_items(kind, parent_id, owner, query), missing
         )
+
+    async def lineage_or_404(
+        self, kind: str, object_id: str, owner: str, missing: NotFoundError
+    ) -> Sequence[StoredItem]:
+        return await self.found(lambda: self.store.lineage_items(kind, object_id, owner), missing)
 
     async def append_or_404(
         self,
