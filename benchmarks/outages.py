@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import httpx
 
 if TYPE_CHECKING:
-    from benchmarks.cli import Subparsers
+    Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
 MODEL = "smollm2-135m-instruct"
 CHAT = "/v1/chat/completions"
