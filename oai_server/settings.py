@@ -89,7 +89,7 @@ class Settings(BaseSettings, EngineOptions):
         None,
         description="A YAML file listing every model to serve (in place of --model and "
         "--embedding-model), each with its name, kind (chat or embedding) and engine "
-        "settings of its own: see the README.",
+        "settings of its own: see docs/models/index.md.",
     )
     embedding_model: str = Field(
         EMBEDDED_EMBEDDING_MODEL_NAME,

@@ -1,6 +1,6 @@
-"""The README's picture of the chat page, taken by an explicit command, never by a test run.
+"""The docs' picture of the chat page, taken by an explicit command, never by a test run.
 
-    PYTHONPATH=. python -m tests.web.screenshot   # rewrites benchmarks/figures/web-chat.png
+    PYTHONPATH=. python -m tests.web.screenshot   # rewrites docs/figures/web-chat.png
 
 A scripted conversation (the fake engine, streamed in 4-character tokens) in Debian's
 Chromium at the suite's viewport; `tests/web/test_screenshot.py` takes the same picture
@@ -20,7 +20,7 @@ from oai_server.settings import Settings
 from tests.live import serve
 from tests.web.browser import chromium, new_context, open_page, send, wait_reply
 
-README_FIGURE = Path(__file__).resolve().parents[2] / "benchmarks" / "figures" / "web-chat.png"
+PAGE_FIGURE = Path(__file__).resolve().parents[2] / "docs" / "figures" / "web-chat.png"
 
 FIRST = "Reversing a list in Python takes one line. Use **slicing** for a new list:\n\n"
 FIRST += "```python\nnumbers = [1, 2, 3]\nprint(numbers[::-1])  # [3, 2, 1]\n```\n\n"
@@ -51,7 +51,7 @@ def take(page: Page, path: Path) -> None:
 
 
 def main() -> None:
-    path = Path(sys.argv[1]) if len(sys.argv) > 1 else README_FIGURE
+    path = Path(sys.argv[1]) if len(sys.argv) > 1 else PAGE_FIGURE
     with chromium() as browser:
         context = new_context(browser)
         take(context.new_page(), path)

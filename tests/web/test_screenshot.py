@@ -1,4 +1,4 @@
-"""The README's picture of the page: the test takes it into a temporary file (the figure
+"""The docs' picture of the page: the test takes it into a temporary file (the figure
 itself is rewritten only by `python -m tests.web.screenshot`) and checks what it shows."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from PIL import Image
 from playwright.sync_api import Page
 
 from tests.web.browser import VIEWPORT
-from tests.web.screenshot import README_FIGURE, take
+from tests.web.screenshot import PAGE_FIGURE, take
 
 
 def test_screenshot_shows_the_rendered_conversation(page: Page, tmp_path: Path) -> None:
@@ -25,5 +25,5 @@ def test_screenshot_shows_the_rendered_conversation(page: Page, tmp_path: Path) 
         assert image.size == (VIEWPORT["width"], VIEWPORT["height"])
         # Not a blank page: text, code and controls in many shades.
         assert len(image.convert("RGB").getcolors(maxcolors=1 << 24) or []) > 50
-    with Image.open(README_FIGURE) as figure:
+    with Image.open(PAGE_FIGURE) as figure:
         assert figure.size == (VIEWPORT["width"], VIEWPORT["height"])
