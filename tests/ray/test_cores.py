@@ -1,5 +1,5 @@
 """`--ray-cpu-cores per-replica`: replicas on one node compute on cores of their own
-(README: Scaling out)."""
+(docs/operations/ray-serve.md)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """One replica holds every model of its settings, the embedding model too, and routes by
-`model` as the plain server does (README: Several models)."""
+`model` as the plain server does (docs/models/index.md)."""
 
 from __future__ import annotations
 

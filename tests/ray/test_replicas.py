@@ -44,7 +44,7 @@ APP = "two"
 
 @pytest.fixture(scope="module")
 def settings(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """Two replicas; their --lora-dir, a directory both see (README: LoRA adapters)."""
+    """Two replicas; their --lora-dir, a directory both see (docs/models/lora.md)."""
     lora_dir = tmp_path_factory.mktemp("adapters")
     write_adapter(lora_dir / "by-name", seed=1)
     limits = {"ray_min_replicas": 2, "ray_max_replicas": 2, "ray_num_cpus": 0.5}
