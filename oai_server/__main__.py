@@ -114,7 +114,6 @@ def main(argv: Sequence[str] | None = None) -> None:
     except SettingsError as exc:  # a flag's value the command line could not parse
         sys.exit(f"oai-server: invalid settings: {exc}")
     configure_logging(settings.log_level)
-    import_first_in_spawned_processes()
     try:
         entries = model_entries(settings)  # read once, here, and handed down
         _check_hub_models(entries)
@@ -139,4 +138,6 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
+    # `python -m oai_server`: the engine's spawned processes would not run this module.
+    import_first_in_spawned_processes()
     main()

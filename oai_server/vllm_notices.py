@@ -38,8 +38,9 @@ def silence_triton_notice() -> None:
 def import_first_in_spawned_processes() -> None:
     """Have every process this one spawns import this module before anything else.
 
-    Only where the main module is a package's `__main__`, which spawn would not run; a
-    console script (`oai-server`) is run by spawn as it is, and imports this module itself.
+    For `python -m oai_server`, whose main module (a package's `__main__`) spawn would not
+    run; a console script (`oai-server`) is run by spawn as it is, and imports this module
+    itself. Changes the main module's `__spec__`: call it only from the entry point.
     """
     main = sys.modules["__main__"]
     name = getattr(main.__spec__, "name", None)
