@@ -15,7 +15,9 @@ if __name__ == "__main__":
     store_url, port = sys.argv[1], int(sys.argv[2])
     settings = Settings(
         store_url=store_url,
-        batch_lease_seconds=1.0,
+        # Renewed every second, each renewal given a second: a loaded machine's slow query
+        # does not lose it, and a killed replica's batch is taken over within seconds.
+        batch_lease_seconds=3.0,
         batch_max_in_flight=2,
         batch_max_in_flight_idle=2,
     )

@@ -72,16 +72,31 @@ def test_a_server_killed_mid_batch_is_finished_by_the_next_exactly_once(store_ur
         process.send_signal(signal.SIGKILL)
         process.wait()
 
-    app = make_app(store_url, FakeEngine(), batch_lease_seconds=1.0)
+    finished = _finished_lines(store_url, batch.id)
+    assert 3 <= finished < total
+    engine = FakeEngine()
+    app = make_app(store_url, engine, batch_lease_seconds=1.0)
     with serve(app) as base, sdk(base) as client:
-        resumed = client.batches.retrieve(batch.id)
-        assert resumed.status == "in_progress"
-        assert 3 <= resumed.request_counts.completed < total
         done = wait(client, batch.id)
         assert done.status == "completed"
         assert (done.request_counts.completed, done.request_counts.failed) == (total, 0)
         ids = Counter(line["custom_id"] for line in read_lines(client, done.output_file_id))
         assert ids == Counter(f"r{i}" for i in range(total))
+    # Only the lines the killed server had not finished ran again.
+    assert len(engine.calls) == total - finished
+
+
+def _finished_lines(store_url: str, batch_id: str) -> int:
+    """How many of the batch's lines the database holds as finished (no server running)."""
+
+    async def count() -> int:
+        records = BatchRecords(create_engine(async_url(store_url, Path())))
+        try:
+            return len(await records.lines(batch_id))
+        finally:
+            await records.engine.dispose()
+
+    return asyncio.run(count())
 
 
 def test_an_engine_not_serving_leaves_lines_to_run_later_not_failed(store_url: str) -> None:

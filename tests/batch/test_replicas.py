@@ -77,14 +77,28 @@ async def test_one_replica_runs_a_batch_and_another_takes_it_over_when_it_dies(
             process.wait()
 
 
-def _wait_through_outage(client: openai.OpenAI, batch_id: str) -> Any:
-    """The finished batch; polled through the store's outage (a 503 while it is down)."""
+def _store_up(base: str) -> float:
+    """`oai_dependency_up{dependency="store"}`, as /metrics says it now."""
+    text = httpx.get(f"{base}/metrics").text
+    prefix = 'oai_dependency_up{dependency="store"} '
+    return next(
+        float(line.removeprefix(prefix)) for line in text.splitlines() if line.startswith(prefix)
+    )
+
+
+def _wait_through_outage(
+    client: openai.OpenAI, base: str, batch_id: str
+) -> tuple[Any, list[float]]:
+    """The finished batch, polled through the store's outage (a 503 while it is down), and
+    the store's `oai_dependency_up` at each poll."""
+    seen: list[float] = []
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
+        seen.append(_store_up(base))
         with contextlib.suppress(openai.InternalServerError):
             batch = client.batches.retrieve(batch_id)
             if batch.status in TERMINAL:
-                return batch
+                return batch, seen
         time.sleep(0.05)
     raise AssertionError("the batch never finished")
 
@@ -113,10 +127,48 @@ def test_a_database_write_that_hangs_leaves_the_batch_to_resume(
             endpoint="/v1/chat/completions",
             completion_window="24h",
         )
-        done = _wait_through_outage(client, batch.id)
+        done, up = _wait_through_outage(client, base, batch.id)
         assert (done.status, done.request_counts.completed) == ("completed", 6)
         ids = Counter(line["custom_id"] for line in read_lines(client, done.output_file_id))
         assert ids == Counter(f"r{i}" for i in range(6))
-        # The hang was seen as the database's: the store's breaker counted it.
-        assert 'oai_dependency_up{dependency="store"}' in httpx.get(f"{base}/metrics").text
+        # The hang was seen as the database's: the store's breaker held it down (0), and
+        # its probe brought it back (1).
+        assert 0.0 in up
+        assert up[up.index(0.0) :].count(1.0) > 0
+        assert _store_up(base) == 1.0
     assert hung
+
+
+@pytest.mark.parametrize("fault", ["hung", "killed"])
+def test_a_database_hung_or_killed_mid_batch_stops_it_and_it_resumes(
+    postgres: PostgresServer, fault: str
+) -> None:
+    url = asyncio.run(postgres.create_database(f"batch_outage_{fault}"))
+    total = 40
+    engine = FakeEngine(token_delay=0.02)  # 0.14 s a line, two at a time: ~3 s in all
+    app = make_app(url, engine, batch_max_in_flight=2, batch_max_in_flight_idle=2)
+    with serve(app) as base, sdk(base) as client:
+        lines = [chat_line(f"r{i}", f"q{i}") for i in range(total)]
+        batch = client.batches.create(
+            input_file_id=upload(client, lines),
+            endpoint="/v1/chat/completions",
+            completion_window="24h",
+        )
+        deadline = time.monotonic() + 20
+        while client.batches.retrieve(batch.id).request_counts.completed < 5:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        postgres.freeze() if fault == "hung" else postgres.stop()
+        try:
+            # The lines in flight end (or hang on their write); then no line starts.
+            time.sleep(1.0)
+            stopped_at = len(engine.calls)
+            time.sleep(2.0)
+            assert len(engine.calls) == stopped_at
+        finally:
+            postgres.thaw() if fault == "hung" else postgres.start()
+        assert stopped_at < total
+        done, _ = _wait_through_outage(client, base, batch.id)
+        assert (done.status, done.request_counts.completed) == ("completed", total)
+        ids = Counter(line["custom_id"] for line in read_lines(client, done.output_file_id))
+    assert ids == Counter(f"r{i}" for i in range(total))
