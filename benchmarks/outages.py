@@ -125,6 +125,8 @@ class Traffic:
         self.body = body
         self.origin = time.monotonic()
         self.stored: set[str] = set()
+        # Each stored answer's text, by id: what the store must give back afterwards.
+        self.answers: dict[str, str] = {}
         self.health: list[tuple[float, dict[str, Any]]] = []
         # `oai_dependency_up` per dependency, as /metrics said it at each look.
         self.up: list[tuple[float, dict[str, float]]] = []
@@ -149,6 +151,7 @@ class Traffic:
             answer = await self._timed(self.drill.requests, self.client.post(CHAT, json=body))
             if self.body.get("store") and "id" in answer:
                 self.stored.add(answer["id"])
+                self.answers[answer["id"]] = answer["choices"][0]["message"]["content"]
             await asyncio.sleep(0.01)
 
     async def read(self, completion_id: str, stop: asyncio.Event) -> None:

@@ -70,12 +70,16 @@ def start_fake_server(store_url: str) -> tuple[subprocess.Popen[bytes], str]:
         [sys.executable, "-m", "tests.batch.fake_server", store_url, str(port)], env=env
     )
     base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
+    # Generous, as tests/production/processes.py's: on a loaded machine a start took 30 s.
+    deadline = time.monotonic() + 120
     while True:
         try:
             if httpx.get(f"{base}/health").status_code == 200:
                 return process, base
         except httpx.TransportError:
             pass
-        assert time.monotonic() < deadline, "the server did not start"
+        if time.monotonic() > deadline:
+            process.kill()
+            process.wait()
+            raise AssertionError("the server did not start")
         time.sleep(0.1)

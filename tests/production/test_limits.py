@@ -235,15 +235,20 @@ async def test_redis_killed_or_hanging_lets_requests_through(
             assert [await status(), await status()] == [200, 429]
             redis_server.freeze()
             try:
-                began = time.monotonic()
-                assert [await status(), await status()] == [200, 200]
-                hanging_s = time.monotonic() - began
+                took = []
+                for _ in range(2):
+                    began = time.monotonic()
+                    assert await status() == 200
+                    took.append(time.monotonic() - began)
             finally:
                 redis_server.thaw()
     finally:
         redis_server.stop()
-    print(f"a hanging Redis: two requests let through in {hanging_s:.2f} s")
-    assert hanging_s < 10
+    print(f"a hanging Redis: two requests let through in {took[0]:.2f} s and {took[1]:.2f} s")
+    # The first waits one command deadline (0.5 s) and marks Redis down; the second does
+    # not ask it at all (the same bounds as the response cache's).
+    assert took[0] < 1.5
+    assert took[1] < 0.25
     warned = [r for r in caplog.records if r.levelno >= logging.WARNING]
     # One warning per outage, from the dependency's breaker: the limits' Redis is down.
     assert any("redis marked down" in r.getMessage() for r in warned)

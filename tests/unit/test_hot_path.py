@@ -12,6 +12,7 @@ either fails here, however fast the machine running the tests.
 
 from __future__ import annotations
 
+import gc
 import json
 import sys
 from collections.abc import AsyncIterator
@@ -47,9 +48,9 @@ PRODUCTION: dict[str, Any] = {
 BUDGET = {"default": 11, "production": 15}
 # Calls per request, its chunks apart (the same count: a fit through two lengths), as
 # measured when they were first counted: 398 with default settings, 611 with the production
-# features on (the key, the limits, the cache's miss). A little room for calls that fall
-# unevenly (a collection's callback).
-REQUEST_BUDGET = {"default": 410, "production": 630}
+# features on (the key, the limits, the cache's miss). Exact, as the chunk's: the garbage
+# collector, whose callbacks would fall unevenly on the two lengths, is off while counting.
+REQUEST_BUDGET = {"default": 398, "production": 611}
 
 
 @asynccontextmanager
@@ -89,11 +90,14 @@ async def stream_calls(app: ASGIApp, max_tokens: int, prompt: str) -> int:
         if event in ("call", "c_call"):
             calls += 1
 
+    gc.collect()
+    gc.disable()
     sys.setprofile(count)
     try:
         await app(scope, receive, send)
     finally:
         sys.setprofile(None)
+        gc.enable()
     text = b"".join(chunks)
     assert text.count(b'"content":"tok"') == max_tokens
     assert text.endswith(b"data: [DONE]\n\n")
@@ -110,9 +114,7 @@ async def test_each_streamed_chunk_costs_no_more_calls_than_its_budget(config: s
         long = stream_calls(app, 80, "long")
         short_calls = await short
         per_chunk = (await long - short_calls) / (80 - 16)
-    # A fraction of a call is not per chunk: a few calls made once per request or so
-    # (a garbage collection's callback, a timer) fall unevenly on the two lengths.
-    assert per_chunk < BUDGET[config] + 0.5, (
+    assert per_chunk <= BUDGET[config], (
         f"{per_chunk:.1f} calls per streamed chunk ({config}): the hot path gained work"
     )
     per_request = short_calls - 16 * per_chunk
