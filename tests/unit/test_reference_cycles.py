@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import CoroutineType, FrameType
@@ -23,6 +24,7 @@ import httpx
 
 from oai_server.app import create_app
 from oai_server.engine.fake import FakeEngine
+from oai_server.http.disconnect import Disconnect
 from oai_server.settings import Settings
 from tests.live import serve_async
 from tests.unit.conftest import chat_body
@@ -66,6 +68,18 @@ def cyclic_garbage() -> Iterator[list[Any]]:
         gc.garbage.clear()
 
 
+async def _until_watchers_end(timeout_s: float = 10.0) -> None:
+    """Until no request's connection watcher (`Disconnect._watch`) is left on this loop:
+    one still running holds its request, which would hide (or fake) a cycle."""
+    deadline = time.monotonic() + timeout_s
+    while any(
+        getattr(task.get_coro(), "__qualname__", None) == Disconnect._watch.__qualname__
+        for task in asyncio.all_tasks()
+    ):
+        assert time.monotonic() < deadline, "connection watchers still running"
+        await asyncio.sleep(0.005)
+
+
 async def test_answered_requests_leave_no_reference_cycles() -> None:
     app = create_app(Settings(), FakeEngine(reply="tok"))
     url, body = "/v1/chat/completions", chat_body(max_tokens=4)
@@ -86,7 +100,7 @@ async def test_answered_requests_leave_no_reference_cycles() -> None:
                     assert ("data: [DONE]" in response.text) is stream
                 missing = await client.post(url, json={**body, "model": "no-such-model"})
                 assert missing.status_code == 404
-            await asyncio.sleep(0.05)  # each request's connection watcher ends
+            await _until_watchers_end()
         ours = [obj for obj in garbage if _from_server(obj)]
     left = sorted({f"{type(obj).__qualname__} ({_origin(obj)})" for obj in ours})
     assert not left, f"requests left reference cycles: {left}"
