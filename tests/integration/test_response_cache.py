@@ -9,6 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from oai_server.engine.embedded_embedding import locate_embedding_model
 from tests.conformance import ValidatingTransport
 from tests.integration.conftest import EMBEDDING_MODEL, MODEL, run_server
 
@@ -49,11 +50,27 @@ def test_a_repeated_greedy_question_is_answered_from_the_cache(tmp_path: Path) -
         assert replayed["prompt_tokens"] == usage["prompt_tokens"]
         assert replayed["completion_tokens"] == usage["completion_tokens"]
         assert replayed["prompt_tokens_details"]["cached_tokens"] == usage["prompt_tokens"]
-        embed = {"model": EMBEDDING_MODEL, "input": ["cached text", "another"]}
+        texts = ["cached text", "another"]
+        embed = {"model": EMBEDDING_MODEL, "input": texts}
         embedded = [http.post("/embeddings", json=embed) for _ in range(2)]
         assert [r.headers["x-cache"] for r in embedded] == ["miss", "hit"]
         assert embedded[1].json() == embedded[0].json()
         assert len(embedded[0].json()["data"][0]["embedding"]) == 384
+        # The key is the real tokenizer's ids: the same texts sent as their token ids are
+        # the same entry, with the same usage (the model's tokens, not the text's bytes).
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(locate_embedding_model())
+        ids = [tokenizer.encode(text) for text in texts]
+        as_ids = http.post("/embeddings", json={**embed, "input": ids})
+        assert as_ids.headers["x-cache"] == "hit"
+        assert as_ids.json() == embedded[0].json()
+        tokens = sum(map(len, ids))
+        assert as_ids.json()["usage"]["prompt_tokens"] == tokens
+        assert tokens < sum(map(len, texts))  # fewer than the bytes (the fake's ids)
+        # A text the tokenizer reads differently is another entry, not a collision.
+        other = http.post("/embeddings", json={**embed, "input": ["Cached text", "another"]})
+        assert other.headers["x-cache"] == "miss"
         metrics = httpx.get(f"{server.root}/metrics", timeout=10).text
-        assert "oai_cache_hits_total 3.0" in metrics
-        assert "oai_cache_misses_total 2.0" in metrics
+        assert "oai_cache_hits_total 4.0" in metrics
+        assert "oai_cache_misses_total 3.0" in metrics

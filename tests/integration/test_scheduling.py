@@ -27,7 +27,10 @@ TOKENS = 13  # the first token alone, then three chunks of four
 @pytest.fixture(scope="module")
 def scheduled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     flags = ("--scheduling-policy", "priority", "--stream-interval", str(STREAM_INTERVAL))
-    with run_server(tmp_path_factory.mktemp("scheduled"), *flags, "--max-num-seqs", "1") as server:
+    root = tmp_path_factory.mktemp("scheduled")
+    # Its own store (the Batch API's): no other server's batch runner may take its batches.
+    data = ("--data-dir", str(root / "data"))
+    with run_server(root, *flags, *data, "--max-num-seqs", "1") as server:
         yield server
 
 
@@ -43,32 +46,62 @@ async def _until_waiting(server: Server, count: int, gauge: str) -> None:
         await asyncio.sleep(0.05)
 
 
-async def test_priority_tier_runs_before_flex(scheduled: Server) -> None:
-    # The tiers are engine priorities: `priority` (-1) before `flex` (just before batch).
+async def _batch_of_one(http: httpx.AsyncClient, body: dict[str, Any]) -> str:
+    """A batch of one chat line, created through the Batch API; its id."""
+    line = {"custom_id": "line", "method": "POST", "url": "/v1/chat/completions", "body": body}
+    files = {"file": ("input.jsonl", json.dumps(line).encode() + b"\n")}
+    uploaded = await http.post("/v1/files", files=files, data={"purpose": "batch"})
+    assert uploaded.status_code == 200, uploaded.text
+    batch = {
+        "input_file_id": uploaded.json()["id"],
+        "endpoint": "/v1/chat/completions",
+        "completion_window": "24h",
+    }
+    created = await http.post("/v1/batches", json=batch)
+    assert created.status_code == 200, created.text
+    return str(created.json()["id"])
+
+
+async def test_the_tiers_run_in_order_priority_default_flex_then_batch_lines(
+    scheduled: Server,
+) -> None:
+    # Each tier is an engine priority; queued in the reverse order of their priorities,
+    # each must still run in its place: under first-come-first-served the order reverses.
     finished: list[str] = []
+    answer = {"max_tokens": 16, "ignore_eos": True}  # long enough that an overtaking shows
 
     async def complete(http: httpx.AsyncClient, tier: str) -> None:
-        body = _body(max_tokens=4, service_tier=tier)
-        response = await http.post("/v1/completions", json=body)
+        response = await http.post("/v1/completions", json=_body(**answer, service_tier=tier))
         assert response.status_code == 200, response.text
         finished.append(tier)
 
+    async def batch_done(http: httpx.AsyncClient, batch_id: str) -> None:
+        # A batch has no event to wait on: it is polled, as a client polls it.
+        status = "validating"
+        while status in ("validating", "in_progress", "finalizing"):
+            await asyncio.sleep(0.02)
+            status = (await http.get(f"/v1/batches/{batch_id}")).json()["status"]
+        assert status == "completed"
+        finished.append("batch")
+
     async with async_validating_client(base_url=scheduled.root, timeout=120) as http:
-        # The one running sequence: the two below wait behind it until it is cut.
+        # The one running sequence: the others wait behind it until it is cut.
         body = _body(max_tokens=1500, ignore_eos=True, stream=True)
         async with http.stream("POST", "/v1/completions", json=body) as blocker:
             assert blocker.status_code == 200
             lines = blocker.aiter_lines()
             await anext(lines)
-            late = asyncio.create_task(complete(http, "flex"))
-            await _until_waiting(scheduled, 1, "oai_engine_waiting_requests")
-            early = asyncio.create_task(complete(http, "priority"))
-            # Ours counts a request before it reaches the engine core's queue; vLLM's own
-            # gauge counts it once there, where the scheduler will choose between the two.
-            await _until_waiting(scheduled, 2, "vllm:num_requests_waiting")
-        await asyncio.wait_for(asyncio.gather(late, early), 120)
-    # Arrived second, ran first: under first-come-first-served it would be the other way.
-    assert finished == ["priority", "flex"]
+            chat = {"model": MODEL, "messages": [{"role": "user", "content": "Hi"}], **answer}
+            batch = asyncio.create_task(batch_done(http, await _batch_of_one(http, chat)))
+            # vLLM's own gauge counts a request once it is in the engine core's queue,
+            # where the scheduler chooses between them.
+            await _until_waiting(scheduled, 1, "vllm:num_requests_waiting")
+            queued = [batch]
+            for waiting, tier in enumerate(("flex", "default", "priority"), start=2):
+                queued.append(asyncio.create_task(complete(http, tier)))
+                await _until_waiting(scheduled, waiting, "vllm:num_requests_waiting")
+        await asyncio.wait_for(asyncio.gather(*queued), 120)
+    assert finished == ["priority", "default", "flex", "batch"]
 
 
 def _content_chunks(http: httpx.Client, server: Server) -> tuple[list[str], str]:
