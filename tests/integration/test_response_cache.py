@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from oai_server.engine.embedded_embedding import locate_embedding_model
+from oai_server.models.embedded_embedding import locate_embedding_model
 from tests.conformance import ValidatingTransport
 from tests.integration.conftest import EMBEDDING_MODEL, MODEL, run_server
 
