@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import signal
 import subprocess
+import threading
 import time
 from collections import Counter
 from typing import Any
@@ -90,17 +91,30 @@ def _wait_through_outage(
     client: openai.OpenAI, base: str, batch_id: str
 ) -> tuple[Any, list[float]]:
     """The finished batch, polled through the store's outage (a 503 while it is down), and
-    the store's `oai_dependency_up` at each poll."""
+    the store's `oai_dependency_up` as a watcher thread read it meanwhile (its own loop, so
+    a slow retrieve on a loaded machine cannot make it miss a short outage)."""
     seen: list[float] = []
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        seen.append(_store_up(base))
-        with contextlib.suppress(openai.InternalServerError):
-            batch = client.batches.retrieve(batch_id)
-            if batch.status in TERMINAL:
-                return batch, seen
-        time.sleep(0.05)
-    raise AssertionError("the batch never finished")
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            seen.append(_store_up(base))
+            time.sleep(0.01)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            with contextlib.suppress(openai.InternalServerError):
+                batch = client.batches.retrieve(batch_id)
+                if batch.status in TERMINAL:
+                    return batch, seen
+            time.sleep(0.05)
+        raise AssertionError("the batch never finished")
+    finally:
+        done.set()
+        watcher.join()
 
 
 def test_a_database_write_that_hangs_leaves_the_batch_to_resume(
