@@ -23,6 +23,7 @@ from starlette.types import Receive, Scope, Send
 
 from oai_server import (
     __version__,
+    anthropic,
     auth,
     batch,
     cache,
@@ -238,6 +239,7 @@ def _wire(
         stored,
         cached,
         answered,
+        anthropic.feature(core, chain),
         batched,
         realtime.feature(None if limiter is None else limiter.settle),
         lora.feature(core),

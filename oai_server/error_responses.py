@@ -1,4 +1,10 @@
-"""The one place where any exception becomes OpenAI's error envelope."""
+"""The one place where any exception becomes an error response.
+
+Errors come out in OpenAI's envelope, except on the routes of Anthropic's Messages API
+(`ANTHROPIC_ROUTES`, matched on the request's path, refusals before routing included),
+whose clients read Anthropic's: `{"type": "error", "error": {"type", "message"}}` with
+Anthropic's types, and 529 for load shedding.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +19,14 @@ from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 from starlette.types import Receive, Scope, Send
 
-from oai_server.errors import InternalServerError, InvalidRequestError, NotFoundError, OpenAIError
+from oai_server.errors import (
+    EngineOverloadedError,
+    InternalServerError,
+    InvalidRequestError,
+    NotFoundError,
+    OpenAIError,
+)
+from schemas import anthropic
 from schemas.common import ErrorObject, ErrorResponse
 
 logger = logging.getLogger(__name__)
@@ -93,15 +106,48 @@ def error_body(error: OpenAIError) -> ErrorResponse:
     )
 
 
-def error_response(exc: BaseException) -> Response:
-    """The HTTP response for `exc`: status from its class, OpenAI's body."""
+# The routes that answer errors as Anthropic does, by exact path.
+ANTHROPIC_ROUTES = frozenset({"/v1/messages", "/v1/messages/count_tokens"})
+# Anthropic's status for load shedding: its clients retry it.
+OVERLOADED = 529
+_ANTHROPIC_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    OVERLOADED: "overloaded_error",
+}
+
+
+def anthropic_error(exc: BaseException) -> tuple[int, anthropic.ErrorResponse]:
+    """The status and Anthropic's body for `exc`: its type from the status, as Anthropic's
+    own errors are typed; an overloaded engine is Anthropic's 529."""
+    error = to_openai_error(exc)
+    status = OVERLOADED if isinstance(error, EngineOverloadedError) else error.status_code
+    kind = _ANTHROPIC_TYPES.get(status, "api_error" if status >= 500 else "invalid_request_error")
+    return status, anthropic.ErrorResponse(
+        error=anthropic.ErrorDetail(type=kind, message=error.message)
+    )
+
+
+def _shaped(error: OpenAIError, path: str | None) -> tuple[int, bytes]:
+    if path in ANTHROPIC_ROUTES:
+        status, body = anthropic_error(error)
+        return status, body.to_json()
+    return error.status_code, error_body(error).to_json()
+
+
+def error_response(exc: BaseException, path: str | None = None) -> Response:
+    """The HTTP response for `exc` on the route `path`: status from its class, the body
+    in the envelope the route's clients read."""
     error = to_openai_error(exc)
     # Starlette's own errors carry headers that must survive (405's Allow); ours
     # carry theirs (429's and 503's Retry-After).
     headers = exc.headers if isinstance(exc, HTTPException) else error.headers
-    return Response(
-        error_body(error).to_json(), error.status_code, headers, media_type="application/json"
-    )
+    status, body = _shaped(error, path)
+    return Response(body, status, headers, media_type="application/json")
 
 
 async def refuse(exc: BaseException, scope: Scope, receive: Receive, send: Send) -> None:
@@ -109,7 +155,7 @@ async def refuse(exc: BaseException, scope: Scope, receive: Receive, send: Send)
     the same response where the server can send one (ASGI's denial-response extension),
     else a close before accepting (the client sees 403)."""
     if scope["type"] == "http":
-        await error_response(exc)(scope, receive, send)
+        await error_response(exc, scope["path"])(scope, receive, send)
         return
     await receive()  # websocket.connect
     if "websocket.http.response" not in scope.get("extensions", {}):
@@ -127,16 +173,16 @@ async def refuse(exc: BaseException, scope: Scope, receive: Receive, send: Send)
     await send({"type": "websocket.http.response.body", "body": error_body(error).to_json()})
 
 
-def exception_response(exc: Exception) -> Response:
-    """The response to whatever a route's handler raised."""
+def exception_response(exc: Exception, path: str | None = None) -> Response:
+    """The response to whatever the handler of the route `path` raised."""
     if isinstance(exc, ClientDisconnect):
         # Nobody is left to read an answer: not an error of the server, nothing to log.
         return Response(status_code=CLIENT_CLOSED_REQUEST)
-    return error_response(exc)
+    return error_response(exc, path)
 
 
 async def _handle(request: Request, exc: Exception) -> Response:
-    return exception_response(exc)
+    return exception_response(exc, request.scope["path"])
 
 
 def install_error_handlers(app: FastAPI) -> None:

@@ -21,13 +21,19 @@ KEY_SUBPROTOCOL = "openai-insecure-api-key."
 
 def bearer_token(scope: Scope) -> bytes | None:
     """The credentials of an `Authorization: Bearer ...` header; the scheme in any case
-    (RFC 7235: auth schemes are case-insensitive)."""
+    (RFC 7235: auth schemes are case-insensitive). Else an `x-api-key` header, where
+    Anthropic's clients send the key."""
+    api_key = None
     for name, value in scope["headers"]:
         if name == b"authorization":
             scheme, _, token = value.strip().partition(b" ")
             if scheme.lower() == b"bearer":
                 return bytes(token.strip())
             return None
+        if name == b"x-api-key":
+            api_key = bytes(value.strip())
+    if api_key is not None:
+        return api_key
     for protocol in scope.get("subprotocols", ()) if scope["type"] == "websocket" else ():
         if protocol.startswith(KEY_SUBPROTOCOL):
             return str(protocol).removeprefix(KEY_SUBPROTOCOL).encode()

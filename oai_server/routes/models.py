@@ -1,12 +1,19 @@
-"""`GET /v1/models` and `GET /v1/models/{model}`."""
+"""`GET /v1/models` and `GET /v1/models/{model}`.
+
+A request that carries `anthropic-version` (what Anthropic's clients send) gets the list
+in Anthropic's shape, which those clients read.
+"""
 
 from __future__ import annotations
+
+from datetime import UTC, datetime
 
 from fastapi import APIRouter, Request, Response
 
 from oai_server.http.answer import json_response
 from oai_server.models import ServedModel
 from oai_server.state import ServerState, server_state
+from schemas import anthropic
 from schemas.common import ListModelsResponse, Model
 
 router = APIRouter()
@@ -29,9 +36,25 @@ def _model(server: ServerState, served: ServedModel) -> Model:
     )
 
 
+def _anthropic_list(server: ServerState) -> anthropic.ModelList:
+    created = datetime.fromtimestamp(server.created, UTC).isoformat().replace("+00:00", "Z")
+    data = [
+        anthropic.ModelInfo(id=served.name, display_name=served.name, created_at=created)
+        for served in server.models
+    ]
+    return anthropic.ModelList(
+        data=data,
+        has_more=False,
+        first_id=data[0].id if data else None,
+        last_id=data[-1].id if data else None,
+    )
+
+
 @router.get("/v1/models")
 async def list_models(request: Request) -> Response:
     server = server_state(request)
+    if "anthropic-version" in request.headers:
+        return json_response(_anthropic_list(server))
     return json_response(
         ListModelsResponse(data=[_model(server, served) for served in server.models])
     )

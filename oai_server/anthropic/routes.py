@@ -1,0 +1,79 @@
+"""`POST /v1/messages` and `POST /v1/messages/count_tokens`.
+
+A message is answered by the chat service (through the response cache when it is on):
+the request is refused, with its HTTP status, before the 200 goes out, and a client
+that leaves cancels the engine request, as on every other route.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
+
+from oai_server.anthropic.sse import message_stream
+from oai_server.anthropic.stream import MessageRun
+from oai_server.anthropic.translate import chat_request
+from oai_server.auth.caller import caller
+from oai_server.auth.salt import salted
+from oai_server.cache.service import CacheJob
+from oai_server.http.answer import GenerationService, json_response
+from oai_server.http.disconnect import until_disconnect
+from oai_server.http.parsing import parse_body
+from oai_server.ids import new_id
+from oai_server.services.chat import ChatJob
+from oai_server.state import ServerState, server_state
+from schemas.anthropic import CountTokensRequest, CountTokensResponse, Message, MessagesRequest
+from schemas.chat import CreateChatCompletionRequest
+
+router = APIRouter()
+
+ChatServing = GenerationService[CreateChatCompletionRequest, Any, Any]
+
+
+def _serving(request: Request, server: ServerState) -> ChatServing:
+    if server.cache is not None:
+        return server.cache.chat(request)
+    return server.chat
+
+
+def _prompt_tokens(job: object) -> int:
+    """The prompt's length, for `message_start` (before the engine's counts come)."""
+    chat = job.job if isinstance(job, CacheJob) else job
+    assert isinstance(chat, ChatJob)
+    return len(chat.prompt_token_ids)
+
+
+def _message_id(request: Request) -> str:
+    """`msg_` and the x-request-id, so logs and engine traces meet on one id."""
+    request_id: str | None = request.scope.get("state", {}).get("request_id")
+    return new_id("msg") if request_id is None else f"msg_{request_id}"
+
+
+@router.post("/v1/messages")
+async def create_message(request: Request) -> Response:
+    server = server_state(request)
+    req = await parse_body(request, MessagesRequest, server.settings.max_request_bytes)
+    chat = salted(request, chat_request(req), shared=server.settings.prefix_cache_shared)
+    chat = server.tiers.apply(chat, caller(request.scope))
+    service = _serving(request, server)
+    job = service.prepare(chat)
+    message_id = _message_id(request)
+    run = MessageRun.of(message_id, req.model, _prompt_tokens(job))
+    if req.stream:
+        handle = await until_disconnect(request, service.start(job, message_id))
+        return message_stream(run.events(service.stream(handle)))
+
+    async def whole() -> Message:
+        handle = await service.start(job, message_id)
+        return await run.whole(service.stream(handle))
+
+    return json_response(await until_disconnect(request, whole()))
+
+
+@router.post("/v1/messages/count_tokens")
+async def count_tokens(request: Request) -> Response:
+    server = server_state(request)
+    req = await parse_body(request, CountTokensRequest, server.settings.max_request_bytes)
+    job = server.chat.prepare(chat_request(req))
+    return json_response(CountTokensResponse(input_tokens=len(job.prompt_token_ids)))

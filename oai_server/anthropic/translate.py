@@ -1,0 +1,171 @@
+"""A Messages request as the chat request the engine path takes, in process.
+
+Anthropic's turns become the neutral conversation items Responses and Realtime use
+(`oai_server.items.context`), so an earlier turn's `tool_use` and its `tool_result` reach
+the model's template as any other API's function calls do; the chat service then
+validates, renders, and limits the prompt as it does every chat request's.
+
+Thinking: there is no reasoning parser yet, so `thinking` is accepted (and checked) but
+asks for nothing, and earlier turns' `thinking` blocks are left out of the prompt, as
+most chat templates leave out earlier reasoning.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+
+from oai_server.errors import InvalidRequestError, UnsupportedParameterError
+from oai_server.items.context import Call, CallOutput, ContextItem, Said, to_messages
+from schemas.anthropic import (
+    CountTokensRequest,
+    MessageParam,
+    MessagesRequest,
+    System,
+    TextBlockParam,
+    ThinkingEnabled,
+    ToolChoiceAny,
+    ToolChoiceAuto,
+    ToolChoiceNone,
+    ToolResultBlockParam,
+    ToolUseBlockParam,
+)
+from schemas.chat import (
+    ChatCompletionTool,
+    CreateChatCompletionRequest,
+    FunctionDefinition,
+    NamedToolChoice,
+    NamedToolChoiceFunction,
+    ToolChoice,
+)
+from schemas.common import StreamOptions
+
+# Anthropic's tiers as OpenAI's: `standard_only` is the default tier, never priority.
+_TIERS = {"auto": "auto", "standard_only": "default"}
+
+
+def _no_images(param: str) -> UnsupportedParameterError:
+    return UnsupportedParameterError(
+        "Images and documents are not supported by this model.", param=param
+    )
+
+
+def system_text(system: System) -> str | None:
+    """`system` as one text: its blocks joined as `vllm serve` joins them."""
+    if system is None or isinstance(system, str):
+        return system or None
+    return "".join(block.text for block in system) or None
+
+
+def _result_text(block: ToolResultBlockParam, param: str) -> str:
+    if block.content is None or isinstance(block.content, str):
+        return block.content or ""
+    texts: list[str] = []
+    for j, part in enumerate(block.content):
+        if not isinstance(part, TextBlockParam):
+            raise _no_images(f"{param}.content[{j}]")
+        texts.append(part.text)
+    return "\n".join(texts)
+
+
+def _turn(message: MessageParam, param: str) -> Iterator[ContextItem]:
+    """The items of one message: its text (its text blocks joined), calls and results."""
+    role = message.role
+    if isinstance(message.content, str):
+        yield Said(role, message.content)
+        return
+    texts: list[str] = []
+    for j, block in enumerate(message.content):
+        where = f"{param}.content[{j}]"
+        if isinstance(block, TextBlockParam):
+            if block.text:
+                texts.append(block.text)
+        elif isinstance(block, ToolUseBlockParam):
+            if texts:
+                yield Said(role, "\n".join(texts))
+                texts = []
+            yield Call(block.id, block.name, json.dumps(block.input))
+        elif isinstance(block, ToolResultBlockParam):
+            # Anthropic's client sends a call's results first in its next user turn.
+            yield CallOutput(block.tool_use_id, _result_text(block, where))
+        elif block.type in ("image", "document"):
+            raise _no_images(where)
+        # `thinking` and `redacted_thinking` of earlier turns: not part of the prompt.
+    if texts:
+        yield Said(role, "\n".join(texts))
+
+
+def _items(messages: Sequence[MessageParam]) -> list[ContextItem]:
+    items: list[ContextItem] = []
+    for i, message in enumerate(messages):
+        items += _turn(message, f"messages[{i}]")
+    return items
+
+
+def _tool_choice(req: CountTokensRequest) -> tuple[ToolChoice, bool | None]:
+    """Chat's `tool_choice` and `parallel_tool_calls` for Anthropic's `tool_choice`."""
+    choice = req.tool_choice
+    if choice is None:
+        return None, None
+    parallel = None if isinstance(choice, ToolChoiceNone) else choice.disable_parallel_tool_use
+    parallel = None if parallel is None else not parallel
+    if isinstance(choice, ToolChoiceNone):
+        return "none", None
+    if isinstance(choice, ToolChoiceAuto):
+        return "auto", parallel
+    if isinstance(choice, ToolChoiceAny):
+        return "required", parallel
+    named = NamedToolChoice(type="function", function=NamedToolChoiceFunction(name=choice.name))
+    return named, parallel
+
+
+def _tools(req: CountTokensRequest) -> list[ChatCompletionTool] | None:
+    if not req.tools:
+        return None
+    out: list[ChatCompletionTool] = []
+    for i, tool in enumerate(req.tools):
+        if tool.type not in (None, "custom"):
+            raise UnsupportedParameterError(
+                f"The server tool '{tool.type}' is not supported by this server.",
+                param=f"tools[{i}]",
+            )
+        definition = FunctionDefinition(
+            name=tool.name, description=tool.description, parameters=tool.input_schema
+        )
+        out.append(ChatCompletionTool(type="function", function=definition))
+    return out
+
+
+def _check_thinking(req: MessagesRequest) -> None:
+    if isinstance(req.thinking, ThinkingEnabled) and req.thinking.budget_tokens >= req.max_tokens:
+        raise InvalidRequestError(
+            "`max_tokens` must be greater than `thinking.budget_tokens`.", param="max_tokens"
+        )
+
+
+def chat_request(req: CountTokensRequest) -> CreateChatCompletionRequest:
+    """The chat request `req` stands for: streamed, with its usage at the end."""
+    messages = to_messages(system_text(req.system), _items(req.messages))
+    if not messages:
+        raise InvalidRequestError("The request has no messages.", param="messages")
+    choice, parallel = _tool_choice(req)
+    chat = CreateChatCompletionRequest(
+        model=req.model,
+        messages=messages,
+        tools=_tools(req),
+        tool_choice=choice,
+        parallel_tool_calls=parallel,
+    )
+    if isinstance(req, MessagesRequest):
+        _check_thinking(req)
+        # Assigned, not validated again: Anthropic allows more stop sequences than OpenAI.
+        chat.max_completion_tokens = req.max_tokens
+        chat.stop = req.stop_sequences or None
+        chat.temperature = req.temperature
+        chat.top_p = req.top_p
+        chat.top_k = req.top_k
+        chat.user = req.metadata.user_id if req.metadata is not None else None
+        chat.service_tier = None if req.service_tier is None else _TIERS[req.service_tier]  # type: ignore[assignment]
+        chat.stream = True
+        chat.stream_options = StreamOptions(include_usage=True)
+    return chat

@@ -1,0 +1,323 @@
+"""Anthropic's Messages API (`/v1/messages`, `/v1/messages/count_tokens`) on the wire.
+
+The `anthropic` SDK's request and response types are the reference for every field.
+Request models ignore unknown fields, as Anthropic does; `cache_control` is accepted on
+any block and changes nothing (the engine's prefix cache needs no marking).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+
+from schemas.common import INT32_MAX, RequestModel, ResponseModel
+
+# --- requests ---------------------------------------------------------------
+
+CacheControl = dict[str, Any] | None
+
+
+class TextBlockParam(RequestModel):
+    type: Literal["text"]
+    text: str
+    cache_control: CacheControl = None
+
+
+class ImageBlockParam(RequestModel):
+    type: Literal["image"]
+    source: dict[str, Any]
+    cache_control: CacheControl = None
+
+
+class DocumentBlockParam(RequestModel):
+    type: Literal["document"]
+    source: dict[str, Any]
+    cache_control: CacheControl = None
+
+
+class ToolUseBlockParam(RequestModel):
+    type: Literal["tool_use"]
+    id: str
+    name: str
+    input: dict[str, Any]
+    cache_control: CacheControl = None
+
+
+ToolResultPart = Annotated[
+    TextBlockParam | ImageBlockParam | DocumentBlockParam, Field(discriminator="type")
+]
+
+
+class ToolResultBlockParam(RequestModel):
+    type: Literal["tool_result"]
+    tool_use_id: str
+    content: str | list[ToolResultPart] | None = None
+    is_error: bool | None = None
+    cache_control: CacheControl = None
+
+
+class ThinkingBlockParam(RequestModel):
+    """The model's thinking in an earlier turn, sent back as the SDKs do."""
+
+    type: Literal["thinking"]
+    thinking: str
+    signature: str | None = None
+
+
+class RedactedThinkingBlockParam(RequestModel):
+    type: Literal["redacted_thinking"]
+    data: str
+
+
+ContentBlockParam = Annotated[
+    TextBlockParam
+    | ImageBlockParam
+    | DocumentBlockParam
+    | ToolUseBlockParam
+    | ToolResultBlockParam
+    | ThinkingBlockParam
+    | RedactedThinkingBlockParam,
+    Field(discriminator="type"),
+]
+
+
+class MessageParam(RequestModel):
+    role: Literal["user", "assistant"]
+    content: str | list[ContentBlockParam]
+
+
+class Tool(RequestModel):
+    """A client tool; Anthropic's own server tools (a `type` such as `bash_20250124`)
+    carry no `input_schema` and are refused."""
+
+    name: str
+    input_schema: dict[str, Any]
+    description: str | None = None
+    type: str | None = None
+    cache_control: CacheControl = None
+
+
+class ToolChoiceAuto(RequestModel):
+    type: Literal["auto"]
+    disable_parallel_tool_use: bool | None = None
+
+
+class ToolChoiceAny(RequestModel):
+    type: Literal["any"]
+    disable_parallel_tool_use: bool | None = None
+
+
+class ToolChoiceTool(RequestModel):
+    type: Literal["tool"]
+    name: str
+    disable_parallel_tool_use: bool | None = None
+
+
+class ToolChoiceNone(RequestModel):
+    type: Literal["none"]
+
+
+ToolChoice = Annotated[
+    ToolChoiceAuto | ToolChoiceAny | ToolChoiceTool | ToolChoiceNone,
+    Field(discriminator="type"),
+]
+
+
+class ThinkingEnabled(RequestModel):
+    type: Literal["enabled"]
+    budget_tokens: Annotated[int, Field(ge=1024, le=INT32_MAX)]
+
+
+class ThinkingDisabled(RequestModel):
+    type: Literal["disabled"]
+
+
+class ThinkingAdaptive(RequestModel):
+    type: Literal["adaptive"]
+
+
+Thinking = Annotated[
+    ThinkingEnabled | ThinkingDisabled | ThinkingAdaptive, Field(discriminator="type")
+]
+
+
+class RequestMetadata(RequestModel):
+    user_id: Annotated[str, Field(max_length=256)] | None = None
+
+
+System = str | list[TextBlockParam] | None
+
+
+class CountTokensRequest(RequestModel):
+    """`POST /v1/messages/count_tokens`: what of a message request makes its prompt."""
+
+    model: str
+    messages: list[MessageParam]
+    system: System = None
+    tools: list[Tool] | None = None
+    tool_choice: ToolChoice | None = None
+    thinking: Thinking | None = None
+
+
+class MessagesRequest(CountTokensRequest):
+    """`POST /v1/messages`."""
+
+    max_tokens: Annotated[int, Field(ge=1, le=INT32_MAX)]
+    stop_sequences: list[str] | None = None
+    stream: bool | None = False
+    temperature: Annotated[float, Field(ge=0, le=1)] | None = None
+    top_p: Annotated[float, Field(ge=0, le=1)] | None = None
+    top_k: Annotated[int, Field(ge=0, le=INT32_MAX)] | None = None
+    metadata: RequestMetadata | None = None
+    service_tier: Literal["auto", "standard_only"] | None = None
+
+
+# --- responses --------------------------------------------------------------
+
+StopReason = Literal["end_turn", "max_tokens", "stop_sequence", "tool_use"]
+
+
+class TextBlock(ResponseModel):
+    type: Literal["text"] = "text"
+    text: str
+
+
+class ToolUseBlock(ResponseModel):
+    type: Literal["tool_use"] = "tool_use"
+    id: str
+    name: str
+    input: dict[str, Any]
+
+
+ContentBlock = TextBlock | ToolUseBlock
+
+
+class Usage(ResponseModel):
+    """`input_tokens` are those the prefix cache did not hold, as Anthropic counts them:
+    the prompt is `input_tokens + cache_read_input_tokens`."""
+
+    input_tokens: int
+    output_tokens: int
+    cache_creation_input_tokens: int | None
+    cache_read_input_tokens: int | None
+    service_tier: Literal["standard"] = "standard"
+
+
+class Message(ResponseModel):
+    id: str
+    type: Literal["message"] = "message"
+    role: Literal["assistant"] = "assistant"
+    content: list[ContentBlock]
+    model: str
+    stop_reason: StopReason | None
+    stop_sequence: str | None
+    usage: Usage
+
+
+class CountTokensResponse(ResponseModel):
+    input_tokens: int
+
+
+# --- stream events ----------------------------------------------------------
+
+
+class MessageStartEvent(ResponseModel):
+    type: Literal["message_start"] = "message_start"
+    message: Message
+
+
+class ContentBlockStartEvent(ResponseModel):
+    type: Literal["content_block_start"] = "content_block_start"
+    index: int
+    content_block: ContentBlock
+
+
+class TextDelta(ResponseModel):
+    type: Literal["text_delta"] = "text_delta"
+    text: str
+
+
+class InputJSONDelta(ResponseModel):
+    type: Literal["input_json_delta"] = "input_json_delta"
+    partial_json: str
+
+
+class ContentBlockDeltaEvent(ResponseModel):
+    type: Literal["content_block_delta"] = "content_block_delta"
+    index: int
+    delta: TextDelta | InputJSONDelta
+
+
+class ContentBlockStopEvent(ResponseModel):
+    type: Literal["content_block_stop"] = "content_block_stop"
+    index: int
+
+
+class MessageDelta(ResponseModel):
+    stop_reason: StopReason | None
+    stop_sequence: str | None
+
+
+class MessageDeltaUsage(ResponseModel):
+    """The counts at the end: output so far, and the input's again (as Anthropic sends)."""
+
+    output_tokens: int
+    input_tokens: int | None = None
+    cache_creation_input_tokens: int | None = None
+    cache_read_input_tokens: int | None = None
+
+
+class MessageDeltaEvent(ResponseModel):
+    type: Literal["message_delta"] = "message_delta"
+    delta: MessageDelta
+    usage: MessageDeltaUsage
+
+
+class MessageStopEvent(ResponseModel):
+    type: Literal["message_stop"] = "message_stop"
+
+
+class PingEvent(ResponseModel):
+    type: Literal["ping"] = "ping"
+
+
+class ErrorDetail(ResponseModel):
+    type: str
+    message: str
+
+
+class ErrorResponse(ResponseModel):
+    """The error body, and the `error` event of a stream that failed after it started."""
+
+    type: Literal["error"] = "error"
+    error: ErrorDetail
+
+
+StreamEvent = (
+    MessageStartEvent
+    | ContentBlockStartEvent
+    | ContentBlockDeltaEvent
+    | ContentBlockStopEvent
+    | MessageDeltaEvent
+    | MessageStopEvent
+    | PingEvent
+    | ErrorResponse
+)
+
+
+# --- models -----------------------------------------------------------------
+
+
+class ModelInfo(ResponseModel):
+    type: Literal["model"] = "model"
+    id: str
+    display_name: str
+    created_at: str  # RFC 3339
+
+
+class ModelList(ResponseModel):
+    data: list[ModelInfo]
+    has_more: bool
+    first_id: str | None
+    last_id: str | None
