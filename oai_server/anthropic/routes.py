@@ -17,7 +17,7 @@ from oai_server.anthropic.translate import chat_request
 from oai_server.auth.caller import caller
 from oai_server.auth.salt import salted
 from oai_server.cache.service import CacheJob
-from oai_server.http.answer import GenerationService, json_response
+from oai_server.http.answer import GenerationService, Shortcut, json_response
 from oai_server.http.disconnect import until_disconnect
 from oai_server.http.parsing import parse_body
 from oai_server.ids import new_id
@@ -60,15 +60,28 @@ async def create_message(request: Request) -> Response:
     job = service.prepare(chat)
     message_id = _message_id(request)
     run = MessageRun.of(message_id, req.model, _prompt_tokens(job))
-    if req.stream:
-        handle = await until_disconnect(request, service.start(job, message_id))
-        return message_stream(run.events(service.stream(handle)))
+    shortcut = service if isinstance(service, Shortcut) else None
+    # A stored answer (the response cache's) needs no engine, and no waiting.
+    ready = None if shortcut is None else await shortcut.ready(job, message_id)
+    handles: list[Any] = [] if ready is None else [ready]
+
+    async def started() -> Any:
+        if not handles:
+            handles.append(await service.start(job, message_id))
+        return handles[0]
 
     async def whole() -> Message:
-        handle = await service.start(job, message_id)
-        return await run.whole(service.stream(handle))
+        return await run.whole(service.stream(await started()))
 
-    return json_response(await until_disconnect(request, whole()))
+    response: Response
+    if req.stream:
+        handle = await until_disconnect(request, started())
+        response = message_stream(run.events(service.stream(handle)))
+    else:
+        response = json_response(await until_disconnect(request, whole()))
+    if shortcut is not None:
+        response.raw_headers += shortcut.headers(handles[0])  # `x-cache`
+    return response
 
 
 @router.post("/v1/messages/count_tokens")

@@ -241,3 +241,22 @@ def test_earlier_thinking_blocks_and_unknown_fields_are_accepted() -> None:
     prompt = prompt_of(engine)
     assert "<|assistant|>Hello!\n<|user|>How are you?" in prompt
     assert "They greet me." not in prompt
+
+
+def test_cache_metrics_and_request_ids_as_on_every_route() -> None:
+    engine = FakeEngine(reply="Cached words.")
+    body = {"model": MODEL, "max_tokens": 16, "messages": HELLO, "temperature": 0}
+    with server(engine, response_cache="memory") as root:
+        first = httpx.post(f"{root}/v1/messages", json=body)
+        again = httpx.post(f"{root}/v1/messages", json={**body, "stream": True})
+        metrics = httpx.get(f"{root}/metrics").text
+    assert (first.headers["x-cache"], again.headers["x-cache"]) == ("miss", "hit")
+    assert len(engine.calls) == 1
+    deltas = [
+        json.loads(line.removeprefix("data: "))
+        for line in again.text.splitlines()
+        if line.startswith('data: {"type":"content_block_delta"')
+    ]
+    assert "".join(d["delta"]["text"] for d in deltas) == first.json()["content"][0]["text"]
+    assert first.json()["id"] == f"msg_{first.headers['x-request-id']}"
+    assert 'route="/v1/messages"' in metrics
