@@ -38,10 +38,10 @@ from schemas.chat import (
     NamedToolChoiceFunction,
     ToolChoice,
 )
-from schemas.common import StreamOptions
+from schemas.common import ServiceTier, StreamOptions
 
 # Anthropic's tiers as OpenAI's: `standard_only` is the default tier, never priority.
-_TIERS = {"auto": "auto", "standard_only": "default"}
+_TIERS: dict[str, ServiceTier] = {"auto": "auto", "standard_only": "default"}
 
 
 def _no_images(param: str) -> UnsupportedParameterError:
@@ -165,7 +165,7 @@ def chat_request(req: CountTokensRequest) -> CreateChatCompletionRequest:
         chat.top_p = req.top_p
         chat.top_k = req.top_k
         chat.user = req.metadata.user_id if req.metadata is not None else None
-        chat.service_tier = None if req.service_tier is None else _TIERS[req.service_tier]  # type: ignore[assignment]
+        chat.service_tier = None if req.service_tier is None else _TIERS[req.service_tier]
         chat.stream = True
         chat.stream_options = StreamOptions(include_usage=True)
     return chat

@@ -31,6 +31,15 @@ def test_invalid_requests_are_400s() -> None:
             f"{root}/v1/messages", json={"model": MODEL, "max_tokens": "5", "messages": HELLO}
         )
         missing = httpx.post(f"{root}/v1/messages", json={"model": MODEL, "messages": HELLO})
+        over_budget = httpx.post(
+            f"{root}/v1/messages",
+            json={
+                "model": MODEL,
+                "max_tokens": 1024,
+                "thinking": {"type": "enabled", "budget_tokens": 1024},
+                "messages": HELLO,
+            },
+        )
         with pytest.raises(anthropic.BadRequestError) as image:
             client(root).messages.create(
                 model=MODEL,
@@ -47,7 +56,7 @@ def test_invalid_requests_are_400s() -> None:
                     }
                 ],
             )
-    for response in (wrong_type, missing):
+    for response in (wrong_type, missing, over_budget):
         assert response.status_code == 400
         assert response.json()["error"]["type"] == "invalid_request_error"
     assert "max_tokens" in missing.json()["error"]["message"]
