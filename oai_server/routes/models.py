@@ -18,6 +18,9 @@ from schemas.common import ListModelsResponse, Model
 
 router = APIRouter()
 
+# The header every Anthropic client sends: it asks for Anthropic's shapes.
+ANTHROPIC_VERSION = "anthropic-version"
+
 
 def _model(server: ServerState, served: ServedModel) -> Model:
     if served.kind == "embedding":
@@ -36,12 +39,13 @@ def _model(server: ServerState, served: ServedModel) -> Model:
     )
 
 
-def _anthropic_list(server: ServerState) -> anthropic.ModelList:
+def _anthropic_model(server: ServerState, served: ServedModel) -> anthropic.ModelInfo:
     created = datetime.fromtimestamp(server.created, UTC).isoformat().replace("+00:00", "Z")
-    data = [
-        anthropic.ModelInfo(id=served.name, display_name=served.name, created_at=created)
-        for served in server.models
-    ]
+    return anthropic.ModelInfo(id=served.name, display_name=served.name, created_at=created)
+
+
+def _anthropic_list(server: ServerState) -> anthropic.ModelList:
+    data = [_anthropic_model(server, served) for served in server.models]
     return anthropic.ModelList(
         data=data,
         has_more=False,
@@ -53,7 +57,7 @@ def _anthropic_list(server: ServerState) -> anthropic.ModelList:
 @router.get("/v1/models")
 async def list_models(request: Request) -> Response:
     server = server_state(request)
-    if "anthropic-version" in request.headers:
+    if ANTHROPIC_VERSION in request.headers:
         return json_response(_anthropic_list(server))
     return json_response(
         ListModelsResponse(data=[_model(server, served) for served in server.models])
@@ -63,4 +67,7 @@ async def list_models(request: Request) -> Response:
 @router.get("/v1/models/{model:path}")
 async def retrieve_model(model: str, request: Request) -> Response:
     server = server_state(request)
-    return json_response(_model(server, server.models.get(model)))
+    served = server.models.get(model)
+    if ANTHROPIC_VERSION in request.headers:
+        return json_response(_anthropic_model(server, served))
+    return json_response(_model(server, served))

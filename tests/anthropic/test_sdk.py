@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import httpx
@@ -208,8 +209,10 @@ def test_streamed_tool_input_arrives_as_input_json_delta() -> None:
 def test_models_list_in_anthropics_shape() -> None:
     with server(FakeEngine()) as root:
         listed = client(root).models.list()
+        one = client(root).models.retrieve(MODEL)
         plain = httpx.get(f"{root}/v1/models").json()
     assert [m.id for m in listed.data] == [MODEL]
+    assert (one.id, one.type) == (MODEL, "model")
     assert listed.data[0].type == "model"
     assert plain["object"] == "list"  # OpenAI's shape without `anthropic-version`
 
@@ -260,3 +263,17 @@ def test_cache_metrics_and_request_ids_as_on_every_route() -> None:
     assert "".join(d["delta"]["text"] for d in deltas) == first.json()["content"][0]["text"]
     assert first.json()["id"] == f"msg_{first.headers['x-request-id']}"
     assert 'route="/v1/messages"' in metrics
+
+
+def test_a_client_that_leaves_mid_stream_aborts_the_engine_request() -> None:
+    engine = FakeEngine(reply="many slow words " * 20, token_delay=0.05)
+    body = {"model": MODEL, "max_tokens": 200, "messages": HELLO, "stream": True}
+    with server(engine) as root:
+        with httpx.stream("POST", f"{root}/v1/messages", json=body) as response:
+            for line in response.iter_lines():
+                if line.startswith("event: content_block_delta"):
+                    break  # leave after the first token
+        deadline = time.monotonic() + 5
+        while not engine.aborted and time.monotonic() < deadline:
+            time.sleep(0.02)
+    assert engine.aborted == [engine.calls[0].request_id]
