@@ -11,7 +11,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response
 
-from oai_server.anthropic.sse import message_stream
+from oai_server.anthropic.sse import MessageStreamResponse
 from oai_server.anthropic.stream import MessageRun
 from oai_server.anthropic.translate import chat_request
 from oai_server.auth.caller import caller
@@ -76,7 +76,7 @@ async def create_message(request: Request) -> Response:
     response: Response
     if req.stream:
         handle = await until_disconnect(request, started())
-        response = message_stream(run.events(service.stream(handle)))
+        response = MessageStreamResponse(run.events(service.stream(handle)))
     else:
         response = json_response(await until_disconnect(request, whole()))
     if shortcut is not None:

@@ -1,22 +1,27 @@
 """Anthropic's stream as server-sent events: `event: <type>` and `data: {json}`.
 
 The stream has no `[DONE]`: `message_stop` ends it. A `ping` follows `message_start`
-and comes again whenever no event has for `PING_INTERVAL_S` (a long prefill for a
-later block, a tool call the parser holds back): proxies and clients that time an idle
-connection out see it alive, as Anthropic's own stream keeps them. A failure after the
-200 went out is one `error` event in Anthropic's envelope, the last of the stream.
+and comes again whenever no event has for `PING_INTERVAL_S` (a long prefill, a tool
+call the parser holds back): proxies and clients that time an idle connection out see
+it alive, as Anthropic's own stream keeps them. One timer task per stream sends those,
+not a wait with a timeout per event, which cost more per token than the rest of the
+encoding. A failure after the 200 went out is one `error` event in Anthropic's
+envelope, the last of the stream.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator
 
-from starlette.responses import StreamingResponse
+from starlette.requests import ClientDisconnect
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
 
 from oai_server.error_responses import anthropic_error
-from oai_server.http.sse import HEADERS
+from oai_server.http.disconnect import Disconnect
+from oai_server.http.sse import BODY, BODY_SEND, HEADERS
 from schemas.anthropic import MessageStartEvent, PingEvent, StreamEvent
 
 logger = logging.getLogger(__name__)
@@ -29,36 +34,71 @@ def frame(event: StreamEvent) -> bytes:
 
 
 PING = frame(PingEvent())
+_RAW_HEADERS = [
+    (b"content-type", b"text/event-stream; charset=utf-8"),
+    *((name.lower().encode(), value.encode()) for name, value in HEADERS.items()),
+]
 
 
-async def encode(events: AsyncGenerator[StreamEvent, None]) -> AsyncIterator[bytes]:
-    """Each event's frame as it comes, and a ping while none comes."""
-    pending: asyncio.Future[StreamEvent] | None = None
-    try:
+class _Idle:
+    """When the stream last sent an event, on the loop's clock."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.since = self.loop.time()
+
+    async def ping(self, send: Send) -> None:
+        """Send a ping whenever nothing else has gone out for `PING_INTERVAL_S`."""
         while True:
-            pending = asyncio.ensure_future(anext(events))
-            while not pending.done():
-                done, _ = await asyncio.wait({pending}, timeout=PING_INTERVAL_S)
-                if not done:
-                    yield PING
-            try:
-                event = pending.result()
-            except StopAsyncIteration:
-                return
-            finally:
-                pending = None
-            yield frame(event)
-            if isinstance(event, MessageStartEvent):
-                yield PING
-    except Exception as exc:  # noqa: BLE001 - every failure must reach the client as an event
-        logger.warning("message stream failed after it started: %r", exc)
-        yield frame(anthropic_error(exc)[1])
-    finally:
-        if pending is not None:  # the client left while the next event was awaited
-            pending.cancel()
-            await asyncio.wait({pending})
-        await events.aclose()
+            await asyncio.sleep(self.since + PING_INTERVAL_S - self.loop.time())
+            if self.loop.time() - self.since >= PING_INTERVAL_S:
+                self.since = self.loop.time()
+                await send({"type": BODY, "body": PING, "more_body": True})
 
 
-def message_stream(events: AsyncGenerator[StreamEvent, None]) -> StreamingResponse:
-    return StreamingResponse(encode(events), media_type="text/event-stream", headers=HEADERS)
+class MessageStreamResponse(Response):
+    """`text/event-stream` of one message's events; the client leaving cancels them, and
+    so aborts the engine request."""
+
+    media_type = "text/event-stream"
+
+    def __init__(self, events: AsyncGenerator[StreamEvent, None]) -> None:
+        self.events = events
+        self.status_code = 200
+        self.background = None
+        self.raw_headers = list(_RAW_HEADERS)  # a copy: a route may add its own
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+        disconnect = Disconnect(receive)
+        try:
+            await disconnect.guard(self._send_events(scope.get(BODY_SEND, send)))
+        except ClientDisconnect:
+            pass
+        finally:
+            disconnect.stop()
+
+    async def _send_events(self, send: Send) -> None:
+        idle = _Idle()
+        pinger = asyncio.create_task(idle.ping(send))
+        sending = False
+        tail = b""
+        try:
+            async for event in self.events:
+                body = frame(event)
+                if isinstance(event, MessageStartEvent):
+                    body += PING
+                idle.since = idle.loop.time()
+                sending = True
+                await send({"type": BODY, "body": body, "more_body": True})
+                sending = False
+        except Exception as exc:  # every failure of the answer reaches the client as an event
+            if sending:  # the client's side failed, not the answer: nothing to tell it
+                raise
+            logger.warning("message stream failed after it started: %r", exc)
+            tail = frame(anthropic_error(exc)[1])
+        finally:
+            pinger.cancel()
+            await asyncio.wait({pinger})
+            await self.events.aclose()
+        await send({"type": BODY, "body": tail, "more_body": False})
