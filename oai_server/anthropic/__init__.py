@@ -11,17 +11,15 @@ list shape to a request that carries `anthropic-version` (`oai_server.routes.mod
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from oai_server.anthropic import routes
 from oai_server.features import Feature
-
-if TYPE_CHECKING:
-    from oai_server.state import ServerState
+from oai_server.http.answering import Answering
+from oai_server.state import ServerState
 
 __all__ = ["feature"]
 
 
-def feature(state: ServerState) -> Feature[None]:
-    """The routes; they use the shared chat service and cache, nothing of their own."""
-    return Feature(None, routes.router.routes)
+def feature(core: ServerState, answering: Answering) -> Feature[None]:
+    """The routes; they answer through the app's answering chain (the response cache when it
+    is on) on the core's chat service, and keep nothing of their own."""
+    return Feature(None, routes.routes(core, answering))

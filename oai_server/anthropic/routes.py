@@ -10,31 +10,21 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
+from starlette.routing import BaseRoute
 
 from oai_server.anthropic.sse import MessageStreamResponse
 from oai_server.anthropic.stream import MessageRun
 from oai_server.anthropic.translate import chat_request
-from oai_server.auth.caller import caller
-from oai_server.auth.salt import salted
 from oai_server.cache.service import CacheJob
-from oai_server.http.answer import GenerationService, Shortcut, json_response
+from oai_server.caller import caller
+from oai_server.http.answer import Shortcut, json_response
+from oai_server.http.answering import Answering
 from oai_server.http.disconnect import until_disconnect
 from oai_server.http.parsing import parse_body
 from oai_server.ids import new_id
 from oai_server.services.chat import ChatJob
-from oai_server.state import ServerState, server_state
+from oai_server.state import ServerState
 from schemas.anthropic import CountTokensRequest, CountTokensResponse, Message, MessagesRequest
-from schemas.chat import CreateChatCompletionRequest
-
-router = APIRouter()
-
-ChatServing = GenerationService[CreateChatCompletionRequest, Any, Any]
-
-
-def _serving(request: Request, server: ServerState) -> ChatServing:
-    if server.cache is not None:
-        return server.cache.chat(request)
-    return server.chat
 
 
 def _prompt_tokens(job: object) -> int:
@@ -50,43 +40,47 @@ def _message_id(request: Request) -> str:
     return new_id("msg") if request_id is None else f"msg_{request_id}"
 
 
-@router.post("/v1/messages")
-async def create_message(request: Request) -> Response:
-    server = server_state(request)
-    req = await parse_body(request, MessagesRequest, server.settings.max_request_bytes)
-    chat = salted(request, chat_request(req), shared=server.settings.prefix_cache_shared)
-    chat = server.tiers.apply(chat, caller(request.scope))
-    service = _serving(request, server)
-    job = service.prepare(chat)
-    message_id = _message_id(request)
-    run = MessageRun.of(message_id, req.model, _prompt_tokens(job))
-    shortcut = service if isinstance(service, Shortcut) else None
-    # A stored answer (the response cache's) needs no engine, and no waiting.
-    ready = None if shortcut is None else await shortcut.ready(job, message_id)
-    handles: list[Any] = [] if ready is None else [ready]
+def routes(core: ServerState, answering: Answering) -> list[BaseRoute]:
+    """The two routes, answering through `answering` (the app's chain: the response cache
+    when it is on) on `core`'s chat service."""
+    router = APIRouter()
+    limit = core.settings.max_request_bytes
 
-    async def started() -> Any:
-        if not handles:
-            handles.append(await service.start(job, message_id))
-        return handles[0]
+    @router.post("/v1/messages")
+    async def create_message(request: Request) -> Response:
+        req = await parse_body(request, MessagesRequest, limit)
+        chat = core.for_caller(chat_request(req), caller(request.scope))
+        service = answering.chat(request, chat)
+        job = service.prepare(chat)
+        message_id = _message_id(request)
+        run = MessageRun.of(message_id, req.model, _prompt_tokens(job))
+        shortcut = service if isinstance(service, Shortcut) else None
+        # A stored answer (the response cache's) needs no engine, and no waiting.
+        ready = None if shortcut is None else await shortcut.ready(job, message_id)
+        handles: list[Any] = [] if ready is None else [ready]
 
-    async def whole() -> Message:
-        return await run.whole(service.stream(await started()))
+        async def started() -> Any:
+            if not handles:
+                handles.append(await service.start(job, message_id))
+            return handles[0]
 
-    response: Response
-    if req.stream:
-        handle = await until_disconnect(request, started())
-        response = MessageStreamResponse(run.events(service.stream(handle)))
-    else:
-        response = json_response(await until_disconnect(request, whole()))
-    if shortcut is not None:
-        response.raw_headers += shortcut.headers(handles[0])  # `x-cache`
-    return response
+        async def whole() -> Message:
+            return await run.whole(service.stream(await started()))
 
+        response: Response
+        if req.stream:
+            handle = await until_disconnect(request, started())
+            response = MessageStreamResponse(run.events(service.stream(handle)))
+        else:
+            response = json_response(await until_disconnect(request, whole()))
+        if shortcut is not None:
+            response.raw_headers += shortcut.headers(handles[0])  # `x-cache`
+        return response
 
-@router.post("/v1/messages/count_tokens")
-async def count_tokens(request: Request) -> Response:
-    server = server_state(request)
-    req = await parse_body(request, CountTokensRequest, server.settings.max_request_bytes)
-    job = server.chat.prepare(chat_request(req))
-    return json_response(CountTokensResponse(input_tokens=len(job.prompt_token_ids)))
+    @router.post("/v1/messages/count_tokens")
+    async def count_tokens(request: Request) -> Response:
+        req = await parse_body(request, CountTokensRequest, limit)
+        job = core.chat.prepare(chat_request(req))
+        return json_response(CountTokensResponse(input_tokens=len(job.prompt_token_ids)))
+
+    return router.routes
