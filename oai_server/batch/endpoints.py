@@ -58,13 +58,13 @@ class ServiceEndpoint(Endpoint):
         self.shares_chat_engine = shares_chat_engine
 
     async def check(self, body: Any, owner: str) -> None:
-        self.service.prepare(body)
+        await self.service.prepare(body)
 
     async def answer(self, body: Any, owner: str, priority: int | None) -> ResponseModel:
         # Embeddings run on their own engine, which has no priorities.
         if priority is not None and isinstance(body, GenerationRequest):
             body = body.model_copy(update={"priority": priority})
-        handle = await self.service.start(self.service.prepare(body))
+        handle = await self.service.start(await self.service.prepare(body))
         return await self.service.complete(handle)
 
 

@@ -100,8 +100,8 @@ class CachedService(
     owner: str | None  # whose entries these are; None when shared
     directives: frozenset[str]  # the request's Cache-Control
 
-    def prepare(self, req: Req) -> CacheJob[Req, Job]:
-        job = self.endpoint.service.prepare(req)
+    async def prepare(self, req: Req) -> CacheJob[Req, Job]:
+        job = await self.endpoint.service.prepare(req)
         if not self.endpoint.cacheable(req, job):
             return CacheJob(req, job, None)
         key_material = self.endpoint.key_material(req, job)

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 
 from oai_server.engine.pooling import EmbeddingEngine
 from oai_server.errors import InvalidRequestError
+from oai_server.generation.offload import off_loop
+from oai_server.generation.prompt_bound import tokens_at_least
 from oai_server.generation.work_limits import WorkLimits
 from oai_server.models import ModelRegistry
 from oai_server.observability.context import RequestRecord, current_request
@@ -95,43 +97,69 @@ class EmbeddingService:
     # Every model served, so a request naming another gets the error that says which.
     models: ModelRegistry | None = None
 
-    def prepare(self, req: CreateEmbeddingRequest) -> EmbeddingJob:
+    async def prepare(self, req: CreateEmbeddingRequest) -> EmbeddingJob:
         """Check the model, tokenize and check every input; a 4xx naming the first bad one."""
         if self.models is not None:
             self.models.find(req.model, "embedding")
-        info = self.engine.model_info
         self._check_dimensions(req.dimensions)
-        prompts: list[list[int]] = []
-        for i, item in enumerate(_inputs(req)):
-            param = "input" if isinstance(req.input, str) else f"input[{i}]"
+        inputs = _inputs(req)
+        size = sum(len(item) for item in inputs if isinstance(item, str))
+        job = EmbeddingJob(req, await off_loop(size, self._tokenize, req, inputs))
+        self._check_total(job.prompt_tokens)
+        return job
+
+    def _tokenize(
+        self, req: CreateEmbeddingRequest, inputs: list[str | list[int]]
+    ) -> list[list[int]]:
+        """The token ids of every input. An input surely past the context, or inputs surely
+        past the work limit, are refused before any is tokenized (`tokens_at_least`)."""
+        info, tokenizer = self.engine.model_info, self.engine.tokenizer
+        params = [
+            "input" if isinstance(req.input, str) else f"input[{i}]" for i in range(len(inputs))
+        ]
+        least: list[int] = []
+        for param, item in zip(params, inputs, strict=True):
             if isinstance(item, str):
                 if not item:
                     raise InvalidRequestError(
                         f"'{param}' is an empty string; every input must have text.", param=param
                     )
-                tokens = self.engine.tokenizer.encode(item)
+                count = tokens_at_least(item, tokenizer, info.vocab_size, info.max_model_len + 1)
+                self._check_length(count, param, at_least=True)
             else:
                 _check_token_ids(item, info.vocab_size, param)
-                tokens = item
-            if len(tokens) > info.max_model_len:
-                raise InvalidRequestError(
-                    f"This model's maximum context length is {info.max_model_len} tokens, "
-                    f"however '{param}' has {len(tokens)} tokens. Shorten it; inputs are "
-                    "never truncated.",
-                    param=param,
-                    code="context_length_exceeded",
-                )
+                count = len(item)
+                self._check_length(count, param)
+            least.append(count)
+        self._check_total(sum(least), at_least=True)
+        prompts: list[list[int]] = []
+        for param, item in zip(params, inputs, strict=True):
+            tokens = tokenizer.encode(item) if isinstance(item, str) else item
+            self._check_length(len(tokens), param)
             prompts.append(tokens)
-        job = EmbeddingJob(req, prompts)
-        bound = self.limits.max_request_tokens
-        if bound is not None and job.prompt_tokens > bound:
+        return prompts
+
+    def _check_length(self, count: int, param: str, *, at_least: bool = False) -> None:
+        max_model_len = self.engine.model_info.max_model_len
+        if count > max_model_len:
             raise InvalidRequestError(
-                f"This request's inputs have {job.prompt_tokens} tokens in all; this server "
-                f"takes at most {bound} per request. Send fewer inputs per request.",
+                f"This model's maximum context length is {max_model_len} tokens, "
+                f"however '{param}' has {'at least ' if at_least else ''}{count} tokens. "
+                "Shorten it; inputs are never truncated.",
+                param=param,
+                code="context_length_exceeded",
+            )
+
+    def _check_total(self, tokens: int, *, at_least: bool = False) -> None:
+        bound = self.limits.max_request_tokens
+        if bound is not None and tokens > bound:
+            raise InvalidRequestError(
+                f"This request's inputs have {'at least ' if at_least else ''}{tokens} tokens "
+                f"in all; this server takes at most {bound} per request. Send fewer inputs "
+                "per request.",
                 param="input",
                 code="request_too_large",
             )
-        return job
 
     def _check_dimensions(self, dimensions: int | None) -> None:
         if dimensions is None:

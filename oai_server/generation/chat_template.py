@@ -40,6 +40,19 @@ def _text(content: Content | None, index: int) -> str | None:
     return "".join(texts)
 
 
+def prompt_chars(messages: list[ChatMessage]) -> int:
+    """The characters of text in `messages`: what their rendering and tokenizing cost
+    grows with (a template's own text is small beside a long prompt)."""
+    size = 0
+    for message in messages:
+        content = message.content
+        if isinstance(content, str):
+            size += len(content)
+        elif content is not None:
+            size += sum(len(part.text) for part in content if isinstance(part, TextContentPart))
+    return size
+
+
 def to_template_message(message: ChatMessage, index: int) -> dict[str, Any]:
     """One message as chat templates expect it (`role`, `content` as a string, ...)."""
     # An assistant turn that only called tools has no content; templates concatenate

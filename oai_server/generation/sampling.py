@@ -16,11 +16,14 @@ def resolve_max_tokens(
     prompt_param: str = "messages",
     max_tokens_param: str = "max_tokens",
     default: int | None = None,
+    at_least: bool = False,
 ) -> int:
     """The output budget: what was asked for, else the model's `default` (its generation
     config's `max_new_tokens`) where the context has room for it, else all the room left.
 
-    Raises `ContextLengthExceededError` when prompt plus requested tokens cannot fit.
+    Raises `ContextLengthExceededError` when prompt plus requested tokens cannot fit. With
+    `at_least`, `prompt_tokens` is a lower bound (the prompt not yet tokenized), and the
+    refusal says so.
     """
     room = max_model_len - prompt_tokens
     if requested is None:
@@ -29,7 +32,7 @@ def resolve_max_tokens(
         if room <= 0:
             raise ContextLengthExceededError(
                 f"This model's maximum context length is {max_model_len} tokens. However, your "
-                f"{prompt_param} resulted in {prompt_tokens} tokens. "
+                f"{prompt_param} resulted in {_counted(prompt_tokens, at_least)} tokens. "
                 f"Please reduce the length of the {prompt_param}.",
                 param=prompt_param,
             )
@@ -41,12 +44,17 @@ def resolve_max_tokens(
     if requested > room:
         raise ContextLengthExceededError(
             f"This model's maximum context length is {max_model_len} tokens. "
-            f"However, you requested {prompt_tokens + requested} tokens "
-            f"({prompt_tokens} in the {prompt_param}, {requested} in the completion). "
+            f"However, you requested {_counted(prompt_tokens + requested, at_least)} tokens "
+            f"({_counted(prompt_tokens, at_least)} in the {prompt_param}, "
+            f"{requested} in the completion). "
             f"Please reduce the length of the {prompt_param} or completion.",
             param=prompt_param,
         )
     return requested
+
+
+def _counted(tokens: int, at_least: bool) -> str:
+    return f"at least {tokens}" if at_least else str(tokens)
 
 
 def _stop_strings(stop: str | list[str] | None) -> tuple[str, ...]:

@@ -43,16 +43,21 @@ class WorkLimits:
         if self.max_request_tokens is None:
             return
         total = sum(len(p) + o.n * o.max_tokens for p, o in zip(prompts, options, strict=True))
-        if total > self.max_request_tokens:
-            param = "max_tokens" if len(prompts) == 1 else prompt_param
-            raise InvalidRequestError(
-                f"This request asks for up to {total} tokens (prompt tokens, plus max_tokens "
-                f"for each of n choices, over every prompt); this server takes at most "
-                f"{self.max_request_tokens} per request. Lower max_tokens or n, or send fewer "
-                "prompts per request.",
-                param=param,
-                code="request_too_large",
-            )
+        self.check_total(total, param=prompt_param if len(prompts) > 1 else "max_tokens")
+
+    def check_total(self, total: int, *, param: str, at_least: bool = False) -> None:
+        """Refuse a request of `total` tokens (prompts and outputs) past `max_request_tokens`;
+        with `at_least`, `total` is a lower bound known before the prompts are tokenized."""
+        if self.max_request_tokens is None or total <= self.max_request_tokens:
+            return
+        raise InvalidRequestError(
+            f"This request asks for {'at least' if at_least else 'up to'} {total} tokens "
+            "(prompt tokens, plus max_tokens for each of n choices, over every prompt); this "
+            f"server takes at most {self.max_request_tokens} per request. Lower max_tokens "
+            "or n, or send fewer prompts per request.",
+            param=param,
+            code="request_too_large",
+        )
 
 
 def check_token_ids(token_ids: Sequence[int], vocab_size: int, param: str) -> None:

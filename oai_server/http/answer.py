@@ -36,7 +36,7 @@ class GenerationService(Protocol[Req, Job, Handle]):
     """What the chat, completions and embeddings services offer, and so every wrapper of
     them (the response cache's `CachedService`, the store's `RecordingChat`)."""
 
-    def prepare(self, req: Req) -> Job: ...
+    async def prepare(self, req: Req) -> Job: ...
 
     async def start(self, job: Job, request_id: str | None = None) -> Handle: ...
 
@@ -94,7 +94,7 @@ async def answer(
     be refused is refused before any status goes out. A client that leaves at any point,
     queued, in prefill or generating, cancels the work, and so aborts the engine request.
     """
-    job = service.prepare(req)
+    job = await service.prepare(req)
     request_id = engine_request_id(request, req)
     shortcut = service if isinstance(service, Shortcut) else None
     handle: Handle | None = None

@@ -308,7 +308,7 @@ class RealtimeSession:
         while True:
             request = self._request(params, conversation)
             try:
-                job = self.chat.prepare(request)
+                job = await self.chat.prepare(request)
             except ContextLengthExceededError:
                 if self.truncation == "disabled" or not await self._make_room(conversation):
                     raise

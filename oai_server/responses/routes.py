@@ -115,7 +115,7 @@ def router(core: ServerState, kept: Kept, runs: BackgroundRuns | None) -> APIRou
         req = await parse_body(request, InputTokensRequest, settings.max_request_bytes)
         service = responses_service(request)
         earlier, inputs = await service.context(req)
-        job = service.prepare_chat(req, [*earlier, *inputs])
+        job = await service.prepare_chat(req, [*earlier, *inputs])
         return json_response(InputTokens(input_tokens=len(job.prompt_token_ids)))
 
     @router.get("/v1/responses/{response_id}")

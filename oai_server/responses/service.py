@@ -91,7 +91,7 @@ class ResponsesService:
         known = {item.id for item in earlier}
         return earlier, [item for item in inputs if item.id not in known]
 
-    def prepare_chat(
+    async def prepare_chat(
         self, req: CreateResponse | InputTokensRequest, items: Sequence[Item]
     ) -> ChatJob:
         """The chat job for `items`; with `truncation: auto`, the oldest items that do not
@@ -99,7 +99,7 @@ class ResponsesService:
         start = 0
         while True:
             try:
-                return self.chat.prepare(chat_request(req, items[start:]))
+                return await self.chat.prepare(chat_request(req, items[start:]))
             except ContextLengthExceededError as exc:
                 dropped = oldest_to_drop(to_context(items[start:]))
                 if req.truncation != "auto" or not dropped:
@@ -112,7 +112,7 @@ class ResponsesService:
         """Validate `req`, rebuild its context and render its prompt; 4xx on any refusal."""
         check_metadata(req.metadata)
         earlier, inputs = await self.context(req)
-        job = self.prepare_chat(req, [*earlier, *inputs])
+        job = await self.prepare_chat(req, [*earlier, *inputs])
         conversation = conversation_id(req.conversation)
         response = Response(
             id=new_id("resp"),

@@ -16,11 +16,11 @@ router = APIRouter()
 async def tokenize(request: Request) -> Response:
     server = server_state(request)
     req = await parse_body(request, TokenizeRequest, server.settings.max_request_bytes)
-    return json_response(server.tokenize.tokenize(req))
+    return json_response(await server.tokenize.tokenize(req))
 
 
 @router.post("/detokenize")
 async def detokenize(request: Request) -> Response:
     server = server_state(request)
     req = await parse_body(request, DetokenizeRequest, server.settings.max_request_bytes)
-    return json_response(server.tokenize.detokenize(req))
+    return json_response(await server.tokenize.detokenize(req))

@@ -10,13 +10,16 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from oai_server.engine.protocol import Engine
 from oai_server.engine.types import SamplingOptions
 from oai_server.errors import InvalidRequestError
-from oai_server.generation.chat_template import encode_prompt, render_prompt_text
+from oai_server.generation.chat_template import encode_prompt, prompt_chars, render_prompt_text
 from oai_server.generation.engine_request import Generation
 from oai_server.generation.logprobs import chat_logprobs
+from oai_server.generation.offload import off_loop
+from oai_server.generation.prompt_bound import tokens_at_least
 from oai_server.generation.sampling import build_options, resolve_max_tokens
 from oai_server.generation.work_limits import WorkLimits, check_options_token_ids
 from oai_server.ids import new_request_id
@@ -101,7 +104,7 @@ class ChatService:
     # The server's other models, so a request naming one gets the error that says which.
     models: ModelRegistry | None = None
 
-    def prepare(self, req: CreateChatCompletionRequest) -> ChatJob:
+    async def prepare(self, req: CreateChatCompletionRequest) -> ChatJob:
         """Validate `req` and convert it into the engine's prompt and options."""
         target = check_model(req.model, self.model_name, models=self.models)
         # Each model answers with its own tokenizer and template; --chat-template is the
@@ -113,12 +116,20 @@ class ChatService:
         structured = structured_output(req.response_format)
         if tools.structured is not None:
             structured = tools.structured
-        text = render_prompt_text(req, engine.tokenizer, template, tools.template_tools)
-        prompt = encode_prompt(text, engine.tokenizer)
         requested: int | None = req.max_completion_tokens
         param = "max_completion_tokens"
         if requested is None:
             requested, param = req.max_tokens, "max_tokens"
+        text, prompt = await off_loop(
+            prompt_chars(req.messages),
+            self._prompt,
+            req,
+            engine,
+            template,
+            tools.template_tools,
+            requested,
+            param,
+        )
         model = engine.model_info
         max_tokens = resolve_max_tokens(
             requested,
@@ -139,6 +150,30 @@ class ChatService:
         self.limits.check_work([prompt], [options], prompt_param="messages")
         check_options_token_ids(options, model.vocab_size)
         return ChatJob(req, prompt, options, tools, text)
+
+    def _prompt(
+        self,
+        req: CreateChatCompletionRequest,
+        engine: Engine,
+        template: str | None,
+        tools: list[dict[str, Any]] | None,
+        requested: int | None,
+        param: str,
+    ) -> tuple[str, list[int]]:
+        """The rendered prompt and its token ids; a prompt that cannot fit (the context,
+        or the server's work limit) is refused before it is tokenized."""
+        text = render_prompt_text(req, engine.tokenizer, template, tools)
+        model = engine.model_info
+        least = 0
+        if 4 * len(text) >= model.max_model_len:  # short prompts skip the call: the hot path
+            least = tokens_at_least(text, engine.tokenizer, model.vocab_size, model.max_model_len)
+        if least:
+            resolve_max_tokens(
+                requested, least, model.max_model_len, max_tokens_param=param, at_least=True
+            )
+            total = least + (req.n or 1) * (requested or 0)
+            self.limits.check_total(total, param="max_tokens", at_least=True)
+        return text, encode_prompt(text, engine.tokenizer)
 
     def context_length(self, model: str) -> int:
         """The context length of the chat model (or adapter's base) `model` names."""

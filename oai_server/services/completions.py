@@ -12,6 +12,8 @@ from oai_server.engine.types import ChoiceDelta
 from oai_server.errors import InvalidRequestError
 from oai_server.generation.engine_request import Generation
 from oai_server.generation.logprobs import completion_logprobs, merge_completion_logprobs
+from oai_server.generation.offload import off_loop
+from oai_server.generation.prompt_bound import tokens_at_least
 from oai_server.generation.sampling import build_options, resolve_max_tokens
 from oai_server.generation.work_limits import (
     WorkLimits,
@@ -53,7 +55,7 @@ class CompletionService:
     # The server's other models, so a request naming one gets the error that says which.
     models: ModelRegistry | None = None
 
-    def _prompts(self, req: CreateCompletionRequest, engine: Engine) -> list[list[int]]:
+    async def _prompts(self, req: CreateCompletionRequest, engine: Engine) -> list[list[int]]:
         prompt = DEFAULT_PROMPT if req.prompt is None else req.prompt
         if isinstance(prompt, str):
             items: list[str] | list[list[int]] = [prompt]
@@ -64,8 +66,8 @@ class CompletionService:
         if not items:
             raise InvalidRequestError("'prompt' must not be an empty list.", param="prompt")
         self.limits.check_prompt_count(len(items))
-        encode = engine.tokenizer.encode
-        token_lists = [encode(p) if isinstance(p, str) else list(p) for p in items]
+        size = sum(len(p) for p in items if isinstance(p, str))
+        token_lists = await off_loop(size, self._encode, req, items, engine)
         if any(not tokens for tokens in token_lists):
             raise InvalidRequestError("A prompt must not be empty.", param="prompt")
         vocab_size = engine.model_info.vocab_size
@@ -73,6 +75,30 @@ class CompletionService:
             if not isinstance(p, str):
                 check_token_ids(p, vocab_size, "prompt")
         return token_lists
+
+    def _encode(
+        self, req: CreateCompletionRequest, items: list[str] | list[list[int]], engine: Engine
+    ) -> list[list[int]]:
+        """The token ids of every prompt; a batch that cannot fit (a prompt past the context,
+        or all of them past the server's work limit) is refused before it is tokenized."""
+        tokenizer, model = engine.tokenizer, engine.model_info
+        requested = 1 if req.echo and req.max_tokens == 0 else req.max_tokens
+        least = [
+            tokens_at_least(p, tokenizer, model.vocab_size, model.max_model_len)
+            if isinstance(p, str)
+            else len(p)
+            for p in items
+        ]
+        if any(isinstance(p, str) and n for p, n in zip(items, least, strict=True)):
+            for n in least:
+                resolve_max_tokens(
+                    requested, n, model.max_model_len, prompt_param="prompt", at_least=True
+                )
+            samples = (req.best_of or req.n or 1) * (requested or 0)
+            total = sum(least) + len(items) * samples
+            param = "prompt" if len(items) > 1 else "max_tokens"
+            self.limits.check_total(total, param=param, at_least=True)
+        return [tokenizer.encode(p) if isinstance(p, str) else list(p) for p in items]
 
     def _check(self, req: CreateCompletionRequest) -> int:
         """Validate what depends on several fields; return how many samples to draw."""
@@ -84,13 +110,13 @@ class CompletionService:
             raise InvalidRequestError("'best_of' results cannot be streamed.", param="best_of")
         return best_of
 
-    def prepare(self, req: CreateCompletionRequest) -> CompletionJob:
+    async def prepare(self, req: CreateCompletionRequest) -> CompletionJob:
         """Validate `req` and convert it into one engine prompt and options per prompt."""
         target = check_model(req.model, self.model_name, models=self.models)
         engine = self.engine.serving(target.model)
         reject_unsupported(req)
         samples = self._check(req)
-        prompts = self._prompts(req, engine)
+        prompts = await self._prompts(req, engine)
         score_only = bool(req.echo and req.max_tokens == 0)
         model = engine.model_info
         requested = 1 if score_only else req.max_tokens

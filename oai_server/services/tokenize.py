@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from oai_server.engine.protocol import Engine, Tokenizer
 from oai_server.errors import InvalidRequestError, UnsupportedParameterError
 from oai_server.generation.chat_template import render_prompt
+from oai_server.generation.offload import off_loop
 from oai_server.models import ModelRegistry
 from oai_server.services.common import Target, check_model
 from schemas.chat import CreateChatCompletionRequest
@@ -33,10 +34,15 @@ class TokenizeService:
             return Target(self.model_name)
         return check_model(model, self.model_name, models=self.models)
 
-    def tokenize(self, req: TokenizeRequest) -> TokenizeResponse:
-        """The token ids of a prompt, or of a conversation rendered as chat completions would."""
+    async def tokenize(self, req: TokenizeRequest) -> TokenizeResponse:
+        """The token ids of a prompt, or of a conversation rendered as chat completions would:
+        off the event loop when it is long (`off_loop`)."""
         target = self._target(req.model)
         engine = self.engine.serving(target.model)
+        size = len(req.prompt or "") + sum(len(str(m.get("content"))) for m in req.messages or ())
+        return await off_loop(size, self._tokenize, req, engine, target)
+
+    def _tokenize(self, req: TokenizeRequest, engine: Engine, target: Target) -> TokenizeResponse:
         tokenizer = engine.tokenizer
         if req.messages is not None:
             if req.prompt is not None:
@@ -92,8 +98,11 @@ class TokenizeService:
         template = self.chat_template if target.model == self.model_name else None
         return render_prompt(chat, tokenizer, template, tools)
 
-    def detokenize(self, req: DetokenizeRequest) -> DetokenizeResponse:
-        """The text that `req.tokens` stand for."""
+    async def detokenize(self, req: DetokenizeRequest) -> DetokenizeResponse:
+        """The text that `req.tokens` stand for, off the event loop when they are many."""
+        return await off_loop(len(req.tokens), self._detokenize, req)
+
+    def _detokenize(self, req: DetokenizeRequest) -> DetokenizeResponse:
         engine = self.engine.serving(self._target(req.model).model)
         vocab_size = engine.model_info.vocab_size
         unknown = [t for t in req.tokens if not 0 <= t < vocab_size]

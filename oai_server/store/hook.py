@@ -47,8 +47,8 @@ class RecordingChat:
     store: Recorder
     owner: str
 
-    def prepare(self, req: CreateChatCompletionRequest) -> ChatJob:
-        return self.service.prepare(req)
+    async def prepare(self, req: CreateChatCompletionRequest) -> ChatJob:
+        return await self.service.prepare(req)
 
     async def start(self, job: ChatJob, request_id: str | None = None) -> ChatRequest:
         return await self.service.start(job, request_id)
