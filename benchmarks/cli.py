@@ -14,6 +14,7 @@
 - multiturn / replicas: conversations that come back, against any server or on a local Ray.
 - embeddings: /v1/embeddings against `vllm serve --runner pooling`, start-up, PSS (`embeddings`).
 - lora: LoRA adapters mixed with the base model, and an adapter's first request (`lora`).
+- bigprompts: streams' inter-chunk gaps while big prompts arrive; refusal time (`big_prompts`).
 
 A subcommand lives in a module with a `register(subparsers)` function that sets `handler`, a
 function of the parsed arguments returning the exit status; add it to `_REGISTRARS` below.
@@ -33,6 +34,7 @@ import httpx
 
 from benchmarks import (
     batch,
+    big_prompts,
     ceiling,
     compare,
     embeddings,
@@ -187,6 +189,7 @@ _REGISTRARS: Sequence[Callable[[Subparsers], None]] = (
     embeddings.register,
     batch.register,
     lora.register,
+    big_prompts.register,
 )
 
 

@@ -36,6 +36,11 @@ _WORKERS = max(2, min(4, (os.cpu_count() or 2) - 1))
 _POOL = ThreadPoolExecutor(max_workers=_WORKERS, thread_name_prefix="oai-prompt")
 
 
+def in_pool(work: Callable[P, object], *args: P.args, **kwargs: P.kwargs) -> None:
+    """Start `work` in the pool and leave it there: work whose result is kept elsewhere."""
+    _POOL.submit(work, *args, **kwargs)
+
+
 async def off_loop(size: int, work: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
     """`work(*args, **kwargs)`, in the pool when `size` (the characters it works on) passes
     `INLINE_CHARS`.

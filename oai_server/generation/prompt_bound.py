@@ -17,6 +17,7 @@ import threading
 import weakref
 
 from oai_server.engine.protocol import Tokenizer
+from oai_server.generation.offload import in_pool
 
 # Text a lossless tokenizer gives back unchanged: runs of spaces, tabs and newlines, a
 # control character, capitals, punctuation that decoders "clean up" (" ." -> "."),
@@ -29,6 +30,10 @@ _PROBE = (
 
 _longest: weakref.WeakKeyDictionary[Tokenizer, int | None] = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
+# Tokenizers whose longest token is being worked out in the pool; a lock of its own, as
+# `_lock` is held for the seconds of that work and this one is taken on the event loop.
+_pending: weakref.WeakSet[Tokenizer] = weakref.WeakSet()
+_pending_lock = threading.Lock()
 
 
 def longest_token_bytes(tokenizer: Tokenizer, vocab_size: int) -> int | None:
@@ -38,8 +43,9 @@ def longest_token_bytes(tokenizer: Tokenizer, vocab_size: int) -> int | None:
     Each id is decoded alone: a byte-level token holding part of a character decodes to
     U+FFFD, three bytes for at most three, so the figure errs only upwards. One more byte
     covers the space that SentencePiece decoders drop from a token that starts a text.
-    Worked out once per tokenizer (about a second for 50,000 ids), in whichever thread
-    first needs it.
+    Worked out once per tokenizer: about a second for 50,000 ids (a few seconds on a
+    loaded machine), so never on the event loop (`tokens_at_least` has it worked out in
+    the prompt pool).
     """
     with _lock:
         if tokenizer in _longest:
@@ -49,6 +55,15 @@ def longest_token_bytes(tokenizer: Tokenizer, vocab_size: int) -> int | None:
             longest = 1 + max(_decoded_bytes(tokenizer, i) for i in range(vocab_size))
         _longest[tokenizer] = longest
         return longest
+
+
+def _work_out(tokenizer: Tokenizer, vocab_size: int) -> None:
+    """Have the pool work out `tokenizer`'s longest token, once."""
+    with _pending_lock:
+        if tokenizer in _pending:
+            return
+        _pending.add(tokenizer)
+    in_pool(longest_token_bytes, tokenizer, vocab_size)
 
 
 def _decoded_bytes(tokenizer: Tokenizer, token_id: int) -> int:
@@ -63,11 +78,15 @@ def tokens_at_least(text: str, tokenizer: Tokenizer, vocab_size: int, limit: int
     """A lower bound on `len(tokenizer.encode(text))`, to compare with `limit` tokens.
 
     A text too short to reach `limit` at four bytes a character gets 0 at once, so the
-    vocabulary is read only for prompts long enough to be refused by the bound.
+    vocabulary is read only for prompts long enough to be refused by the bound. Until the
+    tokenizer's longest token is known (worked out in the pool on its first long prompt,
+    which is tokenized in full meanwhile), the bound is 0 too.
     """
     if 4 * len(text) < limit:
         return 0
-    longest = longest_token_bytes(tokenizer, vocab_size)
-    if longest is None:
+    longest = _longest.get(tokenizer, 0)
+    if longest == 0:
+        _work_out(tokenizer, vocab_size)
+    if not longest:
         return 0
     return -(-len(text.encode("utf-8", "surrogatepass")) // longest)

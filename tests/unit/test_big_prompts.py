@@ -11,13 +11,14 @@ import asyncio
 import itertools
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import httpx
 
 from oai_server.app import create_app
 from oai_server.engine.fake import FakeEngine, FakeTokenizer
 from oai_server.engine.protocol import Tokenizer
+from oai_server.generation.prompt_bound import longest_token_bytes
 from oai_server.settings import Settings
 from tests.live import serve_async
 from tests.unit.conftest import MODEL, chat_body
@@ -44,9 +45,13 @@ def chat(content: str, **fields: object) -> dict[str, object]:
 
 @dataclass
 class SlowTokenizerEngine(FakeEngine):
+    """The fake engine with one `SlowTokenizer`, as the real engine keeps one tokenizer."""
+
+    slow: SlowTokenizer = field(default_factory=SlowTokenizer)
+
     @property
     def tokenizer(self) -> Tokenizer:
-        return SlowTokenizer(self.chat_template)
+        return self.slow
 
 
 async def test_streams_keep_flowing_while_big_prompts_arrive() -> None:
@@ -74,6 +79,8 @@ async def test_streams_keep_flowing_while_big_prompts_arrive() -> None:
                     first.set()
 
     headers = {"content-type": "application/json"}
+    # As after the server's first long prompt: the pool has read the tokenizer's vocabulary.
+    assert longest_token_bytes(engine.tokenizer, engine.model_info.vocab_size) is not None
     app = create_app(Settings(), engine)
     async with serve_async(app) as url, validating_client(url, timeout=60) as http:
         streaming = asyncio.create_task(stream(http))
