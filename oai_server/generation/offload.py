@@ -1,14 +1,18 @@
 """A request's prompt work (chat templating, tokenizing) off the event loop, when it is big.
 
-Tokenizing costs time in proportion to the text: a few hundred nanoseconds per byte, so
-seconds for a prompt of a few megabytes. Done on the event loop, that is every running
-stream's wait, chunk for chunk. Big prompts go to a small pool of threads instead: the
-Hugging Face fast tokenizer releases the GIL while it encodes (in Rust), so the loop keeps
-sending chunks while they are worked. The pool is bounded: a flood of big prompts waits its
-turn in the pool's queue, never on the loop, and uses at most a few cores.
+Tokenizing costs time in proportion to the text, about a microsecond per byte: seconds for
+a prompt of a few megabytes. Done on the event loop, that is every running stream's wait,
+chunk for chunk. Big prompts go to a small pool of threads instead. The Hugging Face fast
+tokenizer (transformers 5) releases the GIL for most of its work, encoding in Rust, and
+holds it to build the result: measured on a loaded 2-core machine (2026-11-27), two 500 kB
+prompts encoded in the pool held a 2 ms ticker on the loop for at most 0.5 s (p99 0.1 s),
+against 5.4 s for the Rust `encode` that keeps the GIL and the whole encoding on the loop.
+The pool is bounded: a flood of big prompts waits its turn in the pool's queue, never on
+the loop, and takes at most a few cores.
 
-Small prompts stay on the loop: a hand-off to a thread costs the loop tens of
-microseconds (a wake-up and a context switch), more than tokenizing a short chat turn.
+Small prompts stay on the loop: a hand-off to a thread costs a wake-up and a context
+switch (about 1 ms round trip on that loaded machine), and calls the per-request path
+counts (`tests/unit/test_hot_path.py`).
 """
 
 from __future__ import annotations
@@ -24,8 +28,10 @@ from typing import ParamSpec, TypeVar
 P = ParamSpec("P")
 T = TypeVar("T")
 
-# Characters of prompt text worked on the loop; above, in the pool. Tokenizing 4 KiB takes
-# about 1 ms here, the longest a stream's chunk may wait on it (the README's measurements).
+# Characters of prompt text worked on the loop; above, in the pool. A short chat turn (the
+# floor benchmark's, ~600 characters) stays on the loop: its cost per request is unchanged
+# (A B, 2026-11-27). 4,096 characters hold the loop a few milliseconds, about one chunk's
+# interval (42 ms at a load of 24 on 2 cores, where a chunk's usual gap was 40-150 ms).
 INLINE_CHARS = 4096
 
 # A few threads: each big prompt holds one core while it is tokenized, and a server on a

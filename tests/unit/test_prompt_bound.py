@@ -1,0 +1,83 @@
+"""The bound on a prompt's tokens that refuses it untokenized: never above the real count."""
+
+from __future__ import annotations
+
+import random
+
+from fastapi.testclient import TestClient
+
+from oai_server.app import create_app
+from oai_server.engine.fake import FakeEngine, FakeTokenizer
+from oai_server.engine.protocol import Tokenizer
+from oai_server.generation.prompt_bound import longest_token_bytes, tokens_at_least
+from oai_server.settings import Settings
+from tests.unit.conftest import MODEL
+
+
+class CountingTokenizer(FakeTokenizer):
+    """The fake's tokenizer, noting the length of every text it encodes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.encoded: list[int] = []
+
+    def encode(self, text: str, *, add_special_tokens: bool = True) -> list[int]:
+        self.encoded.append(len(text))
+        return super().encode(text, add_special_tokens=add_special_tokens)
+
+
+class LowerCasingTokenizer(FakeTokenizer):
+    """Folds case, as BERT's WordPiece does: its tokens do not spell the text out again."""
+
+    def encode(self, text: str, *, add_special_tokens: bool = True) -> list[int]:
+        return super().encode(text.lower(), add_special_tokens=add_special_tokens)
+
+
+class OneTokenizerEngine(FakeEngine):
+    """The fake engine keeping one tokenizer, as the real engine does."""
+
+    def __init__(self, tokenizer: Tokenizer, **fields: object) -> None:
+        super().__init__(**fields)  # type: ignore[arg-type]
+        self.one = tokenizer
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        return self.one
+
+
+def test_the_bound_never_passes_the_real_count() -> None:
+    tokenizer = FakeTokenizer()
+    rng = random.Random(7)
+    alphabet = "ab \n\t.é中😀"
+    assert longest_token_bytes(tokenizer, 256) is not None
+    for _ in range(200):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 400)))
+        assert tokens_at_least(text, tokenizer, 256, 1) <= len(tokenizer.encode(text))
+
+
+def test_a_tokenizer_that_folds_text_gets_no_bound() -> None:
+    tokenizer = LowerCasingTokenizer()
+    assert longest_token_bytes(tokenizer, 256) is None
+    assert tokens_at_least("X" * 100_000, tokenizer, 256, 10) == 0
+
+
+def test_an_oversized_prompt_is_refused_as_before_without_being_tokenized() -> None:
+    tokenizer = CountingTokenizer()
+    assert longest_token_bytes(tokenizer, 256) is not None  # as after a first long prompt
+    engine = OneTokenizerEngine(tokenizer, max_model_len=2048)
+    big = "word " * 200_000
+    with TestClient(create_app(Settings(), engine)) as client:
+        chat = client.post(
+            "/v1/chat/completions",
+            json={"model": MODEL, "messages": [{"role": "user", "content": big}]},
+        )
+        completion = client.post("/v1/completions", json={"model": MODEL, "prompt": big})
+    for response in (chat, completion):
+        assert response.status_code == 400
+        error = response.json()["error"]
+        assert error["code"] == "context_length_exceeded"
+        assert error["type"] == "invalid_request_error"
+        assert "maximum context length is 2048 tokens" in error["message"]
+    assert chat.json()["error"]["param"] == "messages"
+    assert completion.json()["error"]["param"] == "prompt"
+    assert all(length < len(big) for length in tokenizer.encoded)
