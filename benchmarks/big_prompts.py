@@ -42,7 +42,7 @@ def _fake_app(tokenizer_dir: Path, max_model_len: int) -> FastAPI:
     from oai_server.engine.fake import FakeEngine
     from oai_server.engine.protocol import Tokenizer
     from oai_server.engine.types import ModelInfo
-    from oai_server.engine.vllm_holder import VLLMTokenizer
+    from oai_server.engine.vllm.holder import VLLMTokenizer
     from oai_server.settings import Settings
 
     hf = AutoTokenizer.from_pretrained(tokenizer_dir)
