@@ -51,7 +51,7 @@ def routes(core: ServerState, answering: Answering) -> list[BaseRoute]:
         req = await parse_body(request, MessagesRequest, limit)
         chat = core.for_caller(chat_request(req), caller(request.scope))
         service = answering.chat(request, chat)
-        job = service.prepare(chat)
+        job = await service.prepare(chat)
         message_id = _message_id(request)
         run = MessageRun.of(message_id, req.model, _prompt_tokens(job))
         shortcut = service if isinstance(service, Shortcut) else None
@@ -80,7 +80,7 @@ def routes(core: ServerState, answering: Answering) -> list[BaseRoute]:
     @router.post("/v1/messages/count_tokens")
     async def count_tokens(request: Request) -> Response:
         req = await parse_body(request, CountTokensRequest, limit)
-        job = core.chat.prepare(chat_request(req))
+        job = await core.chat.prepare(chat_request(req))
         return json_response(CountTokensResponse(input_tokens=len(job.prompt_token_ids)))
 
     return router.routes
