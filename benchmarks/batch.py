@@ -1,6 +1,6 @@
 """`batch`: does bulk work slow the chat, does it use idle capacity, does `priority` jump ahead.
 
-Against one running server (start it with `--scheduling-policy priority` for the third):
+Against one running server (start it with `--scheduling-policy priority` for the fourth):
 
 1. interactive chat streams at `--concurrency` (4): TTFT p50/p99 alone, then the same load
    while a batch of `--lines` chat lines runs (the issue's target: p99 <= 1.25x), in
@@ -10,7 +10,9 @@ Against one running server (start it with `--scheduling-policy priority` for the
 2. with no interactive load, a batch of `--throughput-lines` lines against the same
    requests sent live at `--live-concurrency` (32), in `--turns` alternating turns:
    throughput ratio (target >= 0.8x); `--throughput-lines 0` skips it;
-3. with `--priority`: `--live-concurrency` streams at the `default` tier saturating the
+3. with `--bursts N`: chat that comes back after a quiet spell in which a batch ran
+   (`batch_bursts`);
+4. with `--priority`: `--live-concurrency` streams at the `default` tier saturating the
    engine, and a few `service_tier: priority` requests: their TTFT against the defaults'.
 
     python -m benchmarks batch --base-url http://127.0.0.1:8000/v1 --priority
@@ -22,45 +24,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import io
-import json
 import time
 from typing import TYPE_CHECKING, Any
 
 import httpx
 
+from benchmarks import batch_bursts
+from benchmarks.batch_client import cancel, chat_body, completed, finish, start_batch, ttft
 from benchmarks.client import discover_model, make_client
 from benchmarks.inproc import latency_summary
 from benchmarks.metrics import percentile
 
 if TYPE_CHECKING:
     Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
-
-TERMINAL = {"completed", "failed", "cancelled", "expired"}
-
-
-def _chat(model: str, i: int, max_tokens: int, **extra: Any) -> dict[str, Any]:
-    question = f"Question {i}: name a colour and say why you like it."
-    return {
-        "model": model,
-        "messages": [{"role": "user", "content": question}],
-        "max_tokens": max_tokens,
-        "ignore_eos": True,  # every request the same length: ratios of like with like
-        **extra,
-    }
-
-
-async def _ttft(http: httpx.AsyncClient, body: dict[str, Any]) -> float:
-    began = time.perf_counter()
-    async with http.stream("POST", "/chat/completions", json={**body, "stream": True}) as r:
-        r.raise_for_status()
-        first: float | None = None
-        async for line in r.aiter_lines():
-            content = first is None and line.startswith("data: {") and '"content":"' in line
-            if content and json.loads(line[6:])["choices"][0]["delta"].get("content"):
-                first = time.perf_counter() - began
-    assert first is not None, "no content streamed"
-    return first
 
 
 async def _interactive(
@@ -72,55 +48,11 @@ async def _interactive(
 
     async def worker() -> None:
         for i in queue:
-            ttfts.append(await _ttft(http, _chat(model, i, args.max_tokens, **extra)))
+            ttfts.append(await ttft(http, chat_body(model, i, args.max_tokens, **extra)))
             await asyncio.sleep(args.think)
 
     await asyncio.gather(*(worker() for _ in range(args.concurrency)))
     return ttfts
-
-
-async def _start_batch(http: httpx.AsyncClient, model: str, lines: int, max_tokens: int) -> str:
-    rows = [
-        {
-            "custom_id": f"line-{i}",
-            "method": "POST",
-            "url": "/v1/chat/completions",
-            "body": _chat(model, i, max_tokens),
-        }
-        for i in range(lines)
-    ]
-    content = "".join(json.dumps(row) + "\n" for row in rows).encode()
-    files = {"file": ("input.jsonl", io.BytesIO(content))}
-    uploaded = await http.post("/files", files=files, data={"purpose": "batch"})
-    uploaded.raise_for_status()
-    body = {
-        "input_file_id": uploaded.json()["id"],
-        "endpoint": "/v1/chat/completions",
-        "completion_window": "24h",
-    }
-    created = await http.post("/batches", json=body)
-    created.raise_for_status()
-    batch_id: str = created.json()["id"]
-    return batch_id
-
-
-async def _batch(http: httpx.AsyncClient, batch_id: str) -> dict[str, Any]:
-    answer = await http.get(f"/batches/{batch_id}")
-    answer.raise_for_status()
-    body: dict[str, Any] = answer.json()
-    return body
-
-
-async def _finish(http: httpx.AsyncClient, batch_id: str) -> dict[str, Any]:
-    # Polled, as a client of the Batch API does: there is nothing to wait on.
-    while (batch := await _batch(http, batch_id))["status"] not in TERMINAL:  # noqa: ASYNC110
-        await asyncio.sleep(0.2)
-    return batch
-
-
-async def _cancel(http: httpx.AsyncClient, batch_id: str) -> dict[str, Any]:
-    (await http.post(f"/batches/{batch_id}/cancel")).raise_for_status()
-    return await _finish(http, batch_id)
 
 
 async def _live_seconds(
@@ -130,7 +62,7 @@ async def _live_seconds(
 
     async def worker() -> None:
         for i in queue:
-            answer = await http.post("/chat/completions", json=_chat(model, i, max_tokens))
+            answer = await http.post("/chat/completions", json=chat_body(model, i, max_tokens))
             answer.raise_for_status()
 
     began = time.perf_counter()
@@ -150,6 +82,8 @@ async def _run(args: argparse.Namespace) -> None:
             await _beside_batch(http, model, args)
         if args.throughput_lines:
             await _throughput(http, model, args)
+        if args.bursts:
+            await batch_bursts.after_quiet(http, model, args)
         if args.priority:
             await _priority(http, model, args)
 
@@ -161,13 +95,13 @@ async def _beside_batch(http: httpx.AsyncClient, model: str, args: argparse.Name
     done = 0
     for _turn in range(args.turns):
         alone += await _interactive(http, model, args)
-        batch_id = await _start_batch(http, model, args.lines, args.max_tokens)
+        batch_id = await start_batch(http, model, args.lines, args.max_tokens)
         # The batch running (a line done) before the chat comes.
-        while (await _batch(http, batch_id))["request_counts"]["completed"] < 1:  # noqa: ASYNC110
+        while await completed(http, batch_id) < 1:  # noqa: ASYNC110
             await asyncio.sleep(0.1)
         loaded += await _interactive(http, model, args)
-        done += (await _batch(http, batch_id))["request_counts"]["completed"]
-        await _cancel(http, batch_id)  # what is left would only delay the next phase
+        done += await completed(http, batch_id)
+        await cancel(http, batch_id)  # what is left would only delay the next phase
     shape = f"concurrency {args.concurrency}, think {args.think:g} s, {args.turns} turns"
     print(f"interactive alone, {shape}: TTFT {latency_summary(alone)}")
     print(f"interactive with a {args.lines}-line batch running: TTFT {latency_summary(loaded)}")
@@ -184,7 +118,7 @@ async def _throughput(http: httpx.AsyncClient, model: str, args: argparse.Namesp
     batch_s = live_s = 0.0
     for _turn in range(max(args.turns, 1)):
         began = time.perf_counter()
-        batch = await _finish(http, await _start_batch(http, model, lines, args.max_tokens))
+        batch = await finish(http, await start_batch(http, model, lines, args.max_tokens))
         batch_s += time.perf_counter() - began
         assert batch["status"] == "completed", batch["status"]
         live_s += await _live_seconds(http, model, lines, args.live_concurrency, args.max_tokens)
@@ -201,15 +135,15 @@ async def _priority(http: httpx.AsyncClient, model: str, args: argparse.Namespac
     async def saturate(worker: int) -> None:
         i = worker
         while not stop.is_set():
-            defaults.append(await _ttft(http, _chat(model, i, args.max_tokens)))
+            defaults.append(await ttft(http, chat_body(model, i, args.max_tokens)))
             i += args.live_concurrency
 
     load = [asyncio.create_task(saturate(w)) for w in range(args.live_concurrency)]
     await asyncio.sleep(2)  # the engine full before the first priority request
     fast: list[float] = []
     for i in range(args.priority_requests):
-        body = _chat(model, i, args.max_tokens, service_tier="priority")
-        fast.append(await _ttft(http, body))
+        body = chat_body(model, i, args.max_tokens, service_tier="priority")
+        fast.append(await ttft(http, body))
     stop.set()
     await asyncio.gather(*load)
     print(
@@ -244,4 +178,5 @@ def register(subparsers: Subparsers) -> None:
     parser.add_argument("--max-tokens", type=int, default=16)
     parser.add_argument("--priority", action="store_true", help="also measure service tiers")
     parser.add_argument("--priority-requests", type=int, default=8)
+    batch_bursts.add_arguments(parser)
     parser.set_defaults(handler=_command)
