@@ -32,6 +32,9 @@ from oai_server.observability.metrics import Metrics
 # Called before a request reaches the engine with the tokens it may use at most
 # (prompt plus the requested maximum); raises to refuse it.
 Admit = Callable[[RequestRecord | None, int], Awaitable[None]]
+# Awaited after that, as the request is about to reach the engine: what must leave the
+# engine before it (the batch's lines beyond their small cap) is handed back.
+MakeRoom = Callable[[], Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,6 +188,7 @@ class InstrumentedEngine(EngineWrapper):
         super().__init__(inner)
         self.metrics = metrics
         self.admit = admit
+        self.make_room: MakeRoom | None = None
         self.keep_prompt_text = keep_prompt_text
         self.model_name = model_name
         self._waiting: set[str] = set()
@@ -226,6 +230,8 @@ class InstrumentedEngine(EngineWrapper):
             record.model = model
         if self.admit is not None:
             await self.admit(record, len(prompt_token_ids) + options.max_tokens * options.n)
+        if self.make_room is not None:
+            await self.make_room()
         if self.keep_prompt_text and record is not None:
             text = self.inner.serving(options.model).tokenizer.decode(prompt_token_ids)
             record.prompt_text = text if record.prompt_text is None else record.prompt_text + text
