@@ -3,7 +3,8 @@
 A chat product's day is bursts after quiet spells, and the quiet is when a batch takes the
 idle engine (its lines up to `--batch-max-in-flight-idle`). Each of `--burst-turns` turns
 measures the same live bursts twice: after `--idle-spell` seconds of nothing (alone), and
-after the same spell in which a batch of `--burst-lines` lines had the engine (beside). A
+after the same spell in which a batch of `--burst-lines` lines had the engine (beside;
+the spell counted from the batch's first line done). A
 burst is `--burst-size` streams at once; `--bursts` of them follow each other. The first
 requests of the first burst meet the idle cap's lines: their wait is the tail, so p99 is
 the figure (the target: p99 beside <= 1.25x alone). The batch's lines per second, in its
@@ -45,11 +46,14 @@ async def after_quiet(http: httpx.AsyncClient, model: str, args: argparse.Namesp
         await asyncio.sleep(args.idle_spell)
         alone += await _bursts(http, model, args)
         batch_id = await start_batch(http, model, args.burst_lines, args.line_max_tokens)
+        # The spell counts from the batch's first line done: its lines hold the engine then.
+        while await completed(http, batch_id) < 1:  # noqa: ASYNC110
+            await asyncio.sleep(0.1)
         began = time.perf_counter()
         await asyncio.sleep(args.idle_spell)
         ended, done = time.perf_counter(), await completed(http, batch_id)
         spell_s += ended - began
-        spell_lines += done
+        spell_lines += done - 1
         beside += await _bursts(http, model, args)
         burst_s += time.perf_counter() - ended
         burst_lines += await completed(http, batch_id) - done
