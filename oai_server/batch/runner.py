@@ -340,7 +340,7 @@ class BatchRunner:
         # Answered: off the engine, so never handed back (and run again) while it is written.
         task = asyncio.current_task()
         if task is not None:
-            self._running.pop(task, None)  # type: ignore[arg-type]
+            self._running.pop(task, None)
         await self._db(self.records.add_line(batch_id, Line(request.position, failed, line)))
         self.metrics.line(failed, line)
 
