@@ -232,6 +232,10 @@ def _wire(
     cached = cache.feature(core, embedded.service)
     answered = responses.feature(core, stored.service)
     batched = batch.feature(core, stored.service, embedded.service)
+    if batched.service is not None:
+        # The one hook bound after the core: the runner is built on the core's services, and
+        # before each chat request reaches the engine, the idle cap's lines make room for it.
+        core.engine.make_room = batched.service.make_room
     chain = AnsweringChain(
         core.chat, core.completions, embedded.service, stored.service, cached.service
     )

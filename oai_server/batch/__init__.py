@@ -75,8 +75,6 @@ def feature(
         lease_s=settings.batch_lease_seconds,
         priority=settings.scheduling_policy == "priority",
     )
-    # Before each chat request reaches the engine, the idle cap's lines make room for it.
-    state.engine.make_room = runner.make_room
     router = routes(store, records, endpoints, settings.files_max_bytes, runner.wake)
     task: list[asyncio.Task[None]] = []
 
