@@ -4,6 +4,7 @@ oai-server                       # the embedded SmolLM2-135M-Instruct on 127.0.0
 oai-server --model Qwen/Qwen2.5-7B-Instruct --host 0.0.0.0 --tensor-parallel-size 2
 oai-server --model qwen=Qwen/Qwen2.5-0.5B-Instruct --model smol=/models/smollm2
 oai-server --models-file models.yaml
+oai-server serve Qwen/Qwen2.5-7B-Instruct -tp 2 --quantization fp8   # a vllm serve line
 """
 
 from __future__ import annotations
@@ -19,10 +20,11 @@ from typing import Any
 import uvicorn
 from fastapi import FastAPI
 from pydantic import ValidationError
-from pydantic_settings import CliApp, SettingsError
+from pydantic_settings import SettingsError
 
 from oai_server.app import create_app
 from oai_server.assembly import build_embedding_engine, build_engine
+from oai_server.cli import parse_command_line
 from oai_server.lifecycle import Lifecycle, Phase
 from oai_server.models.embedded_embedding import EmbeddedEmbeddingModelError
 from oai_server.models.entries import ModelEntry, ModelsFileError, model_entries
@@ -71,7 +73,12 @@ def serve(app: FastAPI, settings: Settings, **uvicorn_options: Any) -> int:
         app,
         host=settings.host,
         port=settings.port,
-        log_level=settings.log_level,
+        log_level=settings.uvicorn_log_level or settings.log_level,
+        root_path=settings.root_path,
+        ssl_keyfile=settings.ssl_keyfile,
+        ssl_certfile=settings.ssl_certfile,
+        ssl_ca_certs=None if settings.ssl_ca_certs is None else str(settings.ssl_ca_certs),
+        ssl_cert_reqs=settings.ssl_cert_reqs,
         # uvicorn's loggers propagate to ours (configure_logging): one format on stderr.
         log_config=None,
         # Our own access log (oai_server.access) has the request id and token counts.
@@ -108,12 +115,15 @@ def _check_hub_models(entries: list[ModelEntry]) -> None:
 def main(argv: Sequence[str] | None = None) -> None:
     """Parse flags and environment, then serve until stopped."""
     try:
-        settings = CliApp.run(Settings, cli_args=list(sys.argv[1:] if argv is None else argv))
+        command_line = parse_command_line(sys.argv[1:] if argv is None else argv)
     except ValidationError as exc:
         sys.exit(f"oai-server: {invalid_settings(exc)}")
-    except SettingsError as exc:  # a flag's value the command line could not parse
+    except (SettingsError, ValueError) as exc:  # a flag's value that could not be parsed
         sys.exit(f"oai-server: invalid settings: {exc}")
+    settings = command_line.settings
     configure_logging(settings.log_level)
+    for notice in command_line.notices:
+        logger.warning("%s", notice)
     try:
         entries = model_entries(settings)  # read once, here, and handed down
         _check_hub_models(entries)

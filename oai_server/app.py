@@ -374,8 +374,9 @@ def create_app(
         app.add_middleware(
             CORSMiddleware,
             allow_origins=settings.cors_allow_origins,
-            allow_methods=["*"],
-            allow_headers=["*"],
+            allow_methods=settings.cors_allow_methods,
+            allow_headers=settings.cors_allow_headers,
+            allow_credentials=settings.cors_allow_credentials,
             expose_headers=EXPOSED_HEADERS,
         )
     return app

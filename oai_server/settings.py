@@ -48,6 +48,28 @@ class Settings(BaseSettings, EngineOptions):
     log_level: Literal["debug", "info", "warning", "error"] = Field(
         "info", description="Log level."
     )
+    uvicorn_log_level: Literal["critical", "error", "warning", "info", "debug", "trace"] | None = (
+        Field(None, description="uvicorn's own log level; default: --log-level.")
+    )
+    root_path: str = Field(
+        "",
+        description="The path prefix a proxy serves this server under (ASGI root_path), "
+        "as vllm serve's --root-path.",
+    )
+    ssl_keyfile: Path | None = Field(None, description="TLS: the private key file (PEM).")
+    ssl_certfile: Path | None = Field(
+        None, description="TLS: the certificate file (PEM); with --ssl-keyfile, serves HTTPS."
+    )
+    ssl_ca_certs: Path | None = Field(
+        None, description="TLS: the CA certificates that client certificates are checked against."
+    )
+    ssl_cert_reqs: int = Field(
+        0,
+        ge=0,
+        le=2,
+        description="TLS: whether a client certificate is required (Python's ssl.CERT_*: "
+        "0 none, 1 optional, 2 required).",
+    )
 
     # --- work one request may ask for -------------------------------------------
     max_request_tokens: int | None = Field(
@@ -281,6 +303,17 @@ class Settings(BaseSettings, EngineOptions):
         description="Origins allowed by CORS (repeat, or comma-separated; '*' for any); "
         "default: none, CORS off.",
     )
+    cors_allow_methods: Annotated[list[str], NoDecode] = Field(
+        default_factory=lambda: ["*"],
+        description="Methods allowed by CORS (repeat, or comma-separated); default: any.",
+    )
+    cors_allow_headers: Annotated[list[str], NoDecode] = Field(
+        default_factory=lambda: ["*"],
+        description="Request headers allowed by CORS (repeat, or comma-separated); default: any.",
+    )
+    cors_allow_credentials: bool = Field(
+        False, description="CORS: let browsers send cookies and credentials."
+    )
     prefix_cache_shared: bool = Field(
         False,
         description="Let requests of different API keys share the engine's prefix cache (by "
@@ -294,6 +327,8 @@ class Settings(BaseSettings, EngineOptions):
     @field_validator(
         "api_key",
         "cors_allow_origins",
+        "cors_allow_methods",
+        "cors_allow_headers",
         "lora_modules",
         "model",
         "service_tier_priority_keys",
@@ -351,6 +386,12 @@ class Settings(BaseSettings, EngineOptions):
         ):
             return value
         raise ValueError("must be 'off', 'memory', 'redis' or a redis:// URL")
+
+    @model_validator(mode="after")
+    def _tls_pair(self) -> Settings:
+        if (self.ssl_keyfile is None) != (self.ssl_certfile is None):
+            raise ValueError("HTTPS needs both --ssl-keyfile and --ssl-certfile")
+        return self
 
     @model_validator(mode="after")
     def _cache_redis_named(self) -> Settings:

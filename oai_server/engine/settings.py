@@ -116,6 +116,14 @@ class EngineOptions(BaseModel):
         "'{\"temperature\": 0.5}'.",
     )
 
+    vllm_args: dict[str, Any] = Field(
+        default_factory=dict,
+        description="vLLM's other engine arguments by name (a JSON object, e.g. "
+        '\'{"quantization": "fp8", "kv_cache_dtype": "fp8"}\'), given to the engine as '
+        "vllm serve's parser gives them; on the command line, write them as vllm serve's "
+        "flags (--quantization fp8).",
+    )
+
     enable_lora: bool = Field(
         False,
         description="Serve LoRA adapters on the model (implied by --lora-modules, --lora-dir and "
@@ -158,6 +166,19 @@ class EngineOptions(BaseModel):
             if not Path(path).expanduser().is_dir():
                 raise ValueError(f"no adapter directory at {path}")
             names.add(name)
+        return value
+
+    @field_validator("vllm_args", mode="before")
+    @classmethod
+    def _vllm_names(cls, value: Any) -> Any:
+        """Names of vLLM's engine arguments only (checked against vLLM's own parser)."""
+        if isinstance(value, str):
+            value = json.loads(value) if value.strip() else {}
+        if isinstance(value, dict) and value:
+            from oai_server.engine.vllm.flags import check_engine_values
+
+            value = {str(k).replace("-", "_"): v for k, v in value.items()}
+            check_engine_values(value)
         return value
 
     @field_validator("generation_config")

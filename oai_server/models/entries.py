@@ -98,7 +98,9 @@ def _from_flags(settings: Settings) -> list[ModelEntry]:
         entries.append(_entry({**shared, **lora, "name": name, "model": source or None}))
     embedding = settings.embedding_model
     if embedding != "none":
-        update: dict[str, Any] = {**shared, **no_lora, "kind": "embedding"}
+        # vLLM's engine flags on the command line are the chat models': a models file
+        # gives the embedding model its own.
+        update: dict[str, Any] = {**shared, **no_lora, "kind": "embedding", "vllm_args": {}}
         update["name"] = _embedding_name(embedding)
         if embedding == EMBEDDED_EMBEDDING_MODEL_NAME:
             # The chat model's --dtype and --max-model-len are not the embedded model's.
@@ -148,7 +150,7 @@ def _read_models_file(settings: Settings, path: Path) -> list[ModelEntry]:
     entries: list[ModelEntry] = []
     for i, raw in enumerate(loaded["models"]):
         try:
-            entry = ModelEntry.model_validate(raw)
+            entry = ModelEntry.model_validate(_engine_keys_apart(raw, f"{where}: models[{i}]"))
         except ValidationError as exc:
             raise ModelsFileError(f"{where}: {_describe(exc, i)}") from None
         if entry.kind == "embedding" and entry.model == EMBEDDED_EMBEDDING_MODEL_NAME:
@@ -159,6 +161,27 @@ def _read_models_file(settings: Settings, path: Path) -> list[ModelEntry]:
             entry = entry.model_copy(update={"enable_lora": True})
         entries.append(entry)
     return entries
+
+
+def _engine_keys_apart(raw: Any, where: str) -> Any:
+    """`raw` with keys that are vLLM's engine arguments (by name, `quantization: fp8`)
+    moved under `vllm_args`; a key that is neither ours nor vLLM's stops the start."""
+    if not isinstance(raw, dict):
+        return raw
+    theirs = {
+        str(key).replace("-", "_"): value
+        for key, value in raw.items()
+        if key not in ModelEntry.model_fields
+    }
+    if not theirs:
+        return raw
+    from oai_server.engine.vllm.flags import engine_names
+
+    unknown = sorted(set(theirs) - engine_names())
+    if unknown:
+        raise ModelsFileError(f"{where}.{unknown[0]}: unknown key")
+    ours = {key: value for key, value in raw.items() if key in ModelEntry.model_fields}
+    return {**ours, "vllm_args": {**ours.get("vllm_args", {}), **theirs}}
 
 
 def _describe(exc: ValidationError, index: int) -> str:

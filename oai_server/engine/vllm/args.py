@@ -135,4 +135,6 @@ def engine_args(
     if not on_cpu:
         args["tensor_parallel_size"] = options.tensor_parallel_size
         args["gpu_memory_utilization"] = options.gpu_memory_utilization
+    # vLLM's other engine arguments, as its own parser read them: given, so they win.
+    args.update(options.vllm_args)
     return {k: v for k, v in args.items() if v is not None}

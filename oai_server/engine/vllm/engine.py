@@ -26,6 +26,7 @@ from oai_server.engine.types import (
     TokenLogprob,
 )
 from oai_server.engine.vllm import args as vllm_args
+from oai_server.engine.vllm import flags as vllm_flags
 from oai_server.engine.vllm import cpu, lora_ops
 from oai_server.engine.vllm.holder import AsyncLLMHolder, engine_processes
 from oai_server.engine.vllm.lora import VLLMAdapters
@@ -137,7 +138,6 @@ class VLLMEngine(AsyncLLMHolder, Engine):
             vllm_args.configure_cpu(self._options)
             preload = vllm_args.preload_for(self._options)
         from vllm.config import StructuredOutputsConfig
-        from vllm.engine.arg_utils import AsyncEngineArgs
         from vllm.v1.engine.async_llm import AsyncLLM
 
         self._lora_slot_fix = on_cpu and self._options.lora_enabled and lora_ops.patchable()
@@ -148,13 +148,14 @@ class VLLMEngine(AsyncLLMHolder, Engine):
             args["disable_log_stats"] = True
         logger.debug("starting vLLM engine (%s): %s", "CPU" if on_cpu else "GPU", args)
         logger.info("loading the engine (%s)", "CPU" if on_cpu else "GPU")
-        args["structured_outputs_config"] = StructuredOutputsConfig(
-            **args["structured_outputs_config"]
-        )
+        if isinstance(args["structured_outputs_config"], dict):  # else the user's own
+            args["structured_outputs_config"] = StructuredOutputsConfig(
+                **args["structured_outputs_config"]
+            )
         known = {p.pid for p in engine_processes()}
         with vllm_args.environment("LD_PRELOAD", preload):
             # The engine core is spawned here and reads LD_PRELOAD when it starts.
-            llm = AsyncLLM.from_engine_args(AsyncEngineArgs(**args))
+            llm = AsyncLLM.from_engine_args(vllm_flags.async_engine_args(args))
         self._model_info = ModelInfo(
             max_model_len=llm.model_config.max_model_len,
             source=self._options.model or "",

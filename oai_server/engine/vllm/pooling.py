@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from oai_server.engine.pooling import EmbeddingEngine, EmbeddingModelInfo
 from oai_server.engine.settings import EngineSettings
 from oai_server.engine.vllm import args as vllm_args
+from oai_server.engine.vllm import flags as vllm_flags
 from oai_server.engine.vllm.holder import AsyncLLMHolder, engine_processes
 from oai_server.errors import EngineDeadError, EngineNotReadyError, InvalidRequestError
 
@@ -43,7 +44,6 @@ class VLLMEmbeddingEngine(AsyncLLMHolder, EmbeddingEngine):
 
     def _start_blocking(self) -> None:
         began = time.monotonic()
-        from vllm.engine.arg_utils import AsyncEngineArgs
         from vllm.platforms import current_platform
         from vllm.v1.engine.async_llm import AsyncLLM
 
@@ -60,7 +60,7 @@ class VLLMEmbeddingEngine(AsyncLLMHolder, EmbeddingEngine):
         args["disable_log_stats"] = True
         logger.debug("starting the vLLM embedding engine: %s", args)
         known = {p.pid for p in engine_processes()}
-        llm = AsyncLLM.from_engine_args(AsyncEngineArgs(**args))
+        llm = AsyncLLM.from_engine_args(vllm_flags.async_engine_args(args))
         hf_tokenizer = llm.get_tokenizer()
         config = llm.model_config
         self._model_info = EmbeddingModelInfo(

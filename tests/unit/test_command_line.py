@@ -1,0 +1,167 @@
+"""The command line takes `vllm serve`'s flags in vLLM's own shapes, beside ours: engine
+arguments reach the engine, front-end flags land in our settings of the same meaning, and
+the rest is accepted with a one-line notice."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from oai_server.cli import parse_command_line
+from oai_server.engine.vllm.flags import engine_arguments
+from oai_server.models.entries import ModelsFileError, model_entries
+from oai_server.settings import Settings
+
+
+@pytest.fixture(autouse=True)
+def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in list(os.environ):
+        if name.upper().startswith("OAI_"):
+            monkeypatch.delenv(name)
+
+
+def _adapter(tmp_path: Path, name: str) -> Path:
+    path = tmp_path / name
+    path.mkdir()
+    return path
+
+
+def test_a_vllm_serve_line_lands_in_our_settings_and_the_engine_arguments() -> None:
+    line = parse_command_line(
+        ["serve", "Qwen/Qwen2.5-7B-Instruct", "-tp", "2", "--max-model-len", "32k",
+         "--quantization", "fp8", "--kv-cache-dtype", "fp8", "--enable-prefix-caching",
+         "--speculative-config.method", "ngram", "--port", "9000"]
+    )  # fmt: skip
+    settings = line.settings
+    assert settings.model == ["Qwen/Qwen2.5-7B-Instruct"]
+    assert settings.tensor_parallel_size == 2
+    assert settings.max_model_len == 32_000  # vLLM's "k" is a thousand
+    assert settings.port == 9000
+    assert settings.vllm_args == {
+        "quantization": "fp8",
+        "kv_cache_dtype": "fp8",
+        "enable_prefix_caching": True,
+        "speculative_config": {"method": "ngram"},
+    }
+    assert line.notices == []
+
+
+def test_lora_modules_take_several_values_after_one_flag_in_both_forms(tmp_path: Path) -> None:
+    first, second = _adapter(tmp_path, "a"), _adapter(tmp_path, "b")
+    settings = parse_command_line(
+        ["--lora-modules", f"a={first}", json.dumps({"name": "b", "path": str(second)})]
+    ).settings
+    assert settings.lora_modules == [f"a={first}", f"b={second}"]
+    assert settings.lora_enabled
+
+
+def test_front_end_flags_land_in_our_settings_of_the_same_meaning(tmp_path: Path) -> None:
+    settings = parse_command_line(
+        ["--allowed-origins", '["https://app.example"]', "--allowed-methods", '["GET", "POST"]',
+         "--allow-credentials", "--root-path", "/api", "--uvicorn-log-level", "warning",
+         "--ssl-keyfile", str(tmp_path / "key.pem"), "--ssl-certfile", str(tmp_path / "c.pem"),
+         "--enable-log-requests", "--api-key", "k1", "k2"]
+    ).settings  # fmt: skip
+    assert settings.cors_allow_origins == ["https://app.example"]
+    assert settings.cors_allow_methods == ["GET", "POST"]
+    assert settings.cors_allow_credentials is True
+    assert settings.root_path == "/api"
+    assert settings.uvicorn_log_level == "warning"
+    assert settings.ssl_keyfile == tmp_path / "key.pem"
+    assert settings.log_request_text is True
+    assert settings.api_key == ["k1", "k2"]
+    assert parse_command_line(["--disable-log-requests"]).settings.log_request_text is False
+
+
+def test_a_flag_without_meaning_here_is_accepted_with_a_notice() -> None:
+    line = parse_command_line(["serve", "org/model", "--headless", "--api-server-count", "2"])
+    assert line.notices == [
+        "--headless is not used by oai-server: ignored",
+        "--api-server-count is not used by oai-server: ignored",
+    ]
+    assert line.settings.model == ["org/model"]
+
+
+def test_several_served_names_serve_the_first_and_say_so() -> None:
+    line = parse_command_line(["org/model", "--served-model-name", "a", "b"])
+    assert line.settings.served_model_name == "a"
+    assert line.notices == [
+        "--served-model-name: served as 'a' only; aliases (b) are not served yet"
+    ]
+
+
+def test_our_own_flags_still_work_beside_vllm_flags(tmp_path: Path) -> None:
+    settings = parse_command_line(
+        ["--model", "a=org/a", "--model", "b=org/b", "--no-web-ui", "--store-all",
+         "--block-size", "32", "--data-dir", str(tmp_path)]
+    ).settings  # fmt: skip
+    assert settings.model == ["a=org/a", "b=org/b"]
+    assert settings.web_ui is False
+    assert settings.store_all is True
+    assert settings.data_dir == tmp_path
+    assert settings.vllm_args == {"block_size": 32}
+
+
+def test_an_unknown_flag_stops_the_start(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        parse_command_line(["--no-such-flag", "1"])
+    assert stopped.value.code == 2
+    assert "unrecognized arguments: --no-such-flag" in capsys.readouterr().err
+
+
+def test_help_lists_vllm_engine_arguments_and_where_our_defaults_differ(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        parse_command_line(["serve", "--help"])
+    assert stopped.value.code == 0
+    shown = capsys.readouterr().out
+    assert "--max-request-tokens" in shown  # ours
+    assert "--kv-cache-dtype" in shown and "--speculative-config" in shown  # vLLM's
+    assert "--enforce-eager: differs from vllm serve because on by default on CPU" in shown
+
+
+def test_engine_arguments_are_listed_for_the_docs_with_vllms_help() -> None:
+    listed = {argument.name: argument for argument in engine_arguments()}
+    assert listed["kv_cache_dtype"].flag == "--kv-cache-dtype"
+    assert listed["kv_cache_dtype"].group == "CacheConfig"
+    assert "fp8" in (listed["kv_cache_dtype"].choices or ())
+    assert listed["kv_cache_dtype"].help
+    assert listed["kv_cache_dtype"].differs is None
+    assert listed["dtype"].differs is not None
+
+
+def test_vllm_args_from_the_environment_are_checked_by_name(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OAI_VLLM_ARGS", '{"quantization": "fp8", "block-size": 32}')
+    assert Settings().vllm_args == {"quantization": "fp8", "block_size": 32}
+    monkeypatch.setenv("OAI_VLLM_ARGS", '{"quantisation": "fp8"}')
+    with pytest.raises(ValidationError, match="not a vLLM engine argument: quantisation"):
+        Settings()
+
+
+def test_a_models_file_takes_any_engine_argument_by_its_name(tmp_path: Path) -> None:
+    models = tmp_path / "models.yaml"
+    models.write_text(
+        "models:\n"
+        "  - name: big\n    model: org/big\n    quantization: fp8\n    kv-cache-dtype: fp8\n"
+        "  - name: small\n    model: org/small\n"
+    )
+    entries = model_entries(Settings(models_file=models))
+    assert entries[0].vllm_args == {"quantization": "fp8", "kv_cache_dtype": "fp8"}
+    assert entries[1].vllm_args == {}
+    models.write_text("models:\n  - name: big\n    model: org/big\n    quantisation: fp8\n")
+    with pytest.raises(ModelsFileError, match=r"models\[0\]\.quantisation: unknown key"):
+        model_entries(Settings(models_file=models))
+
+
+def test_command_line_engine_arguments_are_the_chat_models_not_the_embedders() -> None:
+    settings = parse_command_line(["org/model", "--quantization", "fp8"]).settings
+    chat, embedding = model_entries(settings)
+    assert chat.vllm_args == {"quantization": "fp8"}
+    assert embedding.kind == "embedding" and embedding.vllm_args == {}
