@@ -121,6 +121,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     except (SettingsError, ValueError) as exc:  # a flag's value that could not be parsed
         sys.exit(f"oai-server: invalid settings: {exc}")
     settings = command_line.settings
+    if settings.ssl_certfile is None and settings.ssl_keyfile is not None:
+        sys.exit("oai-server: --ssl-keyfile needs --ssl-certfile (HTTPS needs both)")
     configure_logging(settings.log_level)
     for notice in command_line.notices:
         logger.warning("%s", notice)

@@ -112,7 +112,7 @@ def _parse_with_vllm(args: list[str]) -> CommandLine:
 
     parser = vllm_flags.serve_parser(PROG)
     vllm_names = {action.dest for action in parser._actions}
-    group = parser.add_argument_group("oai-server")
+    group = parser.add_argument_group("oai-server")  # type: ignore[no-untyped-call]
     for name in Settings.model_fields:
         if name in vllm_names and name != "model":
             continue  # vLLM's flag, read by vLLM's parser and mapped below

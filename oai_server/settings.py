@@ -65,8 +65,6 @@ class Settings(BaseSettings, EngineOptions):
     )
     ssl_cert_reqs: int = Field(
         0,
-        ge=0,
-        le=2,
         description="TLS: whether a client certificate is required (Python's ssl.CERT_*: "
         "0 none, 1 optional, 2 required).",
     )
@@ -386,12 +384,6 @@ class Settings(BaseSettings, EngineOptions):
         ):
             return value
         raise ValueError("must be 'off', 'memory', 'redis' or a redis:// URL")
-
-    @model_validator(mode="after")
-    def _tls_pair(self) -> Settings:
-        if (self.ssl_keyfile is None) != (self.ssl_certfile is None):
-            raise ValueError("HTTPS needs both --ssl-keyfile and --ssl-certfile")
-        return self
 
     @model_validator(mode="after")
     def _cache_redis_named(self) -> Settings:

@@ -6,6 +6,8 @@ camelCase name, so `helm install` rejects a misspelt or mistyped setting; and `m
 file has them. Regenerate it after adding a setting (the chart's templates need no edit)::
 
     python -m tests.helm.settings_schema
+
+(and after a vLLM upgrade: a models-file entry lists vLLM's engine arguments by name).
 """
 
 from __future__ import annotations
@@ -65,6 +67,13 @@ def models_schema() -> dict[str, Any]:
     schema = ModelEntry.model_json_schema()
     item = _clean({k: v for k, v in schema.items() if k != "$defs"}, schema.get("$defs", {}))
     item.pop("description", None)
+    # A models file takes any of vLLM's engine arguments by name, beside ours: listed by
+    # name (vLLM's parser checks their values), so a misspelt key still fails at install.
+    from oai_server.engine.vllm_flags import engine_names
+
+    for name in sorted(engine_names() - set(item["properties"])):
+        flag = "--" + name.replace("_", "-")
+        item["properties"][name] = {"description": f"vLLM's engine argument {flag}"}
     return {
         "description": "Every model to serve (the server's --models-file).",
         "type": "array",

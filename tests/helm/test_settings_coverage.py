@@ -24,6 +24,8 @@ from tests.helm.settings_schema import camel_case, read_values_schema, server_pr
 FIELDS = sorted(Settings.model_fields)
 # Settings whose paths must hold more than a directory: a hub id instead (checked later).
 HUB_IDS = {"model": ["org/chat-model"], "embedding_model": "org/embedding-model"}
+# Settings whose keys must be vLLM's engine arguments' names.
+NAMED = {"vllm_args": {"block_size": 32}}
 
 
 def sample(schema: dict[str, Any]) -> Any:
@@ -77,7 +79,7 @@ def test_setting_reaches_server_from_values(
     chart: helm_python.Chart, monkeypatch: pytest.MonkeyPatch, field: str
 ) -> None:
     key = camel_case(field)
-    value = HUB_IDS.get(field) or sample(server_properties()[key])
+    value = HUB_IDS.get(field) or NAMED.get(field) or sample(server_properties()[key])
     variables = env(render(chart, {"server": {key: value}}))
     name = f"OAI_{field.upper()}"
     assert name in variables, f"server.{key} did not become {name}"

@@ -121,7 +121,8 @@ def test_help_lists_vllm_engine_arguments_and_where_our_defaults_differ(
     assert stopped.value.code == 0
     shown = capsys.readouterr().out
     assert "--max-request-tokens" in shown  # ours
-    assert "--kv-cache-dtype" in shown and "--speculative-config" in shown  # vLLM's
+    assert "--kv-cache-dtype" in shown
+    assert "--speculative-config" in shown
     assert "--enforce-eager: differs from vllm serve because on by default on CPU" in shown
 
 
@@ -164,4 +165,5 @@ def test_command_line_engine_arguments_are_the_chat_models_not_the_embedders() -
     settings = parse_command_line(["org/model", "--quantization", "fp8"]).settings
     chat, embedding = model_entries(settings)
     assert chat.vllm_args == {"quantization": "fp8"}
-    assert embedding.kind == "embedding" and embedding.vllm_args == {}
+    assert embedding.kind == "embedding"
+    assert embedding.vllm_args == {}

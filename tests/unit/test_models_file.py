@@ -173,7 +173,9 @@ def _start(*args: str, env: dict[str, str] | None = None) -> subprocess.Complete
         [sys.executable, "-m", "oai_server", *args],
         capture_output=True,
         text=True,
-        timeout=60,
+        # An unknown key of a models file is looked up among vLLM's engine arguments, which
+        # imports vllm: seconds alone, a minute and more on a loaded 2-core machine.
+        timeout=240,
         env={**os.environ, **(env or {})},
     )
 

@@ -56,12 +56,17 @@ class EngineArgument:
     differs: str | None
 
 
+def _new_parser(**options: Any) -> FlexibleArgumentParser:
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    return FlexibleArgumentParser(**options)  # type: ignore[no-untyped-call]
+
+
 @functools.cache
 def _engine_parser() -> FlexibleArgumentParser:
     from vllm.engine.arg_utils import AsyncEngineArgs
-    from vllm.utils.argparse_utils import FlexibleArgumentParser
 
-    parser: FlexibleArgumentParser = AsyncEngineArgs.add_cli_args(FlexibleArgumentParser())
+    parser: FlexibleArgumentParser = AsyncEngineArgs.add_cli_args(_new_parser())
     return parser
 
 
@@ -69,10 +74,9 @@ def serve_parser(prog: str) -> FlexibleArgumentParser:
     """A fresh `vllm serve` parser (front end and engine), every default suppressed, so a
     parse holds only what the command line gave; later definitions replace its flags."""
     from vllm.entrypoints.launchers.cli_args import make_arg_parser
-    from vllm.utils.argparse_utils import FlexibleArgumentParser
 
     parser: FlexibleArgumentParser = make_arg_parser(
-        FlexibleArgumentParser(prog=prog, conflict_handler="resolve", add_help=False)
+        _new_parser(prog=prog, conflict_handler="resolve", add_help=False)
     )
     for action in parser._actions:
         action.default = argparse.SUPPRESS
@@ -110,15 +114,12 @@ def _documented_parser() -> FlexibleArgumentParser:
     """The engine parser with vLLM's help text, which vLLM reads from its config classes'
     docstrings only under `vllm ... --help` or mkdocs (`NEEDS_HELP`, read at import)."""
     from vllm.engine import arg_utils
-    from vllm.utils.argparse_utils import FlexibleArgumentParser
 
     needs_help = arg_utils.NEEDS_HELP
     arg_utils.NEEDS_HELP = True
     arg_utils._compute_kwargs.cache_clear()
     try:
-        parser: FlexibleArgumentParser = arg_utils.AsyncEngineArgs.add_cli_args(
-            FlexibleArgumentParser()
-        )
+        parser: FlexibleArgumentParser = arg_utils.AsyncEngineArgs.add_cli_args(_new_parser())
     finally:
         arg_utils.NEEDS_HELP = needs_help
         arg_utils._compute_kwargs.cache_clear()
