@@ -1,7 +1,7 @@
 """The command line: a `vllm serve` command line, unchanged, and our own flags beside it.
 
 `oai-server serve MODEL [flags]` (or `oai-server [flags]`) takes every flag `vllm serve`
-takes, parsed by vLLM's own parser (`engine/vllm_flags.py`), and every flag of
+takes, parsed by vLLM's own parser (`engine/vllm/flags.py`), and every flag of
 `Settings`, parsed by pydantic-settings. What vLLM's parser read then lands in one of
 three places:
 

@@ -69,7 +69,7 @@ def models_schema() -> dict[str, Any]:
     item.pop("description", None)
     # A models file takes any of vLLM's engine arguments by name, beside ours: listed by
     # name (vLLM's parser checks their values), so a misspelt key still fails at install.
-    from oai_server.engine.vllm_flags import engine_names
+    from oai_server.engine.vllm.flags import engine_names
 
     for name in sorted(engine_names() - set(item["properties"])):
         flag = "--" + name.replace("_", "-")

@@ -26,8 +26,8 @@ from oai_server.engine.types import (
     TokenLogprob,
 )
 from oai_server.engine.vllm import args as vllm_args
-from oai_server.engine.vllm import flags as vllm_flags
 from oai_server.engine.vllm import cpu, lora_ops
+from oai_server.engine.vllm import flags as vllm_flags
 from oai_server.engine.vllm.holder import AsyncLLMHolder, engine_processes
 from oai_server.engine.vllm.lora import VLLMAdapters
 from oai_server.errors import (
