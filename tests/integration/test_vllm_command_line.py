@@ -16,10 +16,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from benchmarks.fixtures.lora_adapter import write_adapter
 from oai_server.models.embedded_model import ensure_embedded_model
 from oai_server.settings import Settings
 from tests.integration.conftest import START_TIMEOUT_S, STOP_TIMEOUT_S, _free_port
-from tests.lora.adapter import write_adapter
 
 # The start alone took 4 minutes on a loaded 2-core machine (LoRA, float32): more than
 # the suite's 10 minutes per test once other tests share the cores.
