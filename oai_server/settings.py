@@ -371,6 +371,16 @@ class Settings(BaseSettings, EngineOptions):
             check_model_source(source if sep else item)
         return value
 
+    @field_validator("vllm_args")
+    @classmethod
+    def _known_vllm_args(cls, value: dict[str, Any]) -> dict[str, Any]:
+        """Names of vLLM's engine arguments only (checked against vLLM's own parser)."""
+        if value:
+            from oai_server.engine.vllm.flags import check_engine_values
+
+            check_engine_values(value)
+        return value
+
     @field_validator("embedding_model")
     @classmethod
     def _model_source(cls, value: str) -> str:

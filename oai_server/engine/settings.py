@@ -171,14 +171,12 @@ class EngineOptions(BaseModel):
     @field_validator("vllm_args", mode="before")
     @classmethod
     def _vllm_names(cls, value: Any) -> Any:
-        """Names of vLLM's engine arguments only (checked against vLLM's own parser)."""
+        """A JSON object from the environment; names as vLLM's fields spell them (the names
+        are checked against vLLM's own parser by `Settings` and the models file)."""
         if isinstance(value, str):
             value = json.loads(value) if value.strip() else {}
-        if isinstance(value, dict) and value:
-            from oai_server.engine.vllm.flags import check_engine_values
-
+        if isinstance(value, dict):
             value = {str(k).replace("-", "_"): v for k, v in value.items()}
-            check_engine_values(value)
         return value
 
     @field_validator("generation_config")
