@@ -8,6 +8,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from transformers import AutoTokenizer
 
 from oai_server.models.embedded_embedding import locate_embedding_model
 from tests.conformance import ValidatingTransport
@@ -58,8 +59,6 @@ def test_a_repeated_greedy_question_is_answered_from_the_cache(tmp_path: Path) -
         assert len(embedded[0].json()["data"][0]["embedding"]) == 384
         # The key is the real tokenizer's ids: the same texts sent as their token ids are
         # the same entry, with the same usage (the model's tokens, not the text's bytes).
-        from transformers import AutoTokenizer
-
         tokenizer = AutoTokenizer.from_pretrained(locate_embedding_model())
         ids = [tokenizer.encode(text) for text in texts]
         as_ids = http.post("/embeddings", json={**embed, "input": ids})
@@ -68,8 +67,9 @@ def test_a_repeated_greedy_question_is_answered_from_the_cache(tmp_path: Path) -
         tokens = sum(map(len, ids))
         assert as_ids.json()["usage"]["prompt_tokens"] == tokens
         assert tokens < sum(map(len, texts))  # fewer than the bytes (the fake's ids)
-        # A text the tokenizer reads differently is another entry, not a collision.
-        other = http.post("/embeddings", json={**embed, "input": ["Cached text", "another"]})
+        # A text the tokenizer reads differently is another entry, not a collision (not a
+        # change of case: this model's tokenizer lowercases, so "Cached" is "cached" to it).
+        other = http.post("/embeddings", json={**embed, "input": ["cached texts", "another"]})
         assert other.headers["x-cache"] == "miss"
         metrics = httpx.get(f"{server.root}/metrics", timeout=10).text
         assert "oai_cache_hits_total 4.0" in metrics
