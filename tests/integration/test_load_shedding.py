@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from oai_server.observability.metrics import WAITING_REQUESTS
 from tests.conformance import ValidatingTransport
 from tests.integration.conftest import MODEL, Server, run_server
 
@@ -30,6 +31,13 @@ def limited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 
 def client(server: Server) -> httpx.Client:
     return httpx.Client(base_url=server.base_url, transport=ValidatingTransport(), timeout=60)
+
+
+def waiting(server: Server) -> float:
+    """The server's gauge of requests in the engine with no output yet."""
+    metrics = httpx.get(f"{server.root}/metrics", timeout=10).text
+    line = next(line for line in metrics.splitlines() if line.startswith(WAITING_REQUESTS + " "))
+    return float(line.split()[1])
 
 
 def test_requests_past_the_queue_limit_are_shed(limited: Server) -> None:
@@ -64,7 +72,11 @@ def test_requests_behind_a_long_prefill_are_shed(limited: Server) -> None:
             target=lambda: outcome.append(http.post("/completions", json=body))
         )
         worker.start()
-        time.sleep(0.01)
+        # Long prompts are tokenized off the event loop: the short requests start once the
+        # long one is in the engine (queued or in prefill), not before it (one of them
+        # would then be in prefill first, and the long one rightly shed).
+        while worker.is_alive() and waiting(limited) == 0:
+            time.sleep(0.005)
         answers = []
         while worker.is_alive():
             answers.append(http.post("/chat/completions", json=SHORT))

@@ -59,6 +59,15 @@ def test_lora_modules_take_several_values_after_one_flag_in_both_forms(tmp_path:
     assert settings.lora_enabled
 
 
+def test_a_repeated_lora_modules_flag_adds_each_adapter(tmp_path: Path) -> None:
+    """One flag per adapter, as many scripts write it: vLLM's parser would keep the last."""
+    first, second = _adapter(tmp_path, "a"), _adapter(tmp_path, "b")
+    settings = parse_command_line(
+        ["--lora-modules", f"a={first}", "--lora-modules", f"b={second}", "--max-lora-rank", "8"]
+    ).settings
+    assert settings.lora_modules == [f"a={first}", f"b={second}"]
+
+
 def test_front_end_flags_land_in_our_settings_of_the_same_meaning(tmp_path: Path) -> None:
     settings = parse_command_line(
         ["--allowed-origins", '["https://app.example"]', "--allowed-methods", '["GET", "POST"]',

@@ -80,7 +80,34 @@ def serve_parser(prog: str) -> FlexibleArgumentParser:
     )
     for action in parser._actions:
         action.default = argparse.SUPPRESS
+        if action.dest in REPEATABLE:
+            action.__class__ = _adding(type(action))
     return parser
+
+
+# List flags a command line may repeat, each time adding to the list: vLLM's parser keeps
+# only the last `--lora-modules` given, which drops adapters silently from scripts that
+# write one flag per adapter (both forms work here).
+REPEATABLE = frozenset({"lora_modules"})
+
+
+@functools.cache
+def _adding(action: type[argparse.Action]) -> type[argparse.Action]:
+    """`action`, adding what it parses to what earlier flags of its name gave."""
+
+    class Adding(action):  # type: ignore[valid-type,misc]
+        def __call__(
+            self,
+            parser: argparse.ArgumentParser,
+            namespace: argparse.Namespace,
+            values: Any,
+            option_string: str | None = None,
+        ) -> None:
+            earlier = list(getattr(namespace, self.dest, None) or [])
+            super().__call__(parser, namespace, values, option_string)
+            setattr(namespace, self.dest, [*earlier, *(getattr(namespace, self.dest) or [])])
+
+    return Adding
 
 
 @functools.cache
