@@ -91,7 +91,6 @@ def serve_parser(prog: str) -> FlexibleArgumentParser:
 REPEATABLE = frozenset({"lora_modules"})
 
 
-@functools.cache
 def _adding(action: type[argparse.Action]) -> type[argparse.Action]:
     """`action`, adding what it parses to what earlier flags of its name gave."""
 
