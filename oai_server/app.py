@@ -33,6 +33,7 @@ from oai_server import (
     realtime,
     responses,
     store,
+    tracing,
     web,
 )
 from oai_server.answering import AnsweringChain
@@ -226,6 +227,7 @@ def _wire(
     core = _core(
         settings, entries, engine, embedder, metrics, dependencies, admit=admit, replica=replica
     )
+    traced = tracing.feature(settings)
     stored = store.feature(core)
     # Embedding tokens count against the caller's token limit too.
     embedded = embeddings.feature(core, admit)
@@ -240,6 +242,7 @@ def _wire(
         core.chat, core.completions, embedded.service, stored.service, cached.service
     )
     features: list[Feature[object]] = [
+        traced,  # first: its span holds every other feature's work on the request
         stored,
         cached,
         answered,

@@ -319,7 +319,16 @@ class Settings(BaseSettings, EngineOptions):
         "another's prompts). Say so when every key is one tenant.",
     )
     log_request_text: bool = Field(
-        False, description="Put prompts in the access log (default: counts only, never text)."
+        False,
+        description="Put prompts in the access log and in trace spans (default: counts only, "
+        "never text).",
+    )
+    otlp_traces_endpoint: str | None = Field(
+        None,
+        description="Export OpenTelemetry traces to this OTLP endpoint (as vllm serve's flag), "
+        "e.g. http://collector:4317 (gRPC) or, with OTEL_EXPORTER_OTLP_TRACES_PROTOCOL="
+        "http/protobuf, http://collector:4318/v1/traces; the standard OTEL_* variables set "
+        "headers, service name and sampler. Default: none, tracing off.",
     )
 
     @field_validator(

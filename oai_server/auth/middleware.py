@@ -13,6 +13,7 @@ from oai_server.caller import PRINCIPAL
 from oai_server.error_responses import refuse
 from oai_server.errors import AuthenticationError
 from oai_server.http.open_paths import OpenPaths
+from oai_server.observability.spans import span
 
 # A browser cannot set headers on a WebSocket: OpenAI's clients send the key as a
 # subprotocol instead, `openai-insecure-api-key.<key>`.
@@ -60,8 +61,9 @@ class AuthMiddleware:
         state = scope.setdefault("state", {})
         state[PRINCIPAL] = None
         if self.keys and not self.is_open(scope["path"]):
-            token = bearer_token(scope)
-            principal = None if token is None else self.keys.match(token)
+            with span("auth.check_key"):
+                token = bearer_token(scope)
+                principal = None if token is None else self.keys.match(token)
             if principal is None:
                 await refuse(AuthenticationError(_MESSAGE), scope, receive, send)
                 return

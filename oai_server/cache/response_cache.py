@@ -38,6 +38,7 @@ from oai_server.cache.service import CachedService
 from oai_server.caller import caller
 from oai_server.embeddings.service import EmbeddingCall, EmbeddingJob
 from oai_server.generation.engine_request import Usage
+from oai_server.observability.spans import span
 from oai_server.services.chat import ChatJob, ChatRequest
 from oai_server.services.completion_batch import Batch, CompletionJob
 from schemas.chat import CreateChatCompletionRequest
@@ -128,7 +129,10 @@ class ResponseCache:
 
     async def stored(self, key: str, endpoint: Endpoint[Any, Any, Any]) -> Entry | None:
         """The stored entry of `key`, if any."""
-        data = await self.backend.get(key)
+        with span("cache.lookup") as traced:
+            data = await self.backend.get(key)
+            if traced is not None:
+                traced.set_attribute("oai.cache.hit", data is not None)
         if data is not None:
             entry = decode(data, endpoint.restore)
             if entry is not None:
@@ -142,7 +146,8 @@ class ResponseCache:
         flight = self._flights.pending(key)
         if flight is None:
             return None
-        data = await flight
+        with span("cache.wait_in_flight"):
+            data = await flight
         entry = None if data is None else decode(data, endpoint.restore)
         if entry is not None:
             self.metrics.coalesced.inc()
@@ -194,7 +199,8 @@ class ResponseCache:
         if not store:
             return
         data = encode(events, usage)
-        await self.backend.set(key, data)
+        with span("cache.fill"):
+            await self.backend.set(key, data)
         if flight is not None:
             flight.land(data)
             await self.backend.release(key)

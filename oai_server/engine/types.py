@@ -141,6 +141,9 @@ class GenerationStep:
     # On the first step, when the engine knows it: seconds the request waited in its
     # queue before it was scheduled.
     queue_time: float | None = None
+    # On the first step, when the engine knows it: seconds from scheduled to the first
+    # token (the prompt's prefill).
+    prefill_time: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

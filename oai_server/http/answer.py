@@ -12,6 +12,7 @@ from fastapi import Request, Response
 
 from oai_server.http.disconnect import Disconnect, until_disconnect
 from oai_server.http.sse import EventStreamResponse
+from oai_server.observability.spans import current_tracer, describe_request
 from oai_server.services.events import EventStream
 from schemas.chat import CreateChatCompletionRequest
 from schemas.common import ResponseModel
@@ -96,6 +97,8 @@ async def answer(
     """
     job = await service.prepare(req)
     request_id = engine_request_id(request, req)
+    if current_tracer.get() is not None:
+        describe_request(req, request_id)
     shortcut = service if isinstance(service, Shortcut) else None
     handle: Handle | None = None
     if shortcut is not None:

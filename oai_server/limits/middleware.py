@@ -10,6 +10,7 @@ from oai_server.errors import RateLimitError
 from oai_server.http.open_paths import OpenPaths
 from oai_server.limits.limiter import RateLimiter
 from oai_server.observability.context import current_request
+from oai_server.observability.spans import span
 
 
 class RateLimitMiddleware:
@@ -33,7 +34,8 @@ class RateLimitMiddleware:
         record = current_request.get()
         try:
             # A WebSocket session counts as one request; its tokens count as they go.
-            requests = await self.limiter.take_request(principal)
+            with span("rate_limit.check"):
+                requests = await self.limiter.take_request(principal)
         except RateLimitError as refused:
             await refuse(refused, scope, receive, send)
             return

@@ -27,7 +27,14 @@ from oai_server.engine.types import GenerationStep, SamplingOptions
 from oai_server.engine.wrapper import EngineWrapper
 from oai_server.errors import ServerShuttingDownError
 from oai_server.observability.context import RequestRecord, current_request
+from oai_server.observability.engine_spans import (
+    EngineSpan,
+    EngineTimes,
+    end_engine_span,
+    start_engine_span,
+)
 from oai_server.observability.metrics import Metrics
+from oai_server.observability.spans import current_tracer
 
 # Called before a request reaches the engine with the tokens it may use at most
 # (prompt plus the requested maximum); raises to refuse it.
@@ -73,6 +80,8 @@ class Measurement:
         "ended",
         "engine",
         "finished",
+        "first",
+        "first_step",
         "gap_total",
         "gaps",
         "generated",
@@ -84,6 +93,7 @@ class Measurement:
         "request_id",
         "series",
         "several",
+        "span",
         "submitted",
     )
 
@@ -115,6 +125,10 @@ class Measurement:
         self.bounds, self.counts = self.gaps.bounds, self.gaps.counts
         self.gap_total = 0.0
         self.ended = False
+        # Traced requests only: the engine's span, and when and what the first step was.
+        self.span: EngineSpan | None = None
+        self.first = 0.0
+        self.first_step: GenerationStep | None = None
 
     def step(self, step: GenerationStep, tokens: int) -> None:
         """Count `step`, which brought `tokens` tokens, as it arrives; raise if the server
@@ -129,6 +143,7 @@ class Measurement:
                 self.gap_total += gap
         else:
             self.prompt_tokens = step.prompt_tokens or self.prompt_length
+            self.first, self.first_step = now, step
             self.engine._waiting.discard(self.request_id)
             self.series.time_to_first_token.observe(now - self.submitted)
             if step.queue_time is not None:
@@ -169,6 +184,18 @@ class Measurement:
             record.finish_reasons += self.finished
         engine._waiting.discard(self.request_id)
         engine._live.pop(self.request_id, None)
+        if self.span is not None:
+            times = EngineTimes(
+                self.submitted,
+                self.first,
+                self.last,
+                self.first_step,
+                self.prompt_tokens,
+                self.generated,
+                self.finished,
+                self.cut,
+            )
+            end_engine_span(self.span, times)
 
 
 class InstrumentedEngine(EngineWrapper):
@@ -237,6 +264,9 @@ class InstrumentedEngine(EngineWrapper):
             record.prompt_text = text if record.prompt_text is None else record.prompt_text + text
         steps = aiter(self.inner.generate(request_id, prompt_token_ids, options))
         measurement = Measurement(self, request_id, len(prompt_token_ids), options, model, record)
+        tracer = current_tracer.get()
+        if tracer is not None:
+            measurement.span = start_engine_span(tracer, request_id, model, options)
         self._live[request_id] = measurement
         self._waiting.add(request_id)
         return steps, measurement

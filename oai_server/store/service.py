@@ -15,6 +15,7 @@ from starlette.requests import HTTPConnection
 
 from oai_server.caller import caller
 from oai_server.errors import NotFoundError, StoreUnavailableError
+from oai_server.observability.spans import span
 from oai_server.resilience import Breaker, DependencyDownError
 from oai_server.services.chat import ChatService
 from oai_server.store.chat_records import completion_record
@@ -126,8 +127,9 @@ class StoreService:
         self.submit(completion_record(req, response, owner or ""))
 
     def submit(self, record: Record) -> None:
-        """Queue `record` for storing; returns at once."""
-        self.writer.submit(record)
+        """Queue `record` for storing; returns at once (the writer writes in batches)."""
+        with span("store.write", {"oai.store.kind": record.object.kind}):
+            self.writer.submit(record)
 
     def incomplete(self) -> None:
         """Count an answer to be stored that did not finish (`oai_store_incomplete_total`)."""

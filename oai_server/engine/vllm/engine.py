@@ -220,6 +220,7 @@ class VLLMEngine(AsyncLLMHolder, Engine):
                 if first:
                     first = False
                     step.queue_time = _queue_time(out.metrics)
+                    step.prefill_time = _prefill_time(out.metrics)
                 if out.prompt_logprobs is not None and options.prompt_logprobs is not None:
                     step.prompt_logprobs = [
                         None if d is None else _token_logprob(t, d, options.prompt_logprobs)
@@ -270,6 +271,15 @@ def _queue_time(stats: Any) -> float | None:
     if not queued or not scheduled:
         return None
     return max(0.0, float(scheduled - queued))
+
+
+def _prefill_time(stats: Any) -> float | None:
+    """Seconds between scheduled and the first token, from vLLM's per-request stats."""
+    scheduled = getattr(stats, "scheduled_ts", 0.0)
+    first = getattr(stats, "first_token_ts", 0.0)
+    if not scheduled or not first:
+        return None
+    return max(0.0, float(first - scheduled))
 
 
 # JSON has no -inf; vLLM's own server clamps the same way.

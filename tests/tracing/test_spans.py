@@ -1,0 +1,165 @@
+"""Each request's trace, as an OTLP backend receives it: the server span, continued from
+the client's `traceparent`, with GenAI's attributes, and the spans of what it waited on."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from oai_server.engine.fake import FakeEngine
+from tests.tracing.conftest import traced
+from tests.tracing.receiver import Receiver, ReceivedSpan
+from tests.unit.conftest import MODEL, chat_body, serve
+
+KEY = "sk-tracing-test"
+TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
+CLIENT_SPAN = "00f067aa0ba902b7"
+TRACEPARENT = f"00-{TRACE_ID}-{CLIENT_SPAN}-01"
+SERVER = 2  # the protobuf's SPAN_KIND_SERVER
+SECRET = "the-secret-prompt-text"
+
+
+def server_span(receiver: Receiver) -> ReceivedSpan:
+    (span,) = [s for s in receiver.spans if s.kind == SERVER]
+    return span
+
+
+async def test_a_chat_continues_the_clients_trace_with_genai_attributes(
+    receiver: Receiver, tmp_path: Path
+) -> None:
+    settings = {
+        "api_key": [KEY],
+        "rate_limit_rpm": 1000,
+        "data_dir": tmp_path,
+    }
+    async with traced(receiver, **settings) as client:
+        response = await client.post(
+            "/v1/chat/completions",
+            json=chat_body(
+                max_tokens=5, temperature=0.5, top_p=0.9, seed=7, store=True, ignore_eos=True
+            ),
+            headers={
+                "authorization": f"Bearer {KEY}",
+                "traceparent": TRACEPARENT,
+                "tracestate": "vendor=value",
+            },
+        )
+        assert response.status_code == 200
+        answer = response.json()
+    receiver.wait_for(1, "engine")
+    server = server_span(receiver)
+    # The client's trace, continued: one trace, the server span under the client's span.
+    assert server.trace_id == TRACE_ID
+    assert server.parent_span_id == CLIENT_SPAN
+    assert server.name == f"chat {MODEL}"
+    assert server.service == "oai-test"  # OTEL_SERVICE_NAME
+    assert receiver.headers.get("x-tenant") == "team-a"  # OTEL_EXPORTER_OTLP_TRACES_HEADERS
+    a = server.attributes
+    assert a["gen_ai.operation.name"] == "chat"
+    assert a["gen_ai.request.model"] == MODEL
+    assert a["gen_ai.response.model"] == answer["model"]
+    assert a["gen_ai.response.id"] == answer["id"]
+    assert a["gen_ai.response.finish_reasons"] == [answer["choices"][0]["finish_reason"]]
+    assert a["gen_ai.usage.input_tokens"] == answer["usage"]["prompt_tokens"]
+    assert a["gen_ai.usage.output_tokens"] == answer["usage"]["completion_tokens"] == 5
+    assert a["gen_ai.request.temperature"] == 0.5
+    assert a["gen_ai.request.top_p"] == 0.9
+    assert a["gen_ai.request.seed"] == 7
+    assert a["gen_ai.request.max_tokens"] == 5
+    assert a["http.response.status_code"] == 200
+    # What the request waited on, each a child of the server span, in the same trace.
+    children = {s.name: s for s in receiver.children(server)}
+    assert {"auth.check_key", "rate_limit.check", "store.write", "engine"} <= set(children)
+    engine = children["engine"]
+    assert engine.attributes["gen_ai.usage.output_tokens"] == 5
+    assert engine.attributes["gen_ai.latency.time_to_first_token"] >= 0
+    assert "gen_ai.usage.cache_read.input_tokens" in engine.attributes
+    assert {s.name for s in receiver.children(engine)} == {"queue", "prefill", "decode"}
+    assert all(s.trace_id == TRACE_ID for s in receiver.spans)
+    assert server.start_ns <= engine.start_ns <= engine.end_ns <= server.end_ns
+
+
+async def test_a_request_without_traceparent_starts_a_trace(receiver: Receiver) -> None:
+    async with traced(receiver) as client:
+        response = await client.post(
+            "/v1/completions", json={"model": MODEL, "prompt": "Hi", "max_tokens": 2}
+        )
+        assert response.status_code == 200
+    receiver.wait_for(1, "engine")
+    server = server_span(receiver)
+    assert server.parent_span_id == ""
+    assert server.trace_id not in ("", "0" * 32)
+    assert server.attributes["gen_ai.operation.name"] == "text_completion"
+
+
+async def test_a_stream_ends_its_span_when_the_stream_ends(receiver: Receiver) -> None:
+    engine = FakeEngine(token_delay=0.02)
+    async with traced(receiver, engine) as client:
+        async with client.stream(
+            "POST",
+            "/v1/chat/completions",
+            json=chat_body(max_tokens=10, stream=True, ignore_eos=True),
+            headers={"traceparent": TRACEPARENT},
+        ) as response:
+            chunks = [line async for line in response.aiter_lines() if line.startswith("data: ")]
+        assert chunks[-1] == "data: [DONE]"
+    receiver.wait_for(1, "decode")
+    server = server_span(receiver)
+    (engine_span,) = receiver.named("engine")
+    (decode,) = receiver.named("decode")
+    assert server.attributes["gen_ai.usage.output_tokens"] == 10
+    assert server.attributes["gen_ai.response.finish_reasons"] == ["length"]
+    # Ten tokens 20 ms apart: the spans cover the whole stream, not its first bytes.
+    assert decode.end_ns - decode.start_ns >= 0.15e9
+    assert server.end_ns >= engine_span.end_ns >= decode.end_ns
+
+
+async def test_a_cache_hit_has_no_engine_span(receiver: Receiver) -> None:
+    body = chat_body(max_tokens=4, temperature=0)
+    async with traced(receiver, response_cache="memory") as client:
+        first = await client.post("/v1/chat/completions", json=body)
+        second = await client.post("/v1/chat/completions", json=body)
+        assert first.headers["x-cache"] == "miss"
+        assert second.headers["x-cache"] == "hit"
+    receiver.wait_for(2, "cache.lookup")
+    servers = [s for s in receiver.spans if s.kind == SERVER]
+    assert len(servers) == 2
+    by_trace = {s.trace_id: s for s in servers}
+    miss, hit = (by_trace[s.trace_id] for s in sorted(servers, key=lambda s: s.start_ns))
+    hit_children = {s.name for s in receiver.children(hit)}
+    miss_children = {s.name for s in receiver.children(miss)}
+    assert "engine" not in hit_children and "cache.lookup" in hit_children
+    assert {"engine", "cache.lookup", "cache.fill"} <= miss_children
+    (lookup,) = [s for s in receiver.children(hit) if s.name == "cache.lookup"]
+    assert lookup.attributes["oai.cache.hit"] is True
+
+
+async def test_no_text_in_spans_unless_log_request_text(receiver: Receiver) -> None:
+    body = chat_body(max_tokens=3, messages=[{"role": "user", "content": SECRET}])
+    async with traced(receiver) as client:
+        assert (await client.post("/v1/chat/completions", json=body)).status_code == 200
+    receiver.wait_for(1, "engine")
+    assert SECRET not in json.dumps([s.attributes for s in receiver.spans])
+    receiver.spans.clear()
+    async with traced(receiver, log_request_text=True) as client:
+        assert (await client.post("/v1/chat/completions", json=body)).status_code == 200
+    receiver.wait_for(1, "engine")
+    assert SECRET in server_span(receiver).attributes["gen_ai.prompt"]
+
+
+async def test_nothing_is_exported_when_tracing_is_off(receiver: Receiver) -> None:
+    # The OTEL_* environment points at the receiver; no --otlp-traces-endpoint: off.
+    async with serve(FakeEngine()) as client:
+        response = await client.post(
+            "/v1/chat/completions",
+            json=chat_body(max_tokens=2),
+            headers={"traceparent": TRACEPARENT},
+        )
+        assert response.status_code == 200
+    async with traced(receiver) as client:  # the receiver does receive, when asked to
+        assert (
+            await client.post("/v1/chat/completions", json=chat_body(max_tokens=2))
+        ).status_code == 200
+    receiver.wait_for(1, "engine")
+    assert all(s.trace_id != TRACE_ID for s in receiver.spans)
+    assert len([s for s in receiver.spans if s.kind == SERVER]) == 1
