@@ -233,7 +233,7 @@ def _wire(
     embedded = embeddings.feature(core, admit)
     cached = cache.feature(core, embedded.service)
     answered = responses.feature(core, stored.service)
-    batched = batch.feature(core, stored.service, embedded.service)
+    batched = batch.feature(core, stored.service, embedded.service, traced.service)
     if batched.service is not None:
         # The one hook bound after the core: the runner is built on the core's services, and
         # before each chat request reaches the engine, the idle cap's lines make room for it.

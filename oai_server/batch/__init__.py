@@ -12,12 +12,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
+from opentelemetry.trace import Tracer
+
 from oai_server.batch.endpoints import Endpoint, ResponsesEndpoint, ServiceEndpoint
 from oai_server.batch.lines import Shape, Shaped
 from oai_server.batch.metrics import BatchMetrics
 from oai_server.batch.records import BatchRecords
 from oai_server.batch.routes import routes
 from oai_server.batch.runner import BatchRunner
+from oai_server.batch.traces import LineTraces
 from oai_server.embeddings.service import EmbeddingService
 from oai_server.features import Feature
 from oai_server.state import ServerState
@@ -30,10 +33,14 @@ __all__ = ["BatchRunner", "feature"]
 
 
 def feature(
-    core: ServerState, store: StoreService, embeddings: EmbeddingService | None
+    core: ServerState,
+    store: StoreService,
+    embeddings: EmbeddingService | None,
+    tracer: Tracer | None = None,
 ) -> Feature[BatchRunner | None]:
     """The Files and Batch routes and this replica's runner, on the store's SQL database
-    (None when the store has none); `embeddings` answers `/v1/embeddings` lines."""
+    (None when the store has none); `embeddings` answers `/v1/embeddings` lines; `tracer`
+    (tracing on) gives each line a trace linked to the request that created its batch."""
     database = store.database
     if database is None:
         return Feature(None)
@@ -50,6 +57,7 @@ def feature(
             CreateEmbeddingRequest, embeddings, shares_chat_engine=False
         )
     records = BatchRecords(database)
+    traces = LineTraces(tracer)
 
     def shape(owner: str) -> Shape:
         """As the live routes shape a body of `owner` ("": no keys): salted, tiered."""
@@ -74,8 +82,11 @@ def feature(
         idle_s=settings.batch_idle_seconds,
         lease_s=settings.batch_lease_seconds,
         priority=settings.scheduling_policy == "priority",
+        traces=traces,
     )
-    router = routes(store, records, endpoints, settings.files_max_bytes, runner.wake)
+    router = routes(
+        store, records, endpoints, settings.files_max_bytes, runner.wake, traces.created
+    )
     task: list[asyncio.Task[None]] = []
 
     async def start() -> None:

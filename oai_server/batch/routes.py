@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
@@ -71,8 +71,10 @@ def routes(
     endpoints: Mapping[str, Endpoint],
     max_bytes: int,
     wake: Any,
+    announce: Callable[[str], None],
 ) -> APIRouter:
-    """The Files and Batch API's routes, on `records` (read through `store`'s guard)."""
+    """The Files and Batch API's routes, on `records` (read through `store`'s guard);
+    `announce` is told each batch created, by the request creating it."""
     router = APIRouter()
 
     @router.post("/v1/files")
@@ -179,6 +181,7 @@ def routes(
         body = batch.model_dump(mode="json", exclude_none=True)
         async with store.reading():
             await records.put_batch(batch.id, owner, created, body)
+        announce(batch.id)
         wake.set()
         return json_response(batch)
 

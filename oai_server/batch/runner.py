@@ -44,6 +44,7 @@ from oai_server.batch.lines import (
 )
 from oai_server.batch.metrics import BatchMetrics
 from oai_server.batch.records import BatchRecords, Line, StoredFile, now_us
+from oai_server.batch.traces import LineTraces
 from oai_server.generation.service_tier import BATCH_PRIORITY
 from oai_server.ids import new_id
 from oai_server.resilience import Breaker, DependencyDownError
@@ -84,8 +85,10 @@ class BatchRunner:
         idle_s: float,
         lease_s: float,
         priority: bool,
+        traces: LineTraces | None = None,
     ) -> None:
         self.records = records
+        self.traces = traces or LineTraces(None)
         self.endpoints = endpoints
         self.shape = shape
         self.metrics = metrics
@@ -336,7 +339,8 @@ class BatchRunner:
     async def _line(self, batch_id: str, request: Request, endpoint: Endpoint, owner: str) -> None:
         _ON_LINE.set(True)  # this task's own context: `make_room` lets its request pass
         priority = BATCH_PRIORITY if self.priority else None
-        failed, line = await answer_line(request, endpoint, owner, priority)
+        with self.traces.line(batch_id, request.custom_id):
+            failed, line = await answer_line(request, endpoint, owner, priority)
         # Answered: off the engine, so never handed back (and run again) while it is written.
         task = asyncio.current_task()
         if task is not None:
@@ -404,6 +408,7 @@ class BatchRunner:
         counts["completed"] = len(lines) - counts["failed"]
         if await self._db(self.records.finish(batch_id, self.name, body, produced), FILE_S):
             self.metrics.finished(status)
+            self.traces.finished(batch_id)
 
 
 def _jsonl(line: dict[str, Any]) -> str:

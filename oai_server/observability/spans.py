@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from opentelemetry import trace
-from opentelemetry.trace import Span, Tracer
+from opentelemetry.context import Context
+from opentelemetry.trace import Link, Span, SpanContext, Tracer
 from opentelemetry.util.types import AttributeValue
 
 current_tracer: contextvars.ContextVar[Tracer | None] = contextvars.ContextVar(
@@ -54,6 +55,39 @@ def span(
     if tracer is None:
         return _OFF
     return tracer.start_as_current_span(name, attributes=attributes)
+
+
+@contextlib.contextmanager
+def new_trace(
+    tracer: Tracer | None,
+    name: str,
+    origin: SpanContext | None,
+    attributes: Mapping[str, AttributeValue],
+) -> Iterator[None]:
+    """A trace of its own for work a request started and that outlives it (a batch line,
+    a background response), its root span linked to `origin` (the starting request's
+    span); the work's own spans (the engine's) go under it. Nothing when `tracer` is None."""
+    if tracer is None:
+        yield
+        return
+    links = [Link(origin)] if origin is not None and origin.is_valid else []
+    token = current_tracer.set(tracer)
+    try:
+        # An empty context: a new trace, not a child of whatever was current.
+        with tracer.start_as_current_span(
+            name, context=Context(), links=links, attributes=attributes
+        ):
+            yield
+    finally:
+        current_tracer.reset(token)
+
+
+def current_origin() -> SpanContext | None:
+    """The current span's context, for `new_trace`'s link; None when nothing is traced."""
+    if current_tracer.get() is None:
+        return None
+    context = trace.get_current_span().get_span_context()
+    return context if context.is_valid else None
 
 
 def describe_request(req: object, request_id: str | None) -> None:

@@ -23,6 +23,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
 from oai_server.errors import ServerShuttingDownError
+from oai_server.observability.spans import current_origin, current_tracer, new_trace
 from oai_server.responses.service import ResponseJob, ResponsesService
 from oai_server.responses.sse import TEXT_DELTA, frame
 from oai_server.responses.stream import TextDeltaOut
@@ -119,6 +120,13 @@ class BackgroundRuns:
         return run.response
 
     async def _run(self, service: ResponsesService, run: BackgroundRun) -> None:
+        # Started in the creating request's context: its trace is the link of this run's own.
+        attributes = {"gen_ai.response.id": run.job.response.id}
+        tracer, origin = current_tracer.get(), current_origin()
+        with new_trace(tracer, "background response", origin, attributes):
+            await self._generate(service, run)
+
+    async def _generate(self, service: ResponsesService, run: BackgroundRun) -> None:
         try:
             chat = await service.start(run.job)
             async for event in service.events(run.job, chat):

@@ -103,7 +103,7 @@ def otlp_receiver() -> Iterator[Receiver]:
     received = Receiver()
 
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        def do_POST(self) -> None:
             length = int(self.headers.get("content-length", "0"))
             body = self.rfile.read(length)
             if self.path != "/v1/traces":
