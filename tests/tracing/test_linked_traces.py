@@ -12,7 +12,7 @@ import httpx
 
 from oai_server.engine.fake import FakeEngine
 from tests.tracing.conftest import traced
-from tests.tracing.receiver import Receiver, ReceivedSpan
+from tests.tracing.receiver import ReceivedSpan, Receiver
 from tests.unit.conftest import MODEL
 
 TRACE_ID = "0af7651916cd43dd8448eb211c80319c"
