@@ -18,6 +18,7 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any, cast
 
+from opentelemetry.trace import Span, Status, StatusCode
 from ray.exceptions import RayActorError
 from ray.serve.handle import DeploymentHandle, DeploymentResponseGenerator
 from starlette.requests import Request
@@ -29,6 +30,8 @@ from oai_server.ray_serve.recorded import RouteHints
 from oai_server.settings import Settings
 from oai_server.store.sql import SQLStore
 from oai_server.store.url import async_url
+from oai_server.tracing.hop import start_hop
+from oai_server.tracing.provider import tracer_provider
 
 logger = logging.getLogger(__name__)
 
@@ -67,9 +70,29 @@ class Gateway:
         # The replicas create and migrate the store; the gateway only reads a column.
         store = SQLStore(async_url(resolved.store_url, resolved.data_dir))
         self.hints = RouteHints(self.responses, store)
+        # Tracing on: the gateway's span, the replica's continues it (one trace).
+        endpoint = resolved.otlp_traces_endpoint
+        self.tracer = None if endpoint is None else tracer_provider(endpoint).get_tracer(__name__)
 
     async def __call__(self, request: Request) -> Response:
         scope = {k: request.scope[k] for k in SCOPE_KEYS if k in request.scope}
+        if self.tracer is None:
+            return await self._forward(request, scope, None)
+        span, scope["headers"] = start_hop(
+            self.tracer, request.method, request.url.path, scope["headers"]
+        )
+        try:
+            return await self._forward(request, scope, span)
+        except BaseException as exc:
+            span.record_exception(exc)
+            span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
+            span.end()
+            raise
+
+    async def _forward(
+        self, request: Request, scope: dict[str, Any], span: Span | None
+    ) -> Response:
+        """`request` answered by a replica; `span` (tracing on) ends with its body."""
         pieces: list[bytes] = []
         size = 0
         async for piece in request.stream():
@@ -84,7 +107,11 @@ class Gateway:
         replica = next((v.decode() for k, v in headers if k == self.replica_header), "")
         if hint is not None and hint.key is not None and replica:
             self.responses.remember(hint.key, replica)  # its next request finds the cache
-        response = StreamingResponse(self._body(rest, batches, replica), start["status"])
+        if span is not None:
+            span.set_attributes(
+                {"oai.replica": replica, "http.response.status_code": start["status"]}
+            )
+        response = StreamingResponse(self._body(rest, batches, replica, span), start["status"])
         response.raw_headers = list(headers)
         return response
 
@@ -115,6 +142,7 @@ class Gateway:
         first: list[Message],
         batches: DeploymentResponseGenerator[list[Message]],
         replica: str,
+        span: Span | None,
     ) -> AsyncIterator[bytes]:
         """The body, a write per batch: the messages the replica sent while the previous
         batch travelled go out together, as the client would have read them anyway."""
@@ -135,3 +163,5 @@ class Gateway:
             # The client left (or the answer ended): the replica's request ends too.
             with contextlib.suppress(Exception):
                 batches.cancel()  # type: ignore[no-untyped-call]
+            if span is not None:
+                span.end()

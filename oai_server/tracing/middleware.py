@@ -18,7 +18,7 @@ from oai_server.observability.context import current_request
 from oai_server.observability.spans import current_tracer
 
 # The headers a propagator reads (W3C trace context and baggage, or what OTEL_PROPAGATORS names).
-_CARRIED = frozenset({b"traceparent", b"tracestate", b"baggage"})
+CARRIED = frozenset({b"traceparent", b"tracestate", b"baggage"})
 
 
 class TracingMiddleware:
@@ -37,7 +37,7 @@ class TracingMiddleware:
         carrier = {
             name.decode("latin-1"): value.decode("latin-1")
             for name, value in scope["headers"]
-            if name in _CARRIED
+            if name in CARRIED
         }
         parent = propagate.extract(carrier) if carrier else None
         method, path = scope.get("method", "GET"), scope["path"]

@@ -130,3 +130,33 @@ def otlp_receiver() -> Iterator[Receiver]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+@contextlib.contextmanager
+def otlp_grpc_receiver() -> Iterator[Receiver]:
+    """An OTLP/gRPC receiver (the exporters' default protocol) on a free port:
+    `Receiver.endpoint` is its `http://` address."""
+    from concurrent import futures
+
+    import grpc
+    from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
+
+    received = Receiver()
+
+    class Servicer(trace_service_pb2_grpc.TraceServiceServicer):
+        def Export(  # noqa: N802 - the protocol's name
+            self, request: ExportTraceServiceRequest, context: grpc.ServicerContext
+        ) -> ExportTraceServiceResponse:
+            metadata = {k: str(v) for k, v in context.invocation_metadata()}
+            received.add(request.SerializeToString(), metadata)
+            return ExportTraceServiceResponse()
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(Servicer(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    received.endpoint = f"http://127.0.0.1:{port}"
+    try:
+        yield received
+    finally:
+        server.stop(grace=None)

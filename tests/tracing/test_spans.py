@@ -6,9 +6,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
+from oai_server.app import create_app
 from oai_server.engine.fake import FakeEngine
+from oai_server.settings import Settings
 from tests.tracing.conftest import traced
-from tests.tracing.receiver import ReceivedSpan, Receiver
+from tests.tracing.receiver import ReceivedSpan, Receiver, otlp_grpc_receiver
 from tests.unit.conftest import MODEL, chat_body, serve
 
 KEY = "sk-tracing-test"
@@ -164,3 +168,29 @@ async def test_nothing_is_exported_when_tracing_is_off(receiver: Receiver) -> No
     receiver.wait_for(1, "engine")
     assert all(s.trace_id != TRACE_ID for s in receiver.spans)
     assert len([s for s in receiver.spans if s.kind == SERVER]) == 1
+
+
+async def test_grpc_is_the_default_protocol(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", raising=False)
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_PROTOCOL", raising=False)
+    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
+    with otlp_grpc_receiver() as receiver:
+        async with traced(receiver) as client:
+            response = await client.post(
+                "/v1/chat/completions",
+                json=chat_body(max_tokens=2),
+                headers={"traceparent": TRACEPARENT},
+            )
+            assert response.status_code == 200
+        receiver.wait_for(1, "engine")
+        server = server_span(receiver)
+        assert server.trace_id == TRACE_ID
+        assert server.service == "oai-server"  # no OTEL_SERVICE_NAME: ours
+
+
+async def test_an_unknown_protocol_is_refused_at_start(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/json")
+    with pytest.raises(ValueError, match="http/json"):
+        create_app(Settings(otlp_traces_endpoint="http://127.0.0.1:4318"), FakeEngine())
