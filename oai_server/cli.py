@@ -43,6 +43,13 @@ FRONTEND_ONTO_OURS = {
     # vLLM logs each request's prompt and parameters; ours puts prompts in the access log.
     "enable_log_requests": "log_request_text",
 }
+# Engine arguments that only serve vLLM's own tracing, which is not on here (ours is: the
+# engine span's timings come from vLLM's request stats): a notice, never the engine's.
+_VLLM_TRACING = {
+    "collect_detailed_traces": "--collect-detailed-traces is vLLM's own tracing, not used by "
+    "oai-server (--otlp-traces-endpoint traces every request with the engine's timings): "
+    "ignored",
+}
 # Read by our own code from vLLM's parse, not by name: the shapes differ.
 _SHAPED = frozenset({"model_tag", "served_model_name", "lora_modules"})
 # Settings whose flags take several shapes under vLLM (nargs), or are vLLM's engine
@@ -139,7 +146,9 @@ def _parse_with_vllm(args: list[str]) -> CommandLine:
     for name, value in parsed.items():
         if name in _SHAPED:
             continue
-        if name in FRONTEND_ONTO_OURS:
+        if name in _VLLM_TRACING:
+            notices.append(_VLLM_TRACING[name])
+        elif name in FRONTEND_ONTO_OURS:
             given[FRONTEND_ONTO_OURS[name]] = value
         elif name in Settings.model_fields:
             given[name] = value

@@ -22,6 +22,7 @@ import psutil
 import pytest
 
 from tests.conformance import AsyncValidatingTransport, ValidatingTransport
+from tests.tracing.receiver import Receiver, otlp_grpc_receiver
 
 MODEL = "smollm2-135m-instruct"
 EMBEDDING_MODEL = "all-minilm-l6-v2"
@@ -145,11 +146,25 @@ def _stop(
 
 
 @pytest.fixture(scope="session")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+def trace_receiver() -> Iterator[Receiver]:
+    """The OTLP (gRPC) receiver the session's server exports its traces to."""
+    with otlp_grpc_receiver() as received:
+        yield received
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory: pytest.TempPathFactory, trace_receiver: Receiver) -> Iterator[Server]:
     """The session's server: the embedded chat model and, beside it, the embedded
-    embedding model (the one real-engine session that serves embeddings)."""
+    embedding model (the one real-engine session that serves embeddings); it traces every
+    request to `trace_receiver`, so the suite runs with tracing on."""
     log_dir = tmp_path_factory.mktemp("server")
-    with run_server(log_dir, "--embedding-model", EMBEDDING_MODEL) as running:
+    flags = (
+        "--embedding-model",
+        EMBEDDING_MODEL,
+        "--otlp-traces-endpoint",
+        trace_receiver.endpoint,
+    )
+    with run_server(log_dir, *flags) as running:
         yield running
 
 

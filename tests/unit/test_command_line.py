@@ -176,3 +176,21 @@ def test_command_line_engine_arguments_are_the_chat_models_not_the_embedders() -
     assert chat.vllm_args == {"quantization": "fp8"}
     assert embedding.kind == "embedding"
     assert embedding.vllm_args == {}
+
+
+def test_otlp_traces_endpoint_is_ours_as_vllm_serve_names_it() -> None:
+    endpoint = "http://collector:4317"
+    # With vLLM's flags (read by vLLM's parser) and alone (ours only): the same setting.
+    # `--collect-detailed-traces` only serves vLLM's own tracing (the engine would refuse it
+    # without the endpoint): a notice, not handed to the engine.
+    line = parse_command_line(
+        ["serve", "org/model", "--otlp-traces-endpoint", endpoint,
+         "--collect-detailed-traces", "model", "--quantization", "fp8"]
+    )  # fmt: skip
+    mixed = line.settings
+    assert mixed.otlp_traces_endpoint == endpoint
+    assert mixed.vllm_args == {"quantization": "fp8"}
+    assert [n for n in line.notices if "--collect-detailed-traces" in n]
+    alone = parse_command_line(["--otlp-traces-endpoint", endpoint]).settings
+    assert alone.otlp_traces_endpoint == endpoint
+    assert parse_command_line([]).settings.otlp_traces_endpoint is None
