@@ -4,7 +4,8 @@
 without the services knowing: it reserves tokens against the caller's limit before
 the request reaches the engine (`admit`), counts tokens and finish reasons into the
 request's `RequestRecord`, feeds the latency histograms, and, when the server drains,
-aborts what is left and ends those requests with `ServerShuttingDownError`.
+aborts what is left and ends those requests with `ServerShuttingDownError`. A traced
+request (tracing on) also gets its engine span (`engine_spans`), ended with its measurement.
 
 Each request's measurement is a `Measurement`, called once per engine step by whoever
 reads the steps (`Generation`, through `submit`), rather than a generator wrapped around
