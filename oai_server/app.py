@@ -34,6 +34,7 @@ from oai_server import (
     responses,
     store,
     tracing,
+    usage,
     web,
 )
 from oai_server.answering import AnsweringChain
@@ -234,6 +235,7 @@ def _wire(
     cached = cache.feature(core, embedded.service)
     answered = responses.feature(core, stored.service)
     batched = batch.feature(core, stored.service, embedded.service, traced.service)
+    used = usage.feature(core, stored.service)
     if batched.service is not None:
         # The one hook bound after the core: the runner is built on the core's services, and
         # before each chat request reaches the engine, the idle cap's lines make room for it.
@@ -248,6 +250,7 @@ def _wire(
         answered,
         anthropic.feature(core, chain),
         batched,
+        used,
         realtime.feature(None if limiter is None else limiter.settle),
         lora.feature(core),
         # Middleware in this order, inside the core's: keys, then limits (per key).

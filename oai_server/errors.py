@@ -9,6 +9,7 @@ headers the client needs (`Retry-After` on a 429 or a 503)::
     │   ├── UnsupportedParameterError    400, code "unsupported_parameter"
     │   └── ContextLengthExceededError   400, code "context_length_exceeded"
     ├── AuthenticationError          401 invalid_request_error, code "invalid_api_key"
+    ├── PermissionDeniedError        403 invalid_request_error, code "insufficient_permissions"
     ├── NotFoundError                404 invalid_request_error
     │   └── ModelNotFoundError           404, code "model_not_found"
     ├── RequestTooLargeError         413 invalid_request_error
@@ -66,6 +67,12 @@ class AuthenticationError(OpenAIError):
     status_code = 401
     type = "invalid_request_error"
     code = "invalid_api_key"
+
+
+class PermissionDeniedError(OpenAIError):
+    status_code = 403
+    type = "invalid_request_error"
+    code = "insufficient_permissions"
 
 
 class NotFoundError(OpenAIError):

@@ -271,6 +271,12 @@ class Settings(BaseSettings, EngineOptions):
         description="A file of API keys, one per line ('#' starts a comment), added to "
         "--api-key (a mounted Kubernetes Secret, say).",
     )
+    admin_api_key: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="An admin key: accepted as --api-key is, and the only kind the Usage API "
+        "(/v1/organization/usage/...) answers (others get 403); repeat the flag for several, "
+        "or give them comma-separated in OAI_ADMIN_API_KEY.",
+    )
     rate_limit_rpm: int | None = Field(
         None, ge=1, description="Requests per key per window (default: no limit); over it, 429."
     )
@@ -333,6 +339,7 @@ class Settings(BaseSettings, EngineOptions):
 
     @field_validator(
         "api_key",
+        "admin_api_key",
         "cors_allow_origins",
         "cors_allow_methods",
         "cors_allow_headers",

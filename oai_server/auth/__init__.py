@@ -18,8 +18,9 @@ __all__ = ["AuthMiddleware", "KeyRing", "feature", "key_id", "load_keys"]
 
 
 def feature(settings: Settings, is_open: OpenPaths) -> Feature[None]:
-    """A key on every route but `is_open`'s, when `--api-key` or a keys file gives any."""
-    keys = load_keys(settings.api_key, settings.api_keys_file)
+    """A key on every route but `is_open`'s, when `--api-key`, `--admin-api-key` or a keys
+    file gives any."""
+    keys = load_keys([*settings.api_key, *settings.admin_api_key], settings.api_keys_file)
     if not keys:
         return Feature(None)
     return Feature(None, middleware=[Middleware(AuthMiddleware, keys=keys, is_open=is_open)])

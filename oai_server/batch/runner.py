@@ -47,6 +47,7 @@ from oai_server.batch.records import BatchRecords, Line, StoredFile, now_us
 from oai_server.batch.traces import LineTraces
 from oai_server.generation.service_tier import BATCH_PRIORITY
 from oai_server.ids import new_id
+from oai_server.observability.usage import BATCH_OWNER
 from oai_server.resilience import Breaker, DependencyDownError
 from schemas.batch import BatchErrors
 
@@ -338,6 +339,7 @@ class BatchRunner:
 
     async def _line(self, batch_id: str, request: Request, endpoint: Endpoint, owner: str) -> None:
         _ON_LINE.set(True)  # this task's own context: `make_room` lets its request pass
+        BATCH_OWNER.set(owner)  # whose usage the line's tokens are
         priority = BATCH_PRIORITY if self.priority else None
         with self.traces.line(batch_id, request.custom_id):
             failed, line = await answer_line(request, endpoint, owner, priority)

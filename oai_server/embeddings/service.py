@@ -201,6 +201,9 @@ class EmbeddingService:
         if self.metrics is not None:
             self.metrics.embedding_inputs.labels(self.model_name).inc(len(job.prompts))
             self.metrics.embedding_tokens.labels(self.model_name).inc(job.prompt_tokens)
+            self.metrics.usage.add(
+                "embeddings", current_request.get(), self.model_name, "default", job.prompt_tokens
+            )
         as_base64 = job.req.encoding_format == "base64"
         return CreateEmbeddingResponse(
             data=[

@@ -79,6 +79,9 @@ class SamplingOptions:
     structured: StructuredOutput | None = None
     # Lower is scheduled first, when the engine schedules by priority.
     priority: int = 0
+    # The service tier the request is served at (`oai_server.generation.service_tier`),
+    # which its usage is counted under; the engine itself schedules by `priority`.
+    service_tier: str = "default"
     # Prefix-cache blocks are shared only between requests of the same salt (None: unsalted).
     cache_salt: str | None = None
     # The LoRA adapter to answer with, by its served name; None: the base model.

@@ -125,6 +125,7 @@ def build_options(
         prompt_logprobs=prompt_logprobs,
         structured=structured,
         priority=engine_priority(req),
+        service_tier=req.service_tier or "default",
         cache_salt=req.cache_salt,
         adapter=adapter,
         model=model,

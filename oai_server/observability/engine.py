@@ -76,6 +76,7 @@ class Measurement:
     __slots__ = (
         "__weakref__",
         "bounds",
+        "cached",
         "counts",
         "cut",
         "ended",
@@ -96,6 +97,7 @@ class Measurement:
         "several",
         "span",
         "submitted",
+        "tier",
     )
 
     def __init__(
@@ -115,10 +117,11 @@ class Measurement:
         self.series = engine._model_series(model)
         # One choice finishes with its request: its finish reason is on the last step.
         self.several = options.n > 1
+        self.tier = options.service_tier
         # Set by `abort_all`: the request ends with `ServerShuttingDownError`.
         self.cut = False
         self.submitted = self.last = perf_counter()
-        self.prompt_tokens = self.generated = 0
+        self.prompt_tokens = self.generated = self.cached = 0
         self.finished: list[str] = []
         # The gaps between tokens, tallied per bucket here (a call per token saved) and
         # added to the histogram once the request ends.
@@ -145,6 +148,7 @@ class Measurement:
         else:
             self.prompt_tokens = step.prompt_tokens or self.prompt_length
             self.first, self.first_step = now, step
+            self.cached = step.cached_tokens
             self.engine._waiting.discard(self.request_id)
             self.series.time_to_first_token.observe(now - self.submitted)
             if step.queue_time is not None:
@@ -152,6 +156,9 @@ class Measurement:
         self.last = now
         self.generated += tokens
         if step.finished or self.several:
+            # Known once scheduled: the first step may not have it yet.
+            if step.cached_tokens > self.cached:
+                self.cached = step.cached_tokens
             for c in step.choices:
                 if c.finish_reason is not None:
                     self.finished.append(c.finish_reason)
@@ -179,6 +186,16 @@ class Measurement:
                 engine._finished[(reason, self.model)] = counted
             counted.inc()
         record = self.record
+        if self.prompt_tokens:  # else the engine never started it: nothing was used
+            engine.metrics.usage.add(
+                "completions",
+                record,
+                self.model,
+                self.tier,
+                self.prompt_tokens,
+                self.cached,
+                self.generated,
+            )
         if record is not None:
             record.prompt_tokens += self.prompt_tokens
             record.completion_tokens += self.generated

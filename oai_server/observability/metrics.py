@@ -21,6 +21,7 @@ from prometheus_client import (
 )
 
 from oai_server.observability.histogram import BatchedHistogram
+from oai_server.observability.usage import UsageMeter
 
 __all__ = ["CONTENT_TYPE", "WAITING_REQUESTS", "Metrics"]
 
@@ -32,7 +33,7 @@ _TOKEN_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 1,
 
 
 class Metrics:
-    """HTTP requests, engine requests and tokens, rate-limit rejections."""
+    """HTTP requests, engine requests and tokens, usage per key, rate-limit rejections."""
 
     def __init__(
         self, running_requests: Callable[[], int], waiting_requests: Callable[[], int]
@@ -107,6 +108,9 @@ class Metrics:
         self.embedding_tokens = Counter(
             "oai_embedding_tokens", "Tokens of the inputs embedded.", ["model"], registry=r
         )
+        # Tokens by API key id, model and tier: totals kept by the meter, rendered on scrape.
+        self.usage = UsageMeter()
+        r.register(self.usage)
         running = Gauge(
             "oai_engine_running_requests",
             "Requests the engine holds now (waiting or running).",

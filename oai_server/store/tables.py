@@ -24,6 +24,13 @@ The Batch API's (`oai_server.batch`) since revision 0002:
 - `batches`: one row per batch, its wire body, and who runs it (`runner`, until `lease_until`).
 - `batch_lines`: one row per finished input line (its output or error line), keyed by its
   position: a line's result and the batch's progress are the same row, written once.
+
+Usage per key (`oai_server.usage`) since revision 0004:
+
+- `usage`: token tallies by minute (`start_time`, Unix seconds), kind (`completions`,
+  `embeddings`), API key id, model, service tier and batch or not. A replica appends one
+  row per group and minute each time it writes (several rows may share a group and
+  minute: reads sum them), so replicas never contend for a row.
 """
 
 from __future__ import annotations
@@ -133,4 +140,21 @@ batch_lines = Table(
     Column("failed", Boolean, nullable=False),
     Column("body", Json, nullable=False),
     PrimaryKeyConstraint("batch_id", "position", name="pk_batch_lines"),
+)
+
+usage = Table(
+    "usage",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("kind", String(16), nullable=False),
+    Column("start_time", BigInteger, nullable=False),
+    Column("api_key_id", String(128), nullable=False),
+    Column("model", String(256), nullable=False),
+    Column("service_tier", String(16), nullable=False),
+    Column("batch", Boolean, nullable=False),
+    Column("input_tokens", BigInteger, nullable=False),
+    Column("input_cached_tokens", BigInteger, nullable=False),
+    Column("output_tokens", BigInteger, nullable=False),
+    Column("num_model_requests", BigInteger, nullable=False),
+    Index("ix_usage_time", "kind", "start_time"),
 )
