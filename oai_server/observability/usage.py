@@ -1,9 +1,10 @@
 """Usage per API key: tokens by key id, model, service tier and batch, counted in memory.
 
 Every generation the instrumented engine finishes, and every embedding call, is added
-here with one dictionary look-up and four additions: `/metrics` renders the totals when
-it is scraped (`oai_usage_*`), and the usage feature (`oai_server.usage`) takes the
-per-minute tallies queued since its last write and stores them off the request path.
+here with one dictionary look-up and a few additions: `/metrics` renders the totals when
+it is scraped (`oai_usage_*`), and the usage feature (`oai_server.usage`) snapshots what
+they gained every few seconds, as the tallies of that minute, and stores those off the
+request path.
 The key is named by its id (`key-` and 12 hex digits, `oai_server.auth.key_id`), never
 by the secret; the labels are bounded by the configured keys, the served models and the
 tiers. A generation outside any HTTP request (a batch line) is billed to the owner its
@@ -21,6 +22,7 @@ from typing import Literal
 from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
 
+from oai_server.caller import PRINCIPAL
 from oai_server.observability.context import RequestRecord
 
 Kind = Literal["completions", "embeddings"]
@@ -52,13 +54,13 @@ class Tally:
 
 
 class UsageMeter(Collector):
-    """The running totals (for `/metrics`) and the per-minute tallies not yet stored."""
+    """The running totals (for `/metrics`), and per-minute tallies of them not yet stored."""
 
     def __init__(self) -> None:
         self.totals: dict[Group, Tally] = {}
+        # What `snapshot` has already turned into tallies, per group.
+        self._seen: dict[Group, Tally] = {}
         self.pending: dict[Slot, Tally] = {}
-        # Off until a store takes the tallies: without one, nothing would ever empty them.
-        self.keeping = False
         self.dropped = 0
 
     def add(
@@ -71,23 +73,48 @@ class UsageMeter(Collector):
         cached_tokens: int = 0,
         output_tokens: int = 0,
     ) -> None:
-        """Count one model request of `record`'s caller (a batch line's owner without one)."""
+        """Count one model request of `record`'s caller (a batch line's owner without one).
+
+        On every request's path: two calls (this one and the key's look-up) and a few
+        additions; the minute it belongs to is stamped by `snapshot`, every few seconds."""
         if record is not None:
-            key, batch = record.principal or "", False
+            # `record.principal`, without its two calls (this runs for every request).
+            try:
+                key = record.scope["state"].get(PRINCIPAL) or ""
+            except KeyError:
+                key = ""
+            batch = False
         else:
             owner = BATCH_OWNER.get()
             key, batch = owner or "", owner is not None
         group = (kind, key, model, tier, batch)
-        total = self.totals.get(group)
-        if total is None:
+        try:
+            total = self.totals[group]
+        except KeyError:
             total = self.totals[group] = Tally()
         total.input_tokens += input_tokens
         total.cached_tokens += cached_tokens
         total.output_tokens += output_tokens
         total.requests += 1
-        if self.keeping:
-            minute = int(time.time()) // 60 * 60
-            self._keep((minute, group), Tally(input_tokens, cached_tokens, output_tokens, 1))
+
+    def snapshot(self, now: float | None = None) -> None:
+        """Keep what the totals gained since the last snapshot as the tallies of the
+        minute `now` (default: this one) falls in."""
+        minute = int(time.time() if now is None else now) // 60 * 60
+        for group, total in list(self.totals.items()):
+            seen = self._seen.get(group)
+            if seen is None:
+                seen = self._seen[group] = Tally()
+            if total.requests == seen.requests:
+                continue
+            delta = Tally(
+                total.input_tokens - seen.input_tokens,
+                total.cached_tokens - seen.cached_tokens,
+                total.output_tokens - seen.output_tokens,
+                total.requests - seen.requests,
+            )
+            seen.add(delta)
+            self._keep((minute, group), delta)
 
     def _keep(self, slot: Slot, tally: Tally) -> None:
         kept = self.pending.get(slot)
@@ -99,7 +126,8 @@ class UsageMeter(Collector):
             self.dropped += tally.requests
 
     def take(self) -> dict[Slot, Tally]:
-        """The tallies kept since the last `take`, handed over (to be stored)."""
+        """The tallies kept so far (a snapshot taken first), handed over to be stored."""
+        self.snapshot()
         taken, self.pending = self.pending, {}
         return taken
 

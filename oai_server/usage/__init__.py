@@ -28,7 +28,6 @@ def feature(core: ServerState, store: StoreService) -> Feature[UsageWriter | Non
     if store.database is None:
         return Feature(None)
     meter = core.metrics.usage
-    meter.keeping = True
     records = UsageRecords(store.database)
     writer = UsageWriter(meter, records, store.breaker)
     admins = frozenset(key_id(key) for key in core.settings.admin_api_key if key)

@@ -1,7 +1,8 @@
 """The usage tallies written off the request path: every few seconds, one insert.
 
-A request adds to the meter's tallies in memory (`oai_server.observability.usage`); this
-task takes them and appends them to the store's database through the store's breaker.
+A request adds to the meter's totals in memory (`oai_server.observability.usage`); this
+task snapshots what they gained, as that minute's tallies, and appends those to the
+store's database through the store's breaker.
 While the database is down, or a write fails, the tallies go back to the meter and wait
 for the next round, up to the meter's bound (beyond it they are dropped and counted in
 `oai_usage_dropped_requests_total`; the `/metrics` counters keep them); what is still
@@ -51,9 +52,11 @@ class UsageWriter:
     async def run(self) -> None:
         while True:
             await asyncio.sleep(INTERVAL_S)
-            if not self.breaker.up:
-                await self.breaker.wait_up()
-            await self.flush()
+            if self.breaker.up:
+                await self.flush()
+            else:
+                # Stamped with their minute now, written once the database is back.
+                self.meter.snapshot()
 
     async def stop(self, task: asyncio.Task[None] | None) -> None:
         """Stop the loop, then one last write."""

@@ -70,6 +70,18 @@ def _seed_0003(conn: Connection) -> None:
     conn.execute(text("UPDATE store_objects SET replica = 'replica-old' WHERE id = 'chatcmpl-old'"))
 
 
+def _seed_0004(conn: Connection) -> None:
+    """0003's rows, and a minute of one key's usage."""
+    _seed_0003(conn)
+    conn.execute(
+        text(
+            "INSERT INTO usage (kind, start_time, api_key_id, model, service_tier, batch, "
+            "input_tokens, input_cached_tokens, output_tokens, num_model_requests) "
+            "VALUES ('completions', 60, 'key-old', 'm', 'default', false, 5, 0, 7, 1)"
+        )
+    )
+
+
 _VERSION = {"version_table": migrate.VERSION_TABLE}
 
 # One seed per revision: a new revision must say what data it must carry forward.
@@ -77,6 +89,7 @@ SEEDS: dict[str, Callable[[Connection], None]] = {
     "0001": _seed_0001,
     "0002": _seed_0002,
     "0003": _seed_0003,
+    "0004": _seed_0004,
 }
 
 
@@ -104,6 +117,9 @@ async def test_data_written_at_a_revision_survives_the_upgrade(
     assert [i.body["content"] for i in items.data] == ["from 0001"]
     # Rows from before the replica was recorded have none: their turns route by key.
     assert await store.replica_of("chatcmpl-old") == ("replica-old" if revision >= "0003" else None)
+    async with store.engine.connect() as conn:
+        used = (await conn.execute(text("SELECT sum(output_tokens) FROM usage"))).scalar()
+    assert used == (7 if revision >= "0004" else None)
     await store.close()
 
 

@@ -125,7 +125,9 @@ def test_usage_adds_up_per_key_and_model_across_a_restart(store_url: str) -> Non
         with admin(base) as client:
             usage = client.admin.organization.usage
             page = usage.completions(start_time=start, group_by=["api_key_id", "model"])
-            assert len(page.data) == 1 and not page.has_more and page.next_page is None
+            assert len(page.data) == 1
+            assert not page.has_more
+            assert page.next_page is None
             results = page.data[0].results
             assert _sum(results, "api_key_id", "model") == chat
             assert all(r.batch is None and r.service_tier is None for r in results)
@@ -214,14 +216,13 @@ def test_bad_parameters_are_400s_and_other_keys_403s(query: str, param: str | No
         bearer = {"Authorization": f"Bearer {ADMIN}"}
         if param is None:  # batch is no group of embeddings
             got = httpx.get(f"{base}/v1/organization/usage/embeddings?{query}", headers=bearer)
-            assert got.status_code == 400 and got.json()["error"]["param"] == "group_by"
+            assert got.status_code == 400
+            assert got.json()["error"]["param"] == "group_by"
             return
         got = httpx.get(f"{base}/v1/organization/usage/completions?{query}", headers=bearer)
         assert got.status_code == 400, got.text
         assert got.json()["error"]["param"] == param
         for key in (ALICE, BOB):
             with sdk(base, api_key=key) as client, pytest.raises(openai.PermissionDeniedError):
-                client.get(
-                    "/organization/usage/completions?start_time=100", cast_to=httpx.Response
-                )
+                client.get("/organization/usage/completions?start_time=100", cast_to=httpx.Response)
         assert httpx.get(f"{base}/v1/organization/usage/embeddings").status_code == 401
