@@ -5,20 +5,28 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
 import openai
 import pytest
 from fastapi import FastAPI
+from prometheus_client import CollectorRegistry, generate_latest
 
 from oai_server.app import create_app
 from oai_server.auth import key_id
 from oai_server.engine.fake import FakeEmbeddingEngine, FakeEngine
 from oai_server.engine.router import EngineRouter
+from oai_server.observability import usage as usage_meter
+from oai_server.observability.usage import Slot, Tally, UsageMeter
+from oai_server.resilience import Breaker
 from oai_server.settings import Settings
+from oai_server.usage.records import UsageRecords
+from oai_server.usage.writer import UsageWriter
+from tests.batch.helpers import chat_line, read_lines, upload, wait
 from tests.conformance import ValidatingTransport
 from tests.live import serve
 from tests.store.conftest import sdk
@@ -226,3 +234,88 @@ def test_bad_parameters_are_400s_and_other_keys_403s(query: str, param: str | No
             with sdk(base, api_key=key) as client, pytest.raises(openai.PermissionDeniedError):
                 client.get("/organization/usage/completions?start_time=100", cast_to=httpx.Response)
         assert httpx.get(f"{base}/v1/organization/usage/embeddings").status_code == 401
+
+
+class FlakyRecords(UsageRecords):
+    """The usage table of a database that fails its first `failures` writes."""
+
+    def __init__(self, failures: int) -> None:
+        self.failures = failures
+        self.written: dict[Slot, Tally] = {}
+
+    async def add(self, tallies: Mapping[Slot, Tally]) -> None:
+        if self.failures:
+            self.failures -= 1
+            raise ConnectionError("database went away")
+        for slot, tally in tallies.items():
+            self.written.setdefault(slot, Tally()).add(tally)
+
+
+async def test_usage_waits_for_the_store_and_its_bound_drops_and_counts_the_rest(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async def probe() -> None:
+        return None
+
+    meter = UsageMeter()
+    records = FlakyRecords(failures=2)
+    writer = UsageWriter(meter, records, Breaker("test store", probe, errors_to_open=10))
+    for output in (3, 4):
+        meter.add("completions", None, "first", "default", 5, 1, output)
+    await writer.flush()  # fails: kept for the next round
+    meter.add("completions", None, "first", "default", 5, 0, 6)
+    await writer.flush()  # fails again
+    assert records.written == {}
+    await writer.flush()
+    (slot, tally), *others = records.written.items()
+    assert not others
+    assert slot[1] == ("completions", "", "first", "default", False)
+    assert (tally.input_tokens, tally.cached_tokens, tally.output_tokens) == (15, 2, 13)
+    assert tally.requests == 3
+    # Beyond the bound, what the store has not taken is dropped, and counted.
+    monkeypatch.setattr(usage_meter, "MAX_PENDING", 1)
+    meter.add("completions", None, "first", "default", 1, 0, 1)
+    meter.snapshot(now=0)
+    meter.add("completions", None, "second", "default", 1, 0, 1)
+    meter.snapshot(now=60)
+    assert meter.dropped == 1
+    assert "oai_usage_dropped_requests_total 1.0" in _rendered(meter)
+
+
+def _rendered(meter: UsageMeter) -> str:
+    registry = CollectorRegistry()
+    registry.register(meter)
+    return generate_latest(registry).decode()
+
+
+def test_batch_lines_are_their_owners_usage_marked_batch(tmp_path: Path) -> None:
+    # A file: on `sqlite:///:memory:` a batch's output file may miss a line (seen before
+    # usage was counted: not this test's concern).
+    app = make_app(f"sqlite:///{tmp_path / 'store.db'}")
+    with serve(app) as base, sdk(base, api_key=BOB) as client:
+        start = int(time.time()) - 60
+        lines = [chat_line(f"req-{i}", f"question {i}", model="second") for i in range(3)]
+        batch = client.batches.create(
+            input_file_id=upload(client, lines),
+            endpoint="/v1/chat/completions",
+            completion_window="24h",
+        )
+        done = wait(client, batch.id)
+        assert done.output_file_id is not None
+        output = read_lines(client, done.output_file_id)
+        live = client.chat.completions.create(
+            model="second", messages=[{"role": "user", "content": "live"}]
+        )
+        assert live.usage is not None
+        with admin(base) as admin_client:
+            page = admin_client.admin.organization.usage.completions(
+                start_time=start, group_by=["api_key_id", "batch"]
+            )
+    by_batch = {r.batch: r for r in page.data[0].results}
+    assert {r.api_key_id for r in by_batch.values()} == {key_id(BOB)}
+    assert by_batch[True].num_model_requests == 3
+    usages = [line["response"]["body"]["usage"] for line in output]
+    assert by_batch[True].input_tokens == sum(u["prompt_tokens"] for u in usages)
+    assert by_batch[True].output_tokens == sum(u["completion_tokens"] for u in usages)
+    assert by_batch[False].num_model_requests == 1
+    assert by_batch[False].output_tokens == live.usage.completion_tokens
