@@ -11,7 +11,6 @@ from oai_server.caller import caller
 from oai_server.errors import PermissionDeniedError
 from oai_server.http.answer import json_response
 from oai_server.resilience import Breaker
-from oai_server.store.guarded import READ_S
 from oai_server.store.service import StoreService
 from oai_server.usage.params import UsageQuery, page_token, usage_query
 from oai_server.usage.records import UsageRecords, UsageTotal
@@ -24,6 +23,9 @@ from schemas.usage import (
 )
 
 Result = UsageCompletionsResult | UsageEmbeddingsResult
+# A sum over up to a month of rows, asked by an admin, not a client waiting on an answer:
+# longer than the store's read deadline, whose timeout would mark the store down for all.
+READ_S = 10.0
 
 
 def _completions(total: UsageTotal) -> UsageCompletionsResult:
