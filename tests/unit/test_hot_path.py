@@ -50,8 +50,9 @@ BUDGET = {"default": 11, "production": 15}
 # default settings, 624 with the production features on (the key, the limits, the cache's
 # miss), before tracing and usage. Of these, 8 and 10 are `prepare`'s, a coroutine that
 # bounds the prompt's tokens before tokenizing it (big prompts off the event loop), and 3
-# the batch runner's `make_room`, asked before each chat request reaches the engine. Exact, as the chunk's: the garbage
-# collector, whose callbacks would fall unevenly on the two lengths, is off while counting.
+# the batch runner's `make_room`, asked before each chat request reaches the engine. Exact,
+# as the chunk's: the garbage collector, whose callbacks would fall unevenly on the two
+# lengths, is off while counting.
 # Tracing off adds 2 (whether the request is traced, read as it is answered and as it
 # reaches the engine) and 16 with the production features (each of the key check, the limit,
 # the cache's lookup and fill asks for its span: a read and a shared no-op, 4 calls).
