@@ -56,6 +56,9 @@ from oai_server.http.open_paths import CORE_OPEN_PATHS, OpenPaths
 from oai_server.http.sse import BODY_SEND
 from oai_server.lifecycle import Lifecycle, LifecycleMiddleware
 from oai_server.limits import RateLimiter
+from oai_server.media.fetch import MediaFetcher
+from oai_server.media.loader import ImageLoader
+from oai_server.media.policy import MediaPolicy
 from oai_server.models.adapters import AdapterEngine
 from oai_server.models.entries import ModelEntry, first_chat, model_entries
 from oai_server.models.served import served_models
@@ -173,7 +176,13 @@ def _core(
         settings=settings,
         engine=served,
         chat=ChatService(
-            served, model_name, chat_template, settings.tool_call_parser, work, registry
+            served,
+            model_name,
+            chat_template,
+            settings.tool_call_parser,
+            work,
+            registry,
+            images=ImageLoader(MediaFetcher(media_policy(settings))),
         ),
         completions=CompletionService(served, model_name, work, registry),
         tokenize=TokenizeService(served, model_name, chat_template, registry),
@@ -186,6 +195,17 @@ def _core(
         embedder=embedder,
         for_caller=ForCaller(tiers, settings.prefix_cache_shared),
         replica=replica,
+    )
+
+
+def media_policy(settings: Settings) -> MediaPolicy:
+    """Where images may be fetched from: vLLM's flags (the command line's engine
+    arguments), with our limits."""
+    return MediaPolicy.of(
+        settings.vllm_args,
+        timeout_s=settings.media_fetch_timeout,
+        max_bytes=settings.media_max_bytes,
+        max_redirects=settings.media_max_redirects,
     )
 
 

@@ -80,6 +80,25 @@ class Settings(BaseSettings, EngineOptions):
         1024, ge=1, description="Most prompts in one /v1/completions batch (else 400)."
     )
 
+    # --- images a request carries or points at (oai_server/media) ----------------
+    # Where they may come from is vLLM's --allowed-media-domains and
+    # --allowed-local-media-path; how many a prompt may carry, its --limit-mm-per-prompt.
+    media_fetch_timeout: float = Field(
+        5.0,
+        gt=0,
+        description="Seconds an image URL may take to fetch, redirects included (else 400); "
+        "vLLM's VLLM_IMAGE_FETCH_TIMEOUT default.",
+    )
+    media_max_bytes: int = Field(
+        20 * 1024 * 1024,
+        ge=1,
+        description="Most bytes one image may have, fetched, inline (data: URL) or uploaded "
+        "(else 400).",
+    )
+    media_max_redirects: int = Field(
+        3, ge=0, description="Most redirects an image URL may take (else 400)."
+    )
+
     # --- web chat page --------------------------------------------------------
     web_ui: bool = Field(
         True, description="Serve the built-in chat page at / (its files under /ui/)."

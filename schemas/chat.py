@@ -20,13 +20,27 @@ class TextContentPart(RequestModel):
     text: str
 
 
+class ImageURL(RequestModel):
+    # A `data:` URL (base64) or an `http(s)` URL the server fetches.
+    url: str
+    # OpenAI's resolution hint; the model's own processor decides the resolution.
+    detail: Literal["auto", "low", "high"] | None = None
+
+
+class ImageContentPart(RequestModel):
+    type: Literal["image_url"]
+    image_url: ImageURL
+
+
 class OtherContentPart(RequestModel):
-    """An image, audio, file or refusal part: parsed so the server can say it can't take it."""
+    """An audio, file or refusal part: parsed so the server can say it can't take it."""
 
     type: str
 
 
-ContentPart = TextContentPart | OtherContentPart
+ContentPart = Annotated[
+    TextContentPart | ImageContentPart | OtherContentPart, Field(union_mode="left_to_right")
+]
 Content = str | list[ContentPart]
 
 

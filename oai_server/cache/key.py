@@ -22,8 +22,8 @@ import pydantic_core
 from oai_server.engine.types import SamplingOptions
 
 # Bumped whenever what an entry holds, or what the key covers, changes (2: a chat prompt
-# is hashed as its rendered text).
-KEY_VERSION = 2
+# is hashed as its rendered text; 3: a prompt's images by their digests).
+KEY_VERSION = 3
 
 
 def determined(options: Sequence[SamplingOptions]) -> bool:
@@ -33,7 +33,8 @@ def determined(options: Sequence[SamplingOptions]) -> bool:
 
 # The prefix-cache salt changes where the engine keeps blocks, never the answer; whose
 # entries a request may see is the key's `principal` (or every key's, when shared).
-_NOT_IN_KEY = frozenset({"cache_salt"})
+# The images are in the key by their digests (see `options_material`), not their pixels.
+_NOT_IN_KEY = frozenset({"cache_salt", "images"})
 _FIELDS = tuple(f.name for f in dataclasses.fields(SamplingOptions) if f.name not in _NOT_IN_KEY)
 _FLOATS = frozenset(
     f.name for f in dataclasses.fields(SamplingOptions) if f.type in ("float", float)
@@ -55,6 +56,8 @@ def options_material(options: SamplingOptions) -> dict[str, Any]:
         material["logit_bias"] = sorted(
             (token, float(bias)) for token, bias in options.logit_bias.items()
         )
+    if options.images:
+        material["images"] = [image.digest for image in options.images]
     return material
 
 

@@ -24,6 +24,20 @@ class StructuredOutput:
 
 
 @dataclass(frozen=True, slots=True)
+class ImageInput:
+    """One image of a prompt, decoded: its pixels for the model's own processor (in the
+    engine), its digest for everything that compares images (the engine's multimodal
+    cache and prefix cache, the response cache's key, stored references)."""
+
+    # sha256 of the image's bytes, hex.
+    digest: str
+    # The bytes' length.
+    size: int
+    # The decoded image (a `PIL.Image.Image`), as the engine's processor takes it.
+    pixels: Any = field(repr=False, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
 class SamplingDefaults:
     """The model's own sampling defaults (its `generation_config.json`, as `vllm serve` reads it).
 
@@ -88,6 +102,8 @@ class SamplingOptions:
     adapter: str | None = None
     # The served chat model whose engine answers (an adapter's base); None: the first.
     model: str | None = None
+    # The prompt's images, in the order of their placeholders in the prompt's tokens.
+    images: tuple[ImageInput, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,3 +179,5 @@ class ModelInfo:
     kernels: str | None = None
     # What a request that leaves sampling fields out gets (--generation-config).
     sampling_defaults: SamplingDefaults = field(default_factory=SamplingDefaults)
+    # Images one prompt may carry (--limit-mm-per-prompt); 0: the model takes none.
+    image_limit: int = 0

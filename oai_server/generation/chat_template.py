@@ -9,11 +9,13 @@ import jinja2
 
 from oai_server.engine.protocol import Tokenizer
 from oai_server.errors import InvalidRequestError, UnsupportedParameterError
+from oai_server.media.loader import ImageRef
 from oai_server.tool_calls.prompt import with_tools_prompt
 from schemas.chat import (
     ChatMessage,
     Content,
     CreateChatCompletionRequest,
+    ImageContentPart,
     NamedToolChoice,
     TextContentPart,
 )
@@ -24,20 +26,44 @@ def load_template(path: Path | None) -> str | None:
     return path.read_text() if path is not None else None
 
 
-def _text(content: Content | None, index: int) -> str | None:
-    """Join text parts the way OpenAI does for text-only models: one string."""
+def _content(content: Content | None, index: int) -> str | list[dict[str, Any]] | None:
+    """Text parts joined into one string, as OpenAI does for text; a content with images
+    stays a list of parts (`{"type": "image"}` where each image goes), which the
+    tokenizer renders as the model's template wants it (`engine/chat_content.py`)."""
     if content is None or isinstance(content, str):
         return content
+    parts: list[dict[str, Any]] = []
     texts: list[str] = []
     for part in content:
-        if not isinstance(part, TextContentPart):
+        if isinstance(part, TextContentPart):
+            texts.append(part.text)
+            parts.append({"type": "text", "text": part.text})
+        elif isinstance(part, ImageContentPart):
+            parts.append({"type": "image"})
+        else:
             raise UnsupportedParameterError(
-                f"Content parts of type '{part.type}' are not supported by this model; "
-                "only 'text' parts are.",
+                f"Content parts of type '{part.type}' are not supported; "
+                "only 'text' and 'image_url' parts are.",
                 param=f"messages[{index}].content",
             )
-        texts.append(part.text)
-    return "".join(texts)
+    if len(parts) == len(texts):
+        return "".join(texts)
+    return parts
+
+
+def image_refs(messages: list[ChatMessage]) -> list[ImageRef]:
+    """The images of `messages`, in prompt order, each named by its part
+    (`messages[0].content[1]`)."""
+    refs: list[ImageRef] = []
+    for i, message in enumerate(messages):
+        content = message.content
+        if isinstance(content, list):
+            refs.extend(
+                ImageRef(param=f"messages[{i}].content[{j}]", url=part.image_url.url)
+                for j, part in enumerate(content)
+                if isinstance(part, ImageContentPart)
+            )
+    return refs
 
 
 def prompt_chars(messages: list[ChatMessage]) -> int:
@@ -57,7 +83,7 @@ def to_template_message(message: ChatMessage, index: int) -> dict[str, Any]:
     """One message as chat templates expect it (`role`, `content` as a string, ...)."""
     # An assistant turn that only called tools has no content; templates concatenate
     # content as a string, so it becomes "" rather than None.
-    out: dict[str, Any] = {"role": message.role, "content": _text(message.content, index) or ""}
+    out: dict[str, Any] = {"role": message.role, "content": _content(message.content, index) or ""}
     name = getattr(message, "name", None)
     if name:
         out["name"] = name

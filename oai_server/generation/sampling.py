@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from oai_server.engine.types import SamplingDefaults, SamplingOptions, StructuredOutput
+from oai_server.engine.types import ImageInput, SamplingDefaults, SamplingOptions, StructuredOutput
 from oai_server.errors import ContextLengthExceededError, InvalidRequestError
 from oai_server.generation.service_tier import engine_priority
 from schemas.common import GenerationRequest
@@ -101,6 +101,7 @@ def build_options(
     n: int | None = None,
     adapter: str | None = None,
     model: str | None = None,
+    images: tuple[ImageInput, ...] = (),
 ) -> SamplingOptions:
     """Sampling options for `req`. A field it leaves out (or sends as null) takes the model's
     own default from `defaults`, as `vllm serve` does, and OpenAI's where the model has none."""
@@ -129,4 +130,5 @@ def build_options(
         cache_salt=req.cache_salt,
         adapter=adapter,
         model=model,
+        images=images,
     )

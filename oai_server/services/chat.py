@@ -13,9 +13,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from oai_server.engine.protocol import Engine
-from oai_server.engine.types import SamplingOptions
-from oai_server.errors import InvalidRequestError
-from oai_server.generation.chat_template import encode_prompt, prompt_chars, render_prompt_text
+from oai_server.engine.types import ImageInput, SamplingOptions
+from oai_server.errors import InvalidRequestError, UnsupportedParameterError
+from oai_server.generation.chat_template import (
+    encode_prompt,
+    image_refs,
+    prompt_chars,
+    render_prompt_text,
+)
 from oai_server.generation.engine_request import Generation
 from oai_server.generation.logprobs import chat_logprobs
 from oai_server.generation.offload import off_loop
@@ -23,6 +28,8 @@ from oai_server.generation.prompt_bound import tokens_at_least
 from oai_server.generation.sampling import build_options, resolve_max_tokens
 from oai_server.generation.work_limits import WorkLimits, check_options_token_ids
 from oai_server.ids import new_request_id
+from oai_server.media.errors import MediaError
+from oai_server.media.loader import ImageLoader
 from oai_server.models import ModelRegistry
 from oai_server.services.chat_assembler import ChatAssembler
 from oai_server.services.chat_choice import ChoiceState
@@ -103,6 +110,8 @@ class ChatService:
     limits: WorkLimits = field(default_factory=WorkLimits)
     # The server's other models, so a request naming one gets the error that says which.
     models: ModelRegistry | None = None
+    # Fetches and decodes the images a request names (None: a server without images).
+    images: ImageLoader | None = None
 
     async def prepare(self, req: CreateChatCompletionRequest) -> ChatJob:
         """Validate `req` and convert it into the engine's prompt and options."""
@@ -116,6 +125,7 @@ class ChatService:
         structured = structured_output(req.response_format)
         if tools.structured is not None:
             structured = tools.structured
+        images = await self._images(req, engine, target.model)
         requested: int | None = req.max_completion_tokens
         param = "max_completion_tokens"
         if requested is None:
@@ -146,10 +156,34 @@ class ChatService:
             structured=structured,
             adapter=target.adapter,
             model=target.model,
+            images=images,
         )
         self.limits.check_work([prompt], [options], prompt_param="messages")
         check_options_token_ids(options, model.vocab_size)
         return ChatJob(req, prompt, options, tools, text)
+
+    async def _images(
+        self, req: CreateChatCompletionRequest, engine: Engine, model: str | None
+    ) -> tuple[ImageInput, ...]:
+        """The request's images, fetched and decoded; a model that takes none, or fewer,
+        refuses them by name before anything is fetched."""
+        refs = image_refs(req.messages)
+        if not refs:
+            return ()
+        limit = engine.model_info.image_limit
+        if not limit or self.images is None:
+            raise UnsupportedParameterError(
+                f"The model '{model or self.model_name}' does not take images "
+                "(image_url content parts).",
+                param=refs[0].param,
+            )
+        if len(refs) > limit:
+            raise MediaError(
+                f"At most {limit} images may be sent in one request (--limit-mm-per-prompt); "
+                f"{refs[limit].param} is one too many.",
+                param=refs[limit].param,
+            )
+        return tuple(await self.images.load(refs))
 
     def _prompt(
         self,

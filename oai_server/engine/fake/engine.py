@@ -15,6 +15,7 @@ from typing import Any
 
 import jinja2.sandbox
 
+from oai_server.engine.chat_content import flattened, has_parts
 from oai_server.engine.protocol import Engine, Tokenizer, check_priority
 from oai_server.engine.settings import SchedulingPolicy
 from oai_server.engine.types import (
@@ -26,6 +27,9 @@ from oai_server.engine.types import (
     SamplingOptions,
 )
 from oai_server.errors import EngineDeadError, EngineNotReadyError, ModelNotFoundError
+
+# What an image part renders as, for the fake's string-content template.
+IMAGE_PLACEHOLDER = "<image>"
 
 # vLLM's default block size: its prefix cache reuses whole blocks of tokens.
 CACHE_BLOCK_TOKENS = 16
@@ -64,6 +68,8 @@ class FakeTokenizer(Tokenizer):
         tools: list[dict[str, Any]] | None = None,
         template_kwargs: dict[str, Any] | None = None,
     ) -> str:
+        if has_parts(messages):
+            messages = flattened(messages, IMAGE_PLACEHOLDER)
         rendered = _compile(chat_template or self.template).render(
             messages=messages,
             add_generation_prompt=add_generation_prompt,
@@ -118,6 +124,9 @@ class FakeEngine(Engine):
     adapter_fault: Exception | None = None
     # The model's own chat template (None: `DEFAULT_TEMPLATE`), as a tokenizer carries it.
     chat_template: str | None = None
+    # Images a prompt may carry (0: a text-only model), and the prompt tokens each adds.
+    image_limit: int = 0
+    image_tokens: int = 0
     calls: list[Call] = field(default_factory=list)
     aborted: list[str] = field(default_factory=list)
     _ready: bool = False
@@ -138,6 +147,7 @@ class FakeEngine(Engine):
             source="fake",
             vocab_size=256,
             sampling_defaults=self.sampling_defaults,
+            image_limit=self.image_limit,
         )
 
     @property
@@ -219,7 +229,7 @@ class FakeEngine(Engine):
             queue_time: float | None = self.prefill_delay
             # Read once: the benchmarks' floor counts this loop as the web layer's cost.
             prompt_tokens, token_delay, fail_at = (
-                len(prompt_token_ids),
+                len(prompt_token_ids) + self.image_tokens * len(options.images),
                 self.token_delay,
                 self.fail_at_step,
             )

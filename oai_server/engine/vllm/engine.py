@@ -163,12 +163,13 @@ class VLLMEngine(AsyncLLMHolder, Engine):
             dtype=str(llm.model_config.dtype).removeprefix("torch."),
             kernels=None if self.plan is None else self.plan.describe(),
             sampling_defaults=SamplingDefaults.of(llm.model_config.get_diff_sampling_param()),
+            image_limit=_image_limit(llm.model_config),
         )
         defaults = self._model_info.sampling_defaults.described()
         if defaults:
             logger.info("sampling defaults from the model's generation config: %s", defaults)
         self._make_params = _params_factory()
-        self._hold(llm, known)
+        self._hold(llm, known, _image_placeholder(llm.model_config))
         # vLLM keeps an import error for good (vllm.multimodal.media.audio's
         # `_torchcodec_import_exc`, raised while this frame imported vllm); its traceback
         # holds, through each frame's f_back, this frame and its locals for the life of the
@@ -204,14 +205,21 @@ class VLLMEngine(AsyncLLMHolder, Engine):
         prompt_tokens = len(prompt_token_ids)
         first = True
         try:
-            async for out in llm.generate(
+            if options.images:
+                engine_input: Any = await _with_images(llm, prompt_token_ids, options)
+            else:
                 # Already tokenized: handed over as engine input, past vLLM's renderer.
-                tokens_input(prompt_token_ids, cache_salt=options.cache_salt),
+                engine_input = tokens_input(prompt_token_ids, cache_salt=options.cache_salt)
+            async for out in llm.generate(
+                engine_input,
                 self._make_params(options),
                 request_id,
                 lora_request=lora_request,
                 priority=options.priority,
             ):
+                if first and out.prompt_token_ids is not None:
+                    # With images, the engine's processor expanded each placeholder.
+                    prompt_tokens = len(out.prompt_token_ids)
                 step = GenerationStep(
                     prompt_tokens=prompt_tokens,
                     finished=out.finished,
@@ -248,6 +256,53 @@ class VLLMEngine(AsyncLLMHolder, Engine):
             raise EngineOverloadedError(exc.message) from exc
         except VLLMClientError as exc:
             raise InvalidRequestError(str(exc), param=getattr(exc, "parameter", None)) from exc
+
+
+async def _with_images(llm: Any, prompt_token_ids: list[int], options: SamplingOptions) -> Any:
+    """The prompt's tokens and images through vLLM's renderer: the model's own processor
+    expands each image placeholder into the image's tokens. Each image goes with its
+    digest as its uuid, so vLLM's processor cache and prefix cache know a repeated image
+    (a later turn that repeats it reuses its blocks) without hashing its pixels again."""
+    from vllm.renderers.inputs.preprocess import parse_model_prompt
+
+    prompt: dict[str, Any] = {
+        "prompt_token_ids": prompt_token_ids,
+        "multi_modal_data": {"image": [image.pixels for image in options.images]},
+        "multi_modal_uuids": {"image": [image.digest for image in options.images]},
+    }
+    if options.cache_salt is not None:
+        prompt["cache_salt"] = options.cache_salt
+    renderer = llm.renderer
+    try:
+        (engine_input,) = await renderer.render_cmpl_async(
+            [parse_model_prompt(llm.model_config, prompt)], renderer.default_cmpl_tok_params
+        )
+    except ValueError as exc:
+        # The processor refuses what the model cannot take (too many images, say).
+        raise InvalidRequestError(f"The images were refused: {exc}", param="messages") from exc
+    return engine_input
+
+
+def _image_limit(model_config: Any) -> int:
+    """Images a prompt may carry: 0 for a text-only model, else --limit-mm-per-prompt's."""
+    if not model_config.is_multimodal_model:
+        return 0
+    try:
+        return int(model_config.multimodal_config.get_limit_per_prompt("image"))
+    except (AttributeError, ValueError):
+        return 0
+
+
+def _image_placeholder(model_config: Any) -> str | None:
+    """The model's own image placeholder (`<image>`, `<|image_pad|>`...), as vLLM's chat
+    parsing writes it for templates that take content as a string."""
+    if not _image_limit(model_config):
+        return None
+    from vllm.model_executor.model_loader import get_model_cls
+
+    model_cls: Any = get_model_cls(model_config)
+    placeholder = model_cls.get_placeholder_str("image", 1)
+    return None if placeholder is None else str(placeholder)
 
 
 _FINISH_REASONS: dict[str, FinishReason] = {r: r for r in get_args(FinishReason)}

@@ -13,6 +13,7 @@ import logging
 from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
+from oai_server.engine.chat_content import flattened, has_parts
 from oai_server.engine.protocol import Tokenizer
 from oai_server.errors import EngineDeadError, EngineNotReadyError
 
@@ -25,8 +26,10 @@ logger = logging.getLogger(__name__)
 class VLLMTokenizer(Tokenizer):
     """The engine's own Hugging Face tokenizer, so server and engine count alike."""
 
-    def __init__(self, hf_tokenizer: Any) -> None:
+    def __init__(self, hf_tokenizer: Any, image_placeholder: str | None = None) -> None:
         self._tok = hf_tokenizer
+        # What a string-content template gets for each image (the model's own token).
+        self._image_placeholder = image_placeholder
 
     def encode(self, text: str, *, add_special_tokens: bool = True) -> list[int]:
         return list(self._tok.encode(text, add_special_tokens=add_special_tokens))
@@ -44,6 +47,8 @@ class VLLMTokenizer(Tokenizer):
         tools: list[dict[str, Any]] | None = None,
         template_kwargs: dict[str, Any] | None = None,
     ) -> str:
+        if has_parts(messages) and self._image_placeholder is not None:
+            messages = self._as_template_wants(messages, chat_template)
         return str(
             self._tok.apply_chat_template(
                 messages,
@@ -55,6 +60,18 @@ class VLLMTokenizer(Tokenizer):
                 **(template_kwargs or {}),
             )
         )
+
+    def _as_template_wants(
+        self, messages: list[dict[str, Any]], chat_template: str | None
+    ) -> list[dict[str, Any]]:
+        """Content lists as they are for a template that iterates them, else flattened:
+        vLLM's own detection of the template's content format decides."""
+        from vllm.renderers.hf import _detect_content_format
+
+        template = chat_template or getattr(self._tok, "chat_template", None)
+        if template and _detect_content_format(template, default="string") == "openai":
+            return messages
+        return flattened(messages, self._image_placeholder or "")
 
 
 class AsyncLLMHolder:
@@ -69,9 +86,11 @@ class AsyncLLMHolder:
         # killed its workers are orphaned, out of reach of a later look at our children.
         self._processes: list[Any] = []
 
-    def _hold(self, llm: AsyncLLM, known: Collection[int]) -> None:
+    def _hold(
+        self, llm: AsyncLLM, known: Collection[int], image_placeholder: str | None = None
+    ) -> None:
         """Keep `llm` (started while the processes in `known` already ran)."""
-        self._tokenizer = VLLMTokenizer(llm.get_tokenizer())
+        self._tokenizer = VLLMTokenizer(llm.get_tokenizer(), image_placeholder)
         self._llm = llm
         self._processes = engine_processes(known)
 
