@@ -20,7 +20,7 @@ from tests.vision.images import BLUE, RED, data_url
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+    def do_GET(self) -> None:
         path = self.path
         if path.startswith("/redirect?to="):
             self.send_response(302)
@@ -82,8 +82,19 @@ async def refused(url: str, **policy: object) -> str:
 
 @pytest.mark.parametrize(
     "address",
-    ["127.0.0.1", "10.1.2.3", "192.168.0.9", "172.16.5.5", "169.254.169.254", "::1",
-     "fe80::1", "::ffff:127.0.0.1", "0.0.0.0", "100.64.0.1", "fd00::1"],
+    [
+        "127.0.0.1",
+        "10.1.2.3",
+        "192.168.0.9",
+        "172.16.5.5",
+        "169.254.169.254",
+        "::1",
+        "fe80::1",
+        "::ffff:127.0.0.1",
+        "0.0.0.0",
+        "100.64.0.1",
+        "fd00::1",
+    ],
 )
 def test_internal_addresses(address: str) -> None:
     assert is_internal(address)
@@ -101,8 +112,13 @@ async def test_allowed_host_is_fetched_same_as_data_url(port: int) -> None:
 
 
 @pytest.mark.parametrize(
-    "url", ["http://127.0.0.1:{port}/red.png", "http://localhost:{port}/red.png",
-            "http://169.254.169.254/latest/meta-data/", "http://[::1]:{port}/red.png"]
+    "url",
+    [
+        "http://127.0.0.1:{port}/red.png",
+        "http://localhost:{port}/red.png",
+        "http://169.254.169.254/latest/meta-data/",
+        "http://[::1]:{port}/red.png",
+    ],
 )
 async def test_internal_urls_are_refused(port: int, url: str) -> None:
     message = await refused(url.format(port=port))
@@ -183,7 +199,7 @@ async def test_a_slow_server_times_out_without_blocking(port: int) -> None:
 
     async with anyio.create_task_group() as group:
         group.start_soon(tick)
-        with pytest.raises(MediaFetchError, match="longer than 0.3 s"):
+        with pytest.raises(MediaFetchError, match=r"longer than 0\.3 s"):
             await fetcher.fetch("https://slow.example.com/a.png", "messages[0].content[0]")
         group.cancel_scope.cancel()
     assert ticks > 10  # the loop ran meanwhile
