@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from oai_server.engine.protocol import Engine, Tokenizer
 from oai_server.errors import InvalidRequestError, UnsupportedParameterError
-from oai_server.generation.chat_template import render_prompt
+from oai_server.generation.chat_template import image_refs, render_prompt
 from oai_server.generation.offload import off_loop
 from oai_server.models import ModelRegistry
 from oai_server.services.common import Target, check_model
@@ -93,6 +93,13 @@ class TokenizeService:
             },
             strict=True,
         )
+        refs = image_refs(chat.messages)
+        if refs:
+            raise UnsupportedParameterError(
+                "/tokenize counts text only; an image's tokens are counted in a chat "
+                "completion's usage.prompt_tokens.",
+                param=refs[0].param,
+            )
         # As vLLM does, tools are shown to the template whatever a later tool_choice would be.
         tools = [t.model_dump(exclude_none=True) for t in chat.tools] if chat.tools else None
         template = self.chat_template if target.model == self.model_name else None

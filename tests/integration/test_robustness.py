@@ -73,7 +73,7 @@ BAD_REQUESTS: list[tuple[str, Any, int, str | None]] = [
             ],
         },
         400,
-        "messages[0].content",
+        "messages[0].content[0]",
     ),
     ("/v1/completions", {"model": MODEL, "prompt": [999_999_999]}, 400, None),
     ("/v1/completions", {"model": MODEL, "prompt": "x", "suffix": "y"}, 400, "suffix"),

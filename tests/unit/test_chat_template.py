@@ -43,20 +43,26 @@ def test_text_parts_are_joined() -> None:
     )
 
 
-@pytest.mark.parametrize("index", [0, 2])
-def test_image_part_is_refused_naming_the_message(index: int) -> None:
+def test_image_part_renders_as_a_placeholder_before_the_text() -> None:
     image = {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}
+    messages = [{"role": "user", "content": [{"type": "text", "text": "look"}, image]}]
+    assert render(messages) == "<|user|><image>\nlook\n<|assistant|>"
+
+
+@pytest.mark.parametrize("index", [0, 2])
+def test_audio_part_is_refused_naming_the_message(index: int) -> None:
+    audio = {"type": "input_audio", "input_audio": {"data": "", "format": "wav"}}
     messages: list[dict[str, Any]] = [
         {"role": "user", "content": "a"},
         {"role": "assistant", "content": "b"},
         {"role": "user", "content": "c"},
     ]
-    messages[index] = {"role": "user", "content": [{"type": "text", "text": "look"}, image]}
+    messages[index] = {"role": "user", "content": [{"type": "text", "text": "hear"}, audio]}
     with pytest.raises(UnsupportedParameterError) as info:
         render(messages)
     assert info.value.param == f"messages[{index}].content"
     assert info.value.status_code == 400
-    assert "image_url" in info.value.message
+    assert "input_audio" in info.value.message
 
 
 def test_continue_final_message_extends_the_assistant_turn() -> None:

@@ -131,7 +131,7 @@ IMAGE = {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"
     [
         (
             {"messages": [{"role": "user", "content": [{"type": "text", "text": "see"}, IMAGE]}]},
-            "messages[0].content",
+            "messages[0].content[1]",
         ),
         ({"modalities": ["text", "audio"]}, "modalities"),
         ({"audio": {"voice": "alloy", "format": "mp3"}}, "audio"),

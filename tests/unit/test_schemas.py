@@ -18,7 +18,7 @@ from schemas.chat import (
     CreateChatCompletionResponse,
     CreateChatCompletionStreamResponse,
     DeveloperMessage,
-    OtherContentPart,
+    ImageContentPart,
     SystemMessage,
     TextContentPart,
     UserMessage,
@@ -88,9 +88,8 @@ def test_spec_image_example_parses_into_typed_parts() -> None:
     assert isinstance(content, list)
     assert isinstance(content[0], TextContentPart)
     assert content[0].text == "What is in this image?"
-    # The image part is kept (not silently dropped) so the server can refuse it by name.
-    assert isinstance(content[1], OtherContentPart)
-    assert content[1].type == "image_url"
+    assert isinstance(content[1], ImageContentPart)
+    assert content[1].image_url.url.startswith("https://")
     assert req.max_tokens == 300
 
 
