@@ -143,4 +143,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    # Run as a script from anywhere: the repository's packages are importable.
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     sys.exit(main())
