@@ -49,22 +49,33 @@ class InputTextPart(RequestModel):
     text: str
 
 
+class InputImagePart(RequestModel):
+    """An image: by URL (`data:` or `http(s)`) or by a file uploaded to `/v1/files`."""
+
+    type: Literal["input_image"]
+    image_url: str | None = None
+    file_id: str | None = None
+    detail: Literal["auto", "low", "high"] | None = None
+
+
 class OtherPart(RequestModel):
-    """An image, file, audio or refusal part: parsed so the server can say it can't take it."""
+    """A file, audio or refusal part: parsed so the server can say it can't take it."""
 
     type: str
 
 
+def _part_tag(value: Any) -> str:
+    kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
+    if kind in ("input_text", "output_text", "text"):
+        return "text"
+    return "image" if kind == "input_image" else "other"
+
+
 InputPart = Annotated[
-    Annotated[InputTextPart, Tag("text")] | Annotated[OtherPart, Tag("other")],
-    Discriminator(
-        lambda v: (
-            "text"
-            if (v.get("type") if isinstance(v, dict) else getattr(v, "type", None))
-            in ("input_text", "output_text", "text")
-            else "other"
-        )
-    ),
+    Annotated[InputTextPart, Tag("text")]
+    | Annotated[InputImagePart, Tag("image")]
+    | Annotated[OtherPart, Tag("other")],
+    Discriminator(_part_tag),
 ]
 
 
@@ -219,6 +230,15 @@ class InputTextContent(ResponseModel):
     text: str
 
 
+class InputImageContent(ResponseModel):
+    """An image as a stored item keeps it: the URL or the uploaded file it came from."""
+
+    type: Literal["input_image"] = "input_image"
+    image_url: str | None = None
+    file_id: str | None = None
+    detail: Literal["auto", "low", "high"] = "auto"
+
+
 class TopLogProb(ResponseModel):
     token: str
     logprob: float
@@ -246,7 +266,11 @@ class MessageItem(ResponseModel):
     type: Literal["message"] = "message"
     role: Literal["user", "assistant", "system", "developer"]
     status: ItemStatus
-    content: list[Annotated[InputTextContent | OutputTextContent, Field(discriminator="type")]]
+    content: list[
+        Annotated[
+            InputTextContent | InputImageContent | OutputTextContent, Field(discriminator="type")
+        ]
+    ]
 
 
 class FunctionCallItem(ResponseModel):

@@ -16,6 +16,7 @@ from sqlalchemy import and_, delete, func, insert, or_, select, tuple_, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from oai_server.store.files import file_content
 from oai_server.store.interface import CursorNotFoundError, ListQuery, Page
 from oai_server.store.tables import batch_lines, batches, files
 
@@ -78,12 +79,7 @@ class BatchRecords:
         return None if row is None else StoredFile(**row._mapping)
 
     async def content(self, file_id: str, owner: str | None) -> bytes | None:
-        query = select(files.c.content).where(files.c.id == file_id)
-        if owner is not None:
-            query = query.where(files.c.owner == owner)
-        async with self.engine.connect() as conn:
-            found: bytes | None = (await conn.execute(query)).scalar()
-        return found
+        return await file_content(self.engine, file_id, owner)
 
     async def delete_file(self, file_id: str, owner: str) -> bool:
         async with self.engine.begin() as conn:

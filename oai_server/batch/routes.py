@@ -33,6 +33,10 @@ WINDOW_S = 86_400  # "24h", the one window OpenAI offers
 FORM_OVERHEAD = 64 * 1024
 
 
+# A batch's input lines, or an image a Responses `input_image` names by `file_id`.
+FILE_PURPOSES = frozenset({"batch", "vision", "user_data"})
+
+
 def _file(file: StoredFile) -> OpenAIFile:
     return OpenAIFile(
         id=file.id,
@@ -91,9 +95,10 @@ def routes(
             upload, purpose = form.get("file"), form.get("purpose")
             if not isinstance(upload, UploadFile):
                 raise InvalidRequestError("Missing required parameter: 'file'.", param="file")
-            if purpose != "batch":
+            if purpose not in FILE_PURPOSES:
                 raise InvalidRequestError(
-                    f"Invalid 'purpose': {purpose!r}; this server accepts 'batch'.",
+                    f"Invalid 'purpose': {purpose!r}; this server accepts 'batch', and "
+                    "'vision' or 'user_data' for images a Responses request names.",
                     param="purpose",
                     code="invalid_value",
                 )
@@ -101,7 +106,8 @@ def routes(
             content = await upload.read(max_bytes + 1)
         if len(content) > max_bytes:
             raise RequestTooLargeError(f"The file exceeds the limit of {max_bytes} bytes.")
-        _check_jsonl(content)
+        if purpose == "batch":
+            _check_jsonl(content)
         file = StoredFile(
             id=new_id("file", "-"),
             owner=owner_of(request),

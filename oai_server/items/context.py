@@ -15,8 +15,12 @@ from typing import Literal
 from schemas.chat import (
     AssistantMessage,
     ChatMessage,
+    ContentPart,
     FunctionCall,
+    ImageContentPart,
+    ImageURL,
     SystemMessage,
+    TextContentPart,
     ToolCall,
     ToolMessage,
     UserMessage,
@@ -29,6 +33,8 @@ class Said:
 
     role: Literal["system", "developer", "user", "assistant"]
     text: str
+    # A user's images, as URLs (`data:` or `http(s)`), shown to the model before the text.
+    images: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +70,13 @@ def to_messages(instructions: str | None, items: Sequence[ContextItem]) -> list[
         if isinstance(item, Said):
             if item.role == "assistant":
                 messages.append(AssistantMessage(role="assistant", content=item.text))
+            elif item.role == "user" and item.images:
+                parts: list[ContentPart] = [
+                    ImageContentPart(type="image_url", image_url=ImageURL(url=url))
+                    for url in item.images
+                ]
+                parts.append(TextContentPart(type="text", text=item.text))
+                messages.append(UserMessage(role="user", content=parts))
             elif item.role == "user":
                 messages.append(UserMessage(role="user", content=item.text))
             else:

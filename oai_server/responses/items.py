@@ -10,12 +10,12 @@ the client sent them back or the server remembered them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic import TypeAdapter
 
-from oai_server.errors import UnsupportedParameterError
+from oai_server.errors import InvalidRequestError, UnsupportedParameterError
 from oai_server.ids import new_id
 from oai_server.items.context import Call, CallOutput, ContextItem, Said
 from schemas.responses import (
@@ -23,6 +23,8 @@ from schemas.responses import (
     FunctionCallItem,
     FunctionCallOutputInput,
     FunctionCallOutputItem,
+    InputImageContent,
+    InputImagePart,
     InputItem,
     InputMessage,
     InputPart,
@@ -39,22 +41,49 @@ ITEM = TypeAdapter[Item](Item)
 def _texts(parts: Sequence[InputPart], param: str) -> list[str]:
     texts: list[str] = []
     for part in parts:
-        if not isinstance(part, InputTextPart):
+        if not isinstance(part, InputTextPart | InputImagePart):
             raise UnsupportedParameterError(
                 f"Content of type '{part.type}' is not supported by this model; only text is.",
                 param=param,
             )
-        texts.append(part.text)
+        if isinstance(part, InputTextPart):
+            texts.append(part.text)
     return texts
+
+
+def _images(parts: str | Sequence[InputPart], role: str, param: str) -> list[InputImageContent]:
+    """A user message's images, as the stored item keeps them (by URL or file id)."""
+    if isinstance(parts, str):
+        return []
+    images = []
+    for j, part in enumerate(parts):
+        if not isinstance(part, InputImagePart):
+            continue
+        if role != "user":
+            raise UnsupportedParameterError(
+                "Images are taken in user messages only.", param=f"{param}[{j}]"
+            )
+        if (part.image_url is None) == (part.file_id is None):
+            raise InvalidRequestError(
+                "An 'input_image' needs exactly one of 'image_url' and 'file_id'.",
+                param=f"{param}[{j}]",
+            )
+        images.append(
+            InputImageContent(
+                image_url=part.image_url, file_id=part.file_id, detail=part.detail or "auto"
+            )
+        )
+    return images
 
 
 def _message(item: InputMessage, param: str) -> MessageItem:
     texts = [item.content] if isinstance(item.content, str) else _texts(item.content, param)
-    content: list[InputTextContent | OutputTextContent]
+    content: list[InputTextContent | InputImageContent | OutputTextContent]
     if item.role == "assistant":
         content = [OutputTextContent(text=t) for t in texts]
     else:
-        content = [InputTextContent(text=t) for t in texts]
+        content = [*_images(item.content, item.role, param)]
+        content += [InputTextContent(text=t) for t in texts]
     return MessageItem(
         id=item.id or new_id("msg"),
         role=item.role,
@@ -125,12 +154,31 @@ def _output_text(output: str | list[dict[str, Any]]) -> str:
     return "".join(str(part.get("text", "")) for part in output)
 
 
-def to_context(items: Sequence[Item]) -> list[ContextItem]:
-    """The items as the chat's context sees them (`oai_server.items.context`)."""
+def image_files(items: Sequence[Item]) -> list[str]:
+    """The ids of the uploaded files the items' images are, in order, once each."""
+    ids = [
+        part.file_id
+        for item in items
+        if isinstance(item, MessageItem)
+        for part in item.content
+        if isinstance(part, InputImageContent) and part.file_id is not None
+    ]
+    return list(dict.fromkeys(ids))
+
+
+def to_context(items: Sequence[Item], files: Mapping[str, str] | None = None) -> list[ContextItem]:
+    """The items as the chat's context sees them (`oai_server.items.context`); `files`
+    gives the URL (a `data:` URL of its bytes) of each image file the items name."""
     out: list[ContextItem] = []
     for item in items:
         if isinstance(item, MessageItem):
-            out.append(Said(item.role, "".join(part.text for part in item.content)))
+            text = "".join(p.text for p in item.content if not isinstance(p, InputImageContent))
+            images = tuple(
+                p.image_url or (files or {}).get(p.file_id or "", "")
+                for p in item.content
+                if isinstance(p, InputImageContent)
+            )
+            out.append(Said(item.role, text, images))
         elif isinstance(item, FunctionCallItem):
             out.append(Call(item.call_id, item.name, item.arguments))
         else:

@@ -8,15 +8,16 @@ conversation) just before the last event goes out; `complete` is the fold of tho
 
 from __future__ import annotations
 
+import base64
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from oai_server.errors import ContextLengthExceededError, OpenAIError
+from oai_server.errors import ContextLengthExceededError, InvalidRequestError, OpenAIError
 from oai_server.ids import new_id
 from oai_server.items.context import oldest_to_drop
-from oai_server.responses.items import to_context, to_items
+from oai_server.responses.items import image_files, to_context, to_items
 from oai_server.responses.state import ResponseState, now_us
 from oai_server.responses.stream import ResponseRun, RunEvent
 from oai_server.responses.translate import chat_request, reject_unsupported
@@ -96,10 +97,11 @@ class ResponsesService:
     ) -> ChatJob:
         """The chat job for `items`; with `truncation: auto`, the oldest items that do not
         fit the context window are dropped (`oldest_to_drop`: never the instructions)."""
+        files = await self._image_files(items)
         start = 0
         while True:
             try:
-                return await self.chat.prepare(chat_request(req, items[start:]))
+                return await self.chat.prepare(chat_request(req, items[start:], files))
             except ContextLengthExceededError as exc:
                 dropped = oldest_to_drop(to_context(items[start:]))
                 if req.truncation != "auto" or not dropped:
@@ -107,6 +109,22 @@ class ResponsesService:
                 start += dropped
             except OpenAIError as exc:
                 raise _renamed(exc) from None
+
+    async def _image_files(self, items: Sequence[Item]) -> dict[str, str]:
+        """The images the items name by `file_id`, as `data:` URLs of the files' bytes
+        (for this request only: the stored items keep the file id)."""
+        found: dict[str, str] = {}
+        for file_id in image_files(items):
+            content = None if self.state is None else await self.state.file_content(file_id)
+            if content is None:
+                raise InvalidRequestError(
+                    f"No file '{file_id}' was uploaded (or it is not yours): an "
+                    "'input_image' by 'file_id' names a file uploaded to /v1/files.",
+                    param="input",
+                )
+            encoded = base64.b64encode(content).decode()
+            found[file_id] = f"data:application/octet-stream;base64,{encoded}"
+        return found
 
     async def prepare(self, req: CreateResponse) -> ResponseJob:
         """Validate `req`, rebuild its context and render its prompt; 4xx on any refusal."""

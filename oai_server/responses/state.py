@@ -94,6 +94,10 @@ class ResponseState:
         )
         return [wire_item(i) for i in found]
 
+    async def file_content(self, file_id: str) -> bytes | None:
+        """An uploaded file of this owner's (an image a request names by `file_id`)."""
+        return await self.store.file_content(file_id, self.owner)
+
     async def conversation_items(self, conversation_id: str) -> list[Item]:
         page = await self.store.items_or_404(
             CONVERSATION,

@@ -7,7 +7,7 @@ length) is the chat service's, so both endpoints refuse the same things the same
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from oai_server.errors import InvalidRequestError, UnsupportedParameterError
@@ -122,10 +122,13 @@ def response_format(text: TextConfig | None) -> ResponseFormat | None:
 
 
 def chat_request(
-    req: CreateResponse | InputTokensRequest, items: Sequence[Item]
+    req: CreateResponse | InputTokensRequest,
+    items: Sequence[Item],
+    files: Mapping[str, str] | None = None,
 ) -> CreateChatCompletionRequest:
-    """The chat request for `req` answering after the context `items`."""
-    messages = to_messages(req.instructions, to_context(items))
+    """The chat request for `req` answering after the context `items` (`files`: the URL
+    of each image file they name)."""
+    messages = to_messages(req.instructions, to_context(items, files))
     if not messages:
         raise InvalidRequestError("The request has no input.", param="input")
     chat = CreateChatCompletionRequest(

@@ -19,6 +19,7 @@ from oai_server.observability.spans import span
 from oai_server.resilience import Breaker, DependencyDownError
 from oai_server.services.chat import ChatService
 from oai_server.store.chat_records import completion_record
+from oai_server.store.files import file_content
 from oai_server.store.guarded import PROBE_S, GuardedStore, is_failure
 from oai_server.store.health import StoreHealth
 from oai_server.store.hook import RecordingChat
@@ -105,6 +106,14 @@ class StoreService:
                 await task
         await self.breaker.close()
         await self.store.close()
+
+    async def file_content(self, file_id: str, owner: str) -> bytes | None:
+        """The bytes of the uploaded file `file_id` of `owner`; None if there is none (or
+        the store is on no SQL database, where no file can have been uploaded)."""
+        if self.database is None:
+            return None
+        async with self.reading():
+            return await file_content(self.database, file_id, owner)
 
     def wants(self, req: CreateChatCompletionRequest) -> bool:
         return bool(req.store) or self.store_all

@@ -128,7 +128,12 @@ def test_text_format_reaches_the_engine() -> None:
         ({"reasoning": {"effort": "high"}}, "reasoning"),
         ({"tools": [{"type": "web_search"}]}, "tools[0]"),
         (
+            # This model takes no images (the vision tests serve one that does).
             {"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]},
+            "input",
+        ),
+        (
+            {"input": [{"role": "user", "content": [{"type": "input_audio", "data": "x"}]}]},
             "input[0].content",
         ),
         ({"input": [{"type": "reasoning", "summary": []}]}, "input[0]"),

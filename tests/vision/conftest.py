@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import Server, run_server
+from tests.integration.conftest import Server, run_server, sdk_http
+
+__all__ = ["sdk_http"]  # the integration suite's spec-checking client, for the SDK tests
 from tests.vision import build_test_vlm
 from tests.vision.images import BLUE, RED
 
