@@ -19,6 +19,7 @@ from oai_server.errors import InvalidRequestError, UnsupportedParameterError
 from oai_server.items.context import Call, CallOutput, ContextItem, Said, to_messages
 from schemas.anthropic import (
     CountTokensRequest,
+    ImageBlockParam,
     MessageParam,
     MessagesRequest,
     System,
@@ -46,7 +47,25 @@ _TIERS: dict[str, ServiceTier] = {"auto": "auto", "standard_only": "default"}
 
 def _no_images(param: str) -> UnsupportedParameterError:
     return UnsupportedParameterError(
-        "Images and documents are not supported by this model.", param=param
+        "Documents, images in tool results and images in assistant turns are not "
+        "supported; images are taken in user turns.",
+        param=param,
+    )
+
+
+def _image_url(block: ImageBlockParam, param: str) -> str:
+    """An image block's source as a URL: `base64` as a `data:` URL, `url` as it is."""
+    source = block.source
+    kind = source.get("type")
+    if kind == "base64" and isinstance(source.get("data"), str):
+        media_type = source.get("media_type") or "application/octet-stream"
+        return f"data:{media_type};base64,{source['data']}"
+    if kind == "url" and isinstance(source.get("url"), str):
+        return str(source["url"])
+    raise InvalidRequestError(
+        "An image block's source must be {'type': 'base64', 'media_type', 'data'} or "
+        "{'type': 'url', 'url'}.",
+        param=f"{param}.source",
     )
 
 
@@ -75,11 +94,14 @@ def _turn(message: MessageParam, param: str) -> Iterator[ContextItem]:
         yield Said(role, message.content)
         return
     texts: list[str] = []
+    images: list[str] = []
     for j, block in enumerate(message.content):
         where = f"{param}.content[{j}]"
         if isinstance(block, TextBlockParam):
             if block.text:
                 texts.append(block.text)
+        elif isinstance(block, ImageBlockParam) and role == "user":
+            images.append(_image_url(block, where))
         elif isinstance(block, ToolUseBlockParam):
             if texts:
                 yield Said(role, "\n".join(texts))
@@ -91,8 +113,8 @@ def _turn(message: MessageParam, param: str) -> Iterator[ContextItem]:
         elif block.type in ("image", "document"):
             raise _no_images(where)
         # `thinking` and `redacted_thinking` of earlier turns: not part of the prompt.
-    if texts:
-        yield Said(role, "\n".join(texts))
+    if texts or images:
+        yield Said(role, "\n".join(texts), tuple(images))
 
 
 def _items(messages: Sequence[MessageParam]) -> list[ContextItem]:
