@@ -18,13 +18,16 @@ _TEXT_PARTS = frozenset({"input_text", "output_text"})
 
 
 def check_text_only(item: Item, param: str = "item") -> None:
-    """Refuse audio and images: this server does text only."""
+    """Refuse audio: this server takes text, and images (`input_image` parts with an
+    `image_url`) in user messages, which the model's engine refuses if it takes none."""
     if isinstance(item, MessageItem):
         for i, part in enumerate(item.content):
-            if part.type not in _TEXT_PARTS or part.text is None:
+            image = part.type == "input_image" and part.image_url and item.role == "user"
+            if not image and (part.type not in _TEXT_PARTS or part.text is None):
                 raise InvalidRequestError(
-                    f"Content of type '{part.type}' is not supported: this server does text "
-                    "only ('input_text' parts, with 'text').",
+                    f"Content of type '{part.type}' is not supported: this server takes "
+                    "'input_text' parts (with 'text') and, in user messages, 'input_image' "
+                    "parts (with 'image_url').",
                     param=f"{param}.content[{i}]",
                     code="unsupported_content_type",
                 )
@@ -85,7 +88,8 @@ class Conversation:
 
 def _context_item(item: Item) -> ContextItem:
     if isinstance(item, MessageItem):
-        return Said(item.role, _text(item.content))
+        images = tuple(p.image_url for p in item.content if p.type == "input_image" and p.image_url)
+        return Said(item.role, _text(item.content), images)
     if isinstance(item, FunctionCallItem):
         return Call(item.call_id or item.id or "", item.name, item.arguments)
     return CallOutput(item.call_id, item.output)
