@@ -55,14 +55,15 @@ def image_refs(messages: list[ChatMessage]) -> list[ImageRef]:
     """The images of `messages`, in prompt order, each named by its part
     (`messages[0].content[1]`)."""
     refs: list[ImageRef] = []
-    for i, message in enumerate(messages):
+    i = -1
+    for message in messages:  # on every request: no call for a text message
+        i += 1
         content = message.content
-        if isinstance(content, list):
-            refs.extend(
-                ImageRef(param=f"messages[{i}].content[{j}]", url=part.image_url.url)
-                for j, part in enumerate(content)
-                if isinstance(part, ImageContentPart)
-            )
+        if content.__class__ is str or content is None:
+            continue
+        for j, part in enumerate(content):  # type: ignore[arg-type]
+            if isinstance(part, ImageContentPart):
+                refs.append(ImageRef(param=f"messages[{i}].content[{j}]", url=part.image_url.url))
     return refs
 
 

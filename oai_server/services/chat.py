@@ -29,7 +29,7 @@ from oai_server.generation.sampling import build_options, resolve_max_tokens
 from oai_server.generation.work_limits import WorkLimits, check_options_token_ids
 from oai_server.ids import new_request_id
 from oai_server.media.errors import MediaError
-from oai_server.media.loader import ImageLoader
+from oai_server.media.loader import ImageLoader, ImageRef
 from oai_server.models import ModelRegistry
 from oai_server.services.chat_assembler import ChatAssembler
 from oai_server.services.chat_choice import ChoiceState
@@ -125,7 +125,8 @@ class ChatService:
         structured = structured_output(req.response_format)
         if tools.structured is not None:
             structured = tools.structured
-        images = await self._images(req, engine, target.model)
+        refs = image_refs(req.messages)
+        images = await self._images(refs, engine, target.model) if refs else ()
         requested: int | None = req.max_completion_tokens
         param = "max_completion_tokens"
         if requested is None:
@@ -163,13 +164,10 @@ class ChatService:
         return ChatJob(req, prompt, options, tools, text)
 
     async def _images(
-        self, req: CreateChatCompletionRequest, engine: Engine, model: str | None
+        self, refs: list[ImageRef], engine: Engine, model: str | None
     ) -> tuple[ImageInput, ...]:
         """The request's images, fetched and decoded; a model that takes none, or fewer,
         refuses them by name before anything is fetched."""
-        refs = image_refs(req.messages)
-        if not refs:
-            return ()
         limit = engine.model_info.image_limit
         if not limit or self.images is None:
             raise UnsupportedParameterError(

@@ -46,7 +46,9 @@ def test_text_parts_are_joined() -> None:
 def test_image_part_renders_as_a_placeholder_before_the_text() -> None:
     image = {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}
     messages = [{"role": "user", "content": [{"type": "text", "text": "look"}, image]}]
-    assert render(messages) == "<|user|><image>\nlook\n<|assistant|>"
+    tokenizer = FakeTokenizer(images=True)  # a model that takes images
+    text = tokenizer.decode(render_prompt(request(messages), tokenizer, None))
+    assert text == "<|user|><image>\nlook\n<|assistant|>"
 
 
 @pytest.mark.parametrize("index", [0, 2])

@@ -49,8 +49,10 @@ def _compile(source: str) -> jinja2.Template:
 class FakeTokenizer(Tokenizer):
     """One token per byte; a tiny Jinja chat template (`template`, else `DEFAULT_TEMPLATE`)."""
 
-    def __init__(self, template: str | None = None) -> None:
+    def __init__(self, template: str | None = None, images: bool = False) -> None:
         self.template = template or DEFAULT_TEMPLATE
+        # Whether image parts are rendered (as `IMAGE_PLACEHOLDER`): the engine takes images.
+        self.images = images
 
     def encode(self, text: str, *, add_special_tokens: bool = True) -> list[int]:
         return list(text.encode())
@@ -68,7 +70,7 @@ class FakeTokenizer(Tokenizer):
         tools: list[dict[str, Any]] | None = None,
         template_kwargs: dict[str, Any] | None = None,
     ) -> str:
-        if has_parts(messages):
+        if self.images and has_parts(messages):
             messages = flattened(messages, IMAGE_PLACEHOLDER)
         rendered = _compile(chat_template or self.template).render(
             messages=messages,
@@ -152,7 +154,7 @@ class FakeEngine(Engine):
 
     @property
     def tokenizer(self) -> Tokenizer:
-        return FakeTokenizer(self.chat_template)
+        return FakeTokenizer(self.chat_template, images=self.image_limit > 0)
 
     def kill(self) -> None:
         """Make the engine behave as if its core process died."""
@@ -229,7 +231,8 @@ class FakeEngine(Engine):
             queue_time: float | None = self.prefill_delay
             # Read once: the benchmarks' floor counts this loop as the web layer's cost.
             prompt_tokens, token_delay, fail_at = (
-                len(prompt_token_ids) + self.image_tokens * len(options.images),
+                len(prompt_token_ids)
+                + (self.image_tokens * len(options.images) if options.images else 0),
                 self.token_delay,
                 self.fail_at_step,
             )
