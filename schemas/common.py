@@ -123,6 +123,8 @@ class Model(ResponseModel):
     # The model this one adapts (a LoRA adapter's base), as vLLM lists it.
     parent: str | None = None
     max_model_len: int | None = None
+    # What a chat model takes: ["text"], or ["text", "image"] for a vision model.
+    input_modalities: list[Literal["text", "image"]] | None = None
 
 
 class ListModelsResponse(ResponseModel):

@@ -7,6 +7,7 @@ in Anthropic's shape, which those clients read.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Literal
 
 from fastapi import APIRouter, Request, Response
 
@@ -23,12 +24,14 @@ ANTHROPIC_VERSION = "anthropic-version"
 
 
 def _model(server: ServerState, served: ServedModel) -> Model:
+    modalities: list[Literal["text", "image"]] | None = None
     if served.kind == "embedding":
         embedder = server.embedder
         max_model_len = None if embedder is None else embedder.model_info.max_model_len
     else:
         engine = server.engine.serving(served.parent or served.name)
         max_model_len = engine.model_info.max_model_len
+        modalities = ["text", "image"] if engine.model_info.image_limit else ["text"]
     return Model(
         id=served.name,
         created=server.created,
@@ -36,6 +39,7 @@ def _model(server: ServerState, served: ServedModel) -> Model:
         root=served.root,
         parent=served.parent,
         max_model_len=max_model_len,
+        input_modalities=modalities,
     )
 
 

@@ -16,6 +16,7 @@ from openai import OpenAI
 from tests.integration.conftest import SDK_TIMEOUT_S, Server
 from tests.vision.conftest import IMAGE_LIMIT, IMAGE_PROMPT_TOKENS, VLM
 from tests.vision.images import BLUE, RED, data_url, png, user_with_images
+from tests.web.browser import chromium, new_context, open_page, send, wait_reply
 
 pytestmark = pytest.mark.integration
 
@@ -147,3 +148,28 @@ def test_langchain_human_message_with_an_image(vlm_server: Server, sdk_http: htt
     assert red.content
     assert blue.content
     assert red.content != blue.content
+
+
+def test_the_chat_page_attaches_an_image_and_answers(vlm_server: Server) -> None:
+    with chromium() as browser:
+        context = new_context(browser)
+        page = context.new_page()
+        open_page(page, vlm_server.root)
+        assert page.input_value("#model") == VLM
+        page.click("#settings summary")
+        page.fill("#max-tokens", "6")
+        page.fill("#temperature", "0")
+        # Offered for this model, which takes images.
+        assert page.is_visible("#attach")
+        page.set_input_files(
+            "#image-file", files=[{"name": "red.png", "mimeType": "image/png", "buffer": RED}]
+        )
+        page.wait_for_selector("#attachments img")
+        send(page, "What is in the picture?")
+        reply = wait_reply(page)
+        assert reply.strip()
+        assert page.locator(".msg.assistant .error").count() == 0
+        # The image is shown in the conversation, and the tray is empty again.
+        assert page.locator(".msg.user .images img").count() == 1
+        assert page.locator("#attachments img").count() == 0
+        context.close()

@@ -43,7 +43,8 @@ export async function listModels({ baseUrl, apiKey, signal }) {
   const response = await fetch(url(baseUrl, "/models"), { headers: headers(apiKey), signal });
   if (!response.ok) throw await failure(response);
   const body = await response.json();
-  return (body.data || []).map((m) => m.id);
+  // Each model's id, and whether it takes images (oai-server's `input_modalities`).
+  return (body.data || []).map((m) => ({ id: m.id, images: (m.input_modalities || []).includes("image") }));
 }
 
 /**

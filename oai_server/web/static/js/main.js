@@ -7,6 +7,7 @@ import * as store from "./store.js";
 import { VirtualList } from "./vlist.js";
 import { estimateHeight, fillContent, renderRow, replyStats } from "./view.js";
 import { askKey } from "./keydialog.js";
+import { Attachments, apiMessage } from "./attach.js";
 
 const $ = (id) => document.getElementById(id);
 const scroller = $("messages");
@@ -14,6 +15,14 @@ const prompt = $("prompt");
 const live = $("live");
 
 let settings = store.loadSettings();
+let takesImages = new Map(); // model id -> whether it takes images
+const attachments = new Attachments({
+  button: $("attach"),
+  input: $("image-file"),
+  tray: $("attachments"),
+  prompt,
+  onError: (text) => setStatus(text),
+});
 let conversation = null;
 let streaming = null; // {index, controller, frame}
 let stick = true; // follow the end of the list until the user scrolls up
@@ -58,6 +67,7 @@ $("settings-form").addEventListener("submit", (event) => event.preventDefault())
 
 $("model").addEventListener("change", () => {
   settings.model = $("model").value;
+  attachments.enable(takesImages.get(settings.model));
   store.saveSettings(settings);
 });
 
@@ -84,7 +94,9 @@ async function withKey(call) {
 async function loadModels() {
   setStatus("Loading models…");
   try {
-    const ids = await withKey(() => listModels({ baseUrl: settings.baseUrl, apiKey: settings.apiKey }));
+    const models = await withKey(() => listModels({ baseUrl: settings.baseUrl, apiKey: settings.apiKey }));
+    takesImages = new Map(models.map((m) => [m.id, m.images]));
+    const ids = models.map((m) => m.id);
     const select = $("model");
     select.replaceChildren(
       ...ids.map((id) => {
@@ -95,6 +107,7 @@ async function loadModels() {
     );
     if (ids.includes(settings.model)) select.value = settings.model;
     settings.model = select.value;
+    attachments.enable(takesImages.get(settings.model));
     setStatus(ids.length ? "" : "The server lists no models.");
   } catch (err) {
     setStatus(`Could not list models: ${err.message}`);
@@ -183,8 +196,8 @@ async function generate(index) {
   const message = conversation.messages[index];
   const history = conversation.messages
     .slice(0, index)
-    .filter((m) => m.content && (m.role === "user" || m.role === "assistant"))
-    .map(({ role, content }) => ({ role, content }));
+    .filter((m) => (m.content || (m.images && m.images.length)) && (m.role === "user" || m.role === "assistant"))
+    .map(apiMessage);
   if (settings.system.trim()) history.unshift({ role: "system", content: settings.system });
   const body = { model: settings.model, messages: history };
   if (settings.temperature !== "") body.temperature = Number(settings.temperature);
@@ -237,10 +250,11 @@ function stop() {
 
 function send() {
   const text = prompt.value.trim();
-  if (!text || streaming) return;
+  if ((!text && !attachments.urls.length) || streaming) return;
   prompt.value = "";
   const from = conversation.messages.length;
-  conversation.messages.push({ role: "user", content: text });
+  const images = attachments.take();
+  conversation.messages.push(images.length ? { role: "user", content: text, images } : { role: "user", content: text });
   conversation.messages.push({ role: "assistant", content: "", streaming: true });
   save();
   stick = true;

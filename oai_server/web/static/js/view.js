@@ -30,6 +30,16 @@ export function fillContent(content, message) {
   if (message.role !== "assistant") {
     content.classList.add("plain");
     content.textContent = message.content;
+    if (message.images && message.images.length) {
+      const images = node("div", "images");
+      message.images.forEach((url, i) => {
+        const img = document.createElement("img");
+        img.src = url; // a data: URL the user attached (the page's CSP allows no other)
+        img.alt = `Image ${i + 1}`;
+        images.append(img);
+      });
+      content.prepend(images);
+    }
   } else if (message.streaming && !message.content) {
     const typing = node("span", "typing");
     typing.setAttribute("role", "img");
