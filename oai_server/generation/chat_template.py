@@ -61,7 +61,7 @@ def image_refs(messages: list[ChatMessage]) -> list[ImageRef]:
         content = message.content
         if content.__class__ is str or content is None:
             continue
-        for j, part in enumerate(content):  # type: ignore[arg-type]
+        for j, part in enumerate(content):
             if isinstance(part, ImageContentPart):
                 refs.append(ImageRef(param=f"messages[{i}].content[{j}]", url=part.image_url.url))
     return refs
