@@ -182,6 +182,7 @@ def _core(
             settings.tool_call_parser,
             work,
             registry,
+            reasoning_parser=settings.reasoning_parser,
             images=ImageLoader(MediaFetcher(media_policy(settings))),
         ),
         completions=CompletionService(served, model_name, work, registry),

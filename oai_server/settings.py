@@ -155,6 +155,12 @@ class Settings(BaseSettings, EngineOptions):
         description="How tool calls are read from free text for tool_choice 'auto' "
         "(hermes: <tool_call>{json}</tool_call>); 'required' and named tools work on any model.",
     )
+    reasoning_parser: str = Field(
+        "auto",
+        description="How the model's thinking is told apart from its answer (message.reasoning): "
+        "a name of vLLM's reasoning parsers, as vllm serve --reasoning-parser takes it "
+        "(deepseek_r1, qwen3, ...); auto: the model's own, where its family is recognised.",
+    )
     cache_dir: Path = Field(
         Path.home() / ".cache" / "oai-server",
         description="Where the embedded model is converted once and kept.",
@@ -414,6 +420,16 @@ class Settings(BaseSettings, EngineOptions):
             from oai_server.engine.vllm.flags import check_engine_values
 
             check_engine_values(value)
+        return value
+
+    @field_validator("reasoning_parser")
+    @classmethod
+    def _known_reasoning_parser(cls, value: str) -> str:
+        """A name of vLLM's reasoning-parser registry (vllm is imported only to check one)."""
+        if value != "auto":
+            from oai_server.engine.vllm.reasoning import check_reasoning_parser
+
+            check_reasoning_parser(value)
         return value
 
     @field_validator("embedding_model")

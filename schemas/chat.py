@@ -152,6 +152,8 @@ class CreateChatCompletionRequest(GenerationRequest):
     add_generation_prompt: bool | None = None
     continue_final_message: bool | None = None
     chat_template_kwargs: dict[str, Any] | None = None
+    # vLLM's: false leaves the thinking out of the answer (--reasoning-parser).
+    include_reasoning: bool = True
 
 
 # --- responses -------------------------------------------------------------
@@ -194,6 +196,8 @@ class ChatCompletionMessage(ResponseModel):
     refusal: str | None
     tool_calls: list[ChatCompletionMessageToolCall] | None = None
     annotations: list[dict[str, Any]] | None = None
+    # vLLM extension (--reasoning-parser): the model's thinking, apart from its answer.
+    reasoning: str | None = None
 
 
 class ChatCompletionChoice(ResponseModel):
@@ -233,6 +237,8 @@ class ChatCompletionDelta(ResponseModel):
     content: str | None = None
     refusal: str | None = None
     tool_calls: list[ChatCompletionMessageToolCallChunk] | None = None
+    # vLLM extension (--reasoning-parser): the next piece of the model's thinking.
+    reasoning: str | None = None
 
 
 class ChatCompletionChunkChoice(ResponseModel):

@@ -54,6 +54,12 @@ class Tokenizer(abc.ABC):
     ) -> str:
         """Render a conversation with the model's chat template (or `chat_template`)."""
 
+    @property
+    def backend(self) -> Any:
+        """The tokenizer object vLLM's parsers take (a Hugging Face tokenizer's interface:
+        `get_vocab`, `encode`, `decode`...)."""
+        return self
+
 
 class Engine(abc.ABC):
     """An inference engine the server can start, feed and stop."""

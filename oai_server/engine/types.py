@@ -7,6 +7,7 @@ Nothing here knows about HTTP or about vLLM.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -143,6 +144,8 @@ class ChoiceDelta(TextDelta):
     logprobs: list[TokenLogprob] | None = None
     # Sum of the logprobs of every token so far (for choosing among `best_of`).
     cumulative_logprob: float | None = None
+    # The new tokens' ids (what vLLM's reasoning parsers find their tags by).
+    token_ids: Sequence[int] = ()
 
 
 @dataclass(slots=True)

@@ -141,7 +141,7 @@ def render_prompt_text(
             continue_final_message=continue_final,
             chat_template=chat_template,
             tools=tools,
-            template_kwargs=req.chat_template_kwargs,
+            template_kwargs=template_kwargs(req),
         )
 
     try:
@@ -158,3 +158,16 @@ def render_prompt_text(
             f"The chat template rejected the messages: {exc}", param="messages"
         ) from exc
     return text
+
+
+def template_kwargs(req: CreateChatCompletionRequest) -> dict[str, Any] | None:
+    """What the template is given beside the messages, as vLLM gives it: the request's
+    `chat_template_kwargs`, and its `reasoning_effort` (with `enable_thinking` unless set:
+    off for effort "none"), over them."""
+    effort = req.reasoning_effort
+    if effort is None:
+        return req.chat_template_kwargs
+    kwargs = dict(req.chat_template_kwargs or {})
+    kwargs.setdefault("enable_thinking", effort != "none")
+    kwargs["reasoning_effort"] = effort
+    return kwargs

@@ -21,6 +21,8 @@ class Usage:
     completion_tokens: int = 0
     # Of the prompt tokens, those the engine's prefix cache held.
     cached_tokens: int = 0
+    # Of the completion tokens, the thinking's (None: no reasoning parser, not counted).
+    reasoning_tokens: int | None = None
 
     @property
     def total_tokens(self) -> int:

@@ -31,6 +31,7 @@ from oai_server.ids import new_request_id
 from oai_server.media.errors import MediaError
 from oai_server.media.loader import ImageLoader, ImageRef
 from oai_server.models import ModelRegistry
+from oai_server.reasoning.stage import AUTO, Reasoner, choose
 from oai_server.services.chat_assembler import ChatAssembler
 from oai_server.services.chat_choice import ChoiceState
 from oai_server.services.common import (
@@ -73,6 +74,8 @@ class ChatJob:
     tools: ToolPlan
     # The rendered prompt the ids encode (what the response cache's key hashes).
     prompt_text: str
+    # The model's reasoning parser (--reasoning-parser), if it has one.
+    reasoner: Reasoner | None = None
 
 
 @dataclass
@@ -88,7 +91,15 @@ class ChatRequest:
         return self.job.req
 
     def choices(self) -> list[ChoiceState]:
-        return [ChoiceState(self.job.tools.make_parser()) for _ in range(self.req.n or 1)]
+        reasoner, show = self.job.reasoner, self.req.include_reasoning
+        return [
+            ChoiceState(
+                self.job.tools.make_parser(),
+                reasoning=None if reasoner is None else reasoner.make(),
+                show_reasoning=show,
+            )
+            for _ in range(self.req.n or 1)
+        ]
 
 
 def _logprobs_count(req: CreateChatCompletionRequest) -> int | None:
@@ -112,6 +123,16 @@ class ChatService:
     models: ModelRegistry | None = None
     # Fetches and decodes the images a request names (None: a server without images).
     images: ImageLoader | None = None
+    # vLLM's name of the reasoning parser (--reasoning-parser), or `auto`.
+    reasoning_parser: str = AUTO
+    _reasoners: dict[str, Reasoner | None] = field(default_factory=dict)
+
+    def reasoner(self, model: str) -> Reasoner | None:
+        """The reasoning parser of the chat model `model` (made once per model)."""
+        if model not in self._reasoners:
+            tokenizer = self.engine.serving(model).tokenizer
+            self._reasoners[model] = choose(self.reasoning_parser, tokenizer)
+        return self._reasoners[model]
 
     async def prepare(self, req: CreateChatCompletionRequest) -> ChatJob:
         """Validate `req` and convert it into the engine's prompt and options."""
@@ -161,7 +182,7 @@ class ChatService:
         )
         self.limits.check_work([prompt], [options], prompt_param="messages")
         check_options_token_ids(options, model.vocab_size)
-        return ChatJob(req, prompt, options, tools, text)
+        return ChatJob(req, prompt, options, tools, text, self.reasoner(target.model))
 
     async def _images(
         self, refs: list[ImageRef], engine: Engine, model: str | None
@@ -331,7 +352,7 @@ class ChatService:
                     continue
                 state = states[d.index]
                 pending = list(d.logprobs) if want_logprobs and d.logprobs else []
-                events = state.feed(d.text)
+                events = state.feed(d.text, d.token_ids, d.token_count)
                 finish = None
                 if d.finish_reason is not None:
                     events += state.finish()
@@ -361,7 +382,16 @@ class ChatService:
                     out = _choice(d.index, ChatCompletionDelta(content=""))
                     out.logprobs = chat_logprobs(pending)
                     yield chunk(out)
-        if opts.include_usage:
+        if chat.job.reasoner is not None:
+            generation.usage.reasoning_tokens = sum(
+                s.reasoning.reasoning_tokens for s in states if s.reasoning is not None
+            )
+        if opts.include_usage and generation.usage.reasoning_tokens is not None:
+            # A chunk of its own: the light usage's encoding has no reasoning details.
+            last = chunk(None)
+            last.usage = usage_of(generation.usage)
+            yield last
+        elif opts.include_usage:
             yield generation.usage  # final now: the engine request has ended
 
 

@@ -30,6 +30,7 @@ from schemas.common import CompletionUsage
 @dataclass
 class _Choice:
     content: str = ""
+    reasoning: str | None = None
     calls: list[ChatCompletionMessageToolCall] = field(default_factory=list)
     logprobs: list[ChatCompletionTokenLogprob] = field(default_factory=list)
     finish_reason: FinishReason | None = None
@@ -39,6 +40,8 @@ class _Choice:
         delta = choice.delta
         if delta.content:
             self.content += delta.content
+        if delta.reasoning:
+            self.reasoning = (self.reasoning or "") + delta.reasoning
         for call in delta.tool_calls or ():
             function = call.function
             if call.id is not None:
@@ -60,10 +63,19 @@ class _Choice:
     def message(self) -> ChatCompletionMessage:
         if self.calls:
             # As OpenAI answers a tool call: the calls, and text only if there was any.
-            return ChatCompletionMessage(
+            message = ChatCompletionMessage(
                 content=self.content or None, refusal=None, tool_calls=self.calls, annotations=[]
             )
-        return ChatCompletionMessage(content=self.content, refusal=None, annotations=[])
+        elif self.reasoning is not None:
+            # As vLLM's parsers answer: no content at all when the thinking never ended.
+            message = ChatCompletionMessage(
+                content=self.content or None, refusal=None, annotations=[]
+            )
+        else:
+            return ChatCompletionMessage(content=self.content, refusal=None, annotations=[])
+        if self.reasoning is not None:
+            message.reasoning = self.reasoning
+        return message
 
 
 class ChatAssembler:

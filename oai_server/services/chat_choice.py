@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
 from oai_server.engine.types import FinishReason
+from oai_server.reasoning.stage import Reasoning, ReasoningStage
 from oai_server.services.common import finish_reason
 from oai_server.tool_calls.parsers import CallStart, Content, ContentOnly, Event, OutputParser
 from schemas.chat import (
@@ -19,19 +21,36 @@ from schemas.chat import (
 
 @dataclass
 class ChoiceState:
-    """The tool calls made so far in one choice; fed text, it returns the events to send."""
+    """The tool calls made so far in one choice; fed text, it returns the events to send.
+
+    With a reasoning parser, its stage comes first, as in vLLM's chat service: the
+    tool-call parser sees only what it calls content.
+    """
 
     parser: OutputParser
     calls: list[ChatCompletionMessageToolCall] = field(default_factory=list)
+    reasoning: ReasoningStage | None = None
+    # False (the request's `include_reasoning`): the thinking is counted, not sent.
+    show_reasoning: bool = True
 
     @property
     def plain(self) -> bool:
-        """Whether every piece of text is content as it comes (no tools to parse)."""
-        return type(self.parser) is ContentOnly
+        """Whether every piece of text is content as it comes (no tools, no reasoning)."""
+        return self.reasoning is None and type(self.parser) is ContentOnly
 
-    def feed(self, text: str) -> list[Event]:
+    def feed(
+        self, text: str, token_ids: Sequence[int] = (), token_count: int = 0
+    ) -> list[Event | Reasoning]:
         """Parse the next text; the events it makes are recorded and returned."""
-        return self._record(self.parser.feed(text))
+        if self.reasoning is None:
+            return list(self._record(self.parser.feed(text)))
+        split = self.reasoning.feed(text, token_ids, token_count)
+        events: list[Event | Reasoning] = []
+        if split.reasoning and self.show_reasoning:
+            events.append(Reasoning(split.reasoning))
+        if split.content:
+            events += self._record(self.parser.feed(split.content))
+        return events
 
     def finish(self) -> list[Event]:
         return self._record(self.parser.finish())
@@ -51,8 +70,10 @@ class ChoiceState:
         return events
 
     @staticmethod
-    def delta(event: Event) -> ChatCompletionDelta:
-        """The stream delta that carries `event`, as OpenAI streams it."""
+    def delta(event: Event | Reasoning) -> ChatCompletionDelta:
+        """The stream delta that carries `event`, as OpenAI (and vLLM, for reasoning) streams it."""
+        if isinstance(event, Reasoning):
+            return ChatCompletionDelta(reasoning=event.text)
         if isinstance(event, Content):
             return ChatCompletionDelta(content=event.text)
         if isinstance(event, CallStart):

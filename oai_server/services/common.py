@@ -18,7 +18,13 @@ from oai_server.models import ModelRegistry
 from oai_server.observability.context import current_request
 from oai_server.structured.limits import check_schema
 from schemas.chat import CreateChatCompletionRequest
-from schemas.common import CompletionUsage, PromptTokensDetails, ResponseFormat, StreamOptions
+from schemas.common import (
+    CompletionTokensDetails,
+    CompletionUsage,
+    PromptTokensDetails,
+    ResponseFormat,
+    StreamOptions,
+)
 from schemas.completions import CreateCompletionRequest
 from schemas.realtime import InputTokenDetails, OutputTokenDetails
 from schemas.realtime import Usage as RealtimeUsage
@@ -133,12 +139,18 @@ def finish_reason(reason: FinishReason) -> Literal["stop", "length"]:
 
 
 def usage_of(usage: Usage) -> CompletionUsage:
-    return CompletionUsage(
+    out = CompletionUsage(
         prompt_tokens=usage.prompt_tokens,
         completion_tokens=usage.completion_tokens,
         total_tokens=usage.total_tokens,
         prompt_tokens_details=PromptTokensDetails(cached_tokens=usage.cached_tokens),
     )
+    if usage.reasoning_tokens is not None:
+        # As vLLM with a reasoning parser: the details, with the thinking's tokens.
+        out.completion_tokens_details = CompletionTokensDetails(
+            reasoning_tokens=usage.reasoning_tokens
+        )
+    return out
 
 
 def realtime_usage(usage: Usage) -> RealtimeUsage:

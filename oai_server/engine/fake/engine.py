@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import re
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,18 +48,46 @@ def _compile(source: str) -> jinja2.Template:
 
 
 class FakeTokenizer(Tokenizer):
-    """One token per byte; a tiny Jinja chat template (`template`, else `DEFAULT_TEMPLATE`)."""
+    """One token per byte, and one per added token (`added`, ids from 256 on, as a model
+    family's special tokens); a tiny Jinja chat template (`template`, else `DEFAULT_TEMPLATE`)."""
 
-    def __init__(self, template: str | None = None, images: bool = False) -> None:
+    def __init__(
+        self, template: str | None = None, added: Sequence[str] = (), images: bool = False
+    ) -> None:
         self.template = template or DEFAULT_TEMPLATE
+        self.added = {token: 256 + i for i, token in enumerate(added)}
+        self._split = re.compile("(" + "|".join(map(re.escape, added)) + ")") if added else None
         # Whether image parts are rendered (as `IMAGE_PLACEHOLDER`): the engine takes images.
         self.images = images
 
     def encode(self, text: str, *, add_special_tokens: bool = True) -> list[int]:
-        return list(text.encode())
+        if self._split is None:
+            return list(text.encode())
+        ids: list[int] = []
+        for part in self._split.split(text):
+            token = self.added.get(part)
+            ids += [token] if token is not None else list(part.encode())
+        return ids
 
     def decode(self, token_ids: Sequence[int]) -> str:
-        return bytes(token_ids).decode(errors="replace")
+        if not self.added:
+            return bytes(token_ids).decode(errors="replace")
+        names = {i: token for token, i in self.added.items()}
+        out, run = "", bytearray()
+        for i in token_ids:
+            if i in names:
+                out += run.decode(errors="replace") + names[i]
+                run = bytearray()
+            else:
+                run.append(i)
+        return out + run.decode(errors="replace")
+
+    def get_vocab(self) -> dict[str, int]:
+        """Token strings to ids, as a Hugging Face tokenizer gives them."""
+        return {chr(i): i for i in range(256)} | self.added
+
+    def convert_tokens_to_ids(self, token: str) -> int | None:
+        return self.get_vocab().get(token)
 
     def apply_chat_template(
         self,
@@ -129,6 +158,9 @@ class FakeEngine(Engine):
     # Images a prompt may carry (0: a text-only model), and the prompt tokens each adds.
     image_limit: int = 0
     image_tokens: int = 0
+    # Special tokens the tokenizer adds to its bytes (a family's `<think>`...): with any,
+    # each step reports its tokens' ids.
+    added_tokens: tuple[str, ...] = ()
     calls: list[Call] = field(default_factory=list)
     aborted: list[str] = field(default_factory=list)
     _ready: bool = False
@@ -147,7 +179,7 @@ class FakeEngine(Engine):
         return ModelInfo(
             max_model_len=self.max_model_len,
             source="fake",
-            vocab_size=256,
+            vocab_size=256 + len(self.added_tokens),
             sampling_defaults=self.sampling_defaults,
             image_limit=self.image_limit,
         )
@@ -155,6 +187,7 @@ class FakeEngine(Engine):
     @property
     def tokenizer(self) -> Tokenizer:
         return FakeTokenizer(self.chat_template, images=self.image_limit > 0)
+        return FakeTokenizer(self.chat_template, self.added_tokens)
 
     def kill(self) -> None:
         """Make the engine behave as if its core process died."""
@@ -242,6 +275,7 @@ class FakeEngine(Engine):
             # and a step between the first and the last is the same as every other step of
             # its piece, so it is built once (a reader never changes a step).
             single, count = options.n == 1 and not options.stop, len(pieces)
+            ids = self._piece_ids(pieces)
             middle = (
                 [
                     GenerationStep(prompt_tokens, [ChoiceDelta(0, p, 1)], False, cached)
@@ -250,6 +284,8 @@ class FakeEngine(Engine):
                 if single
                 else []
             )
+            for k, built in enumerate(middle if ids else ()):
+                built.choices[0].token_ids = ids[k]
             for step in range(options.max_tokens):
                 if token_delay:
                     await asyncio.sleep(token_delay)
@@ -264,6 +300,8 @@ class FakeEngine(Engine):
                     out = middle[step % count]
                 elif single:
                     delta = ChoiceDelta(0, pieces[step % count], 1)
+                    if ids:
+                        delta.token_ids = ids[step % count]
                     if step + 1 >= end:
                         delta.finish_reason, done[0] = end_reason, True
                     out = GenerationStep(prompt_tokens, [delta], done[0], cached, None, queue_time)
@@ -272,6 +310,8 @@ class FakeEngine(Engine):
                     for i in choices:
                         if not done[i]:
                             delta = self._advance(i, step, pieces, texts, done, options)
+                            if ids:
+                                delta.token_ids = ids[step % count]
                             out.choices.append(delta)
                             if not done[i] and step + 1 >= end:
                                 delta.finish_reason, done[i] = end_reason, True
@@ -290,6 +330,14 @@ class FakeEngine(Engine):
             raise
         finally:
             self._running.discard(request_id)
+
+    def _piece_ids(self, pieces: list[str]) -> list[tuple[int, ...]]:
+        """Each piece's token ids, where the tokenizer has added tokens (else none: the
+        benchmarks' floor must not pay for encoding every piece)."""
+        if not self.added_tokens:
+            return []
+        tokenizer = self.tokenizer
+        return [tuple(tokenizer.encode(p, add_special_tokens=False)) for p in pieces]
 
     @staticmethod
     def _advance(

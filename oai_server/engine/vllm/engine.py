@@ -242,6 +242,7 @@ class VLLMEngine(AsyncLLMHolder, Engine):
                         finish_reason=_finish_reason(c.finish_reason),
                         stop_reason=c.stop_reason,
                         cumulative_logprob=c.cumulative_logprob,
+                        token_ids=c.token_ids,
                     )
                     if options.logprobs is not None and c.logprobs is not None:
                         delta.logprobs = [

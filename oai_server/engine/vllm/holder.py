@@ -31,6 +31,10 @@ class VLLMTokenizer(Tokenizer):
         # What a string-content template gets for each image (the model's own token).
         self._image_placeholder = image_placeholder
 
+    @property
+    def backend(self) -> Any:
+        return self._tok
+
     def encode(self, text: str, *, add_special_tokens: bool = True) -> list[int]:
         return list(self._tok.encode(text, add_special_tokens=add_special_tokens))
 

@@ -1,0 +1,113 @@
+"""One choice's text split into reasoning and content, as it streams.
+
+vLLM's reasoning parsers (`--reasoning-parser`, by vLLM's names) are used as they are:
+`extract_reasoning_streaming` is fed the text and token ids so far at each delta, as
+`vllm serve`'s chat service feeds it, and what it calls content goes on to the tool-call
+parser. The tokens of a delta that is reasoning only count as reasoning tokens (vLLM's
+`count_reasoning_tokens` finds none where the model never writes the opening tag, as
+DeepSeek-R1's distills do).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from oai_server.engine.protocol import Tokenizer
+
+# The names the setting takes besides vLLM's: `auto` picks the model's own (see `choose`).
+AUTO = "auto"
+
+
+@dataclass(frozen=True, slots=True)
+class Reasoning:
+    """A piece of the model's thinking (an event beside the tool parser's)."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Split:
+    """A delta's text: what is reasoning, what is the answer's content."""
+
+    reasoning: str
+    content: str
+
+
+class _SharedVocab:
+    """The model's tokenizer, with its vocabulary read once, not once per parser: vLLM's
+    parsers look their tags up in `get_vocab()`, a new dict of the whole vocabulary."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self._tokenizer = tokenizer
+
+    @cached_property
+    def _vocab(self) -> dict[str, int]:
+        return dict(self._tokenizer.get_vocab())
+
+    def get_vocab(self) -> dict[str, int]:
+        return self._vocab
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._tokenizer, name)
+
+
+@dataclass
+class ReasoningStage:
+    """vLLM's reasoning parser for one choice; `feed` splits each delta."""
+
+    parser: Any
+    text: str = ""
+    token_ids: list[int] = field(default_factory=list)
+    reasoning_tokens: int = 0
+
+    def feed(self, text: str, token_ids: Sequence[int], token_count: int) -> Split:
+        previous_text, previous_ids = self.text, list(self.token_ids)
+        self.text += text
+        self.token_ids += token_ids
+        message = self.parser.extract_reasoning_streaming(
+            previous_text, self.text, text, previous_ids, self.token_ids, token_ids
+        )
+        if message is None:  # a tag alone: nothing to send
+            return Split("", "")
+        reasoning, content = message.reasoning or "", message.content or ""
+        if reasoning and not content:
+            self.reasoning_tokens += token_count
+        return Split(reasoning, content)
+
+    def whole(self, text: str, request: Any) -> tuple[str | None, str | None]:
+        """vLLM's split of a whole answer (what the streamed splits add up to)."""
+        result: tuple[str | None, str | None] = self.parser.extract_reasoning(text, request)
+        return result
+
+
+@dataclass(frozen=True)
+class Reasoner:
+    """Makes the reasoning stage of each choice of a model, for a parser named as vLLM names it."""
+
+    name: str
+    make: Callable[[], ReasoningStage]
+
+
+def choose(name: str, tokenizer: Tokenizer) -> Reasoner | None:
+    """The reasoning parser `name` (vLLM's name, or `auto`) over `tokenizer`; None: no parser.
+
+    `auto` is the model family's own parser: none until the family detection names one.
+    """
+    if name == AUTO:
+        name = detected_parser(tokenizer) or ""
+    if not name:
+        return None
+    from oai_server.engine.vllm.reasoning import reasoning_parser_class
+
+    parser_class = reasoning_parser_class(name)
+    shared = _SharedVocab(tokenizer.backend)
+    return Reasoner(name, lambda: ReasoningStage(parser_class(shared)))
+
+
+def detected_parser(tokenizer: Tokenizer) -> str | None:
+    """The reasoning parser the model's family uses, as detected from its tokenizer and
+    template; the family detection (issue 37's tool half) fills this in."""
+    return None
