@@ -134,6 +134,8 @@ def render_prompt_text(
             param="continue_final_message",
         )
 
+    kwargs = req.chat_template_kwargs if req.reasoning_effort is None else template_kwargs(req)
+
     def apply(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> str:
         return tokenizer.apply_chat_template(
             messages,
@@ -141,7 +143,7 @@ def render_prompt_text(
             continue_final_message=continue_final,
             chat_template=chat_template,
             tools=tools,
-            template_kwargs=template_kwargs(req),
+            template_kwargs=kwargs,
         )
 
     try:

@@ -57,8 +57,9 @@ def _unsupported(param: str, what: str) -> UnsupportedParameterError:
 def reject_unsupported(req: CreateResponse | InputTokensRequest) -> None:
     """Refuse what would change the answer but cannot be served; never ignore it silently."""
     reasoning = req.reasoning or {}
-    if any(reasoning.get(key) is not None for key in ("effort", "summary", "generate_summary")):
-        raise _unsupported("reasoning", "Reasoning (the model does not reason)")
+    # `effort` reaches the chat template (as chat's `reasoning_effort`); no summaries are made.
+    if any(reasoning.get(key) is not None for key in ("summary", "generate_summary")):
+        raise _unsupported("reasoning.summary", "Reasoning summaries")
     if req.previous_response_id is not None and req.conversation is not None:
         raise InvalidRequestError(
             "'previous_response_id' and 'conversation' cannot both be given.",
@@ -149,6 +150,7 @@ def chat_request(
         if LOGPROBS_INCLUDE in (req.include or ()) or req.top_logprobs is not None:
             chat.logprobs = True
             chat.top_logprobs = req.top_logprobs or 0
+        chat.reasoning_effort = (req.reasoning or {}).get("effort")
         chat.prompt_cache_key = req.prompt_cache_key
         chat.cache_salt = req.cache_salt
         # The tier served (the route resolved it; never `ultrafast`): the engine priority.

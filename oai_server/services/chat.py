@@ -91,7 +91,7 @@ class ChatRequest:
         return self.job.req
 
     def choices(self) -> list[ChoiceState]:
-        reasoner, show = self.job.reasoner, self.req.include_reasoning
+        reasoner, show = self.job.reasoner, self.job.req.include_reasoning
         return [
             ChoiceState(
                 self.job.tools.make_parser(),
@@ -129,10 +129,9 @@ class ChatService:
 
     def reasoner(self, model: str) -> Reasoner | None:
         """The reasoning parser of the chat model `model` (made once per model)."""
-        if model not in self._reasoners:
-            tokenizer = self.engine.serving(model).tokenizer
-            self._reasoners[model] = choose(self.reasoning_parser, tokenizer)
-        return self._reasoners[model]
+        reasoner = choose(self.reasoning_parser, self.engine.serving(model).tokenizer)
+        self._reasoners[model] = reasoner
+        return reasoner
 
     async def prepare(self, req: CreateChatCompletionRequest) -> ChatJob:
         """Validate `req` and convert it into the engine's prompt and options."""
@@ -182,7 +181,10 @@ class ChatService:
         )
         self.limits.check_work([prompt], [options], prompt_param="messages")
         check_options_token_ids(options, model.vocab_size)
-        return ChatJob(req, prompt, options, tools, text, self.reasoner(target.model))
+        # Looked up in place, not through `reasoner`: every request passes here.
+        known = self._reasoners
+        reasoner = known[target.model] if target.model in known else self.reasoner(target.model)
+        return ChatJob(req, prompt, options, tools, text, reasoner)
 
     async def _images(
         self, refs: list[ImageRef], engine: Engine, model: str | None

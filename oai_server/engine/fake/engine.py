@@ -55,7 +55,8 @@ class FakeTokenizer(Tokenizer):
         self, template: str | None = None, added: Sequence[str] = (), images: bool = False
     ) -> None:
         self.template = template or DEFAULT_TEMPLATE
-        self.added = {token: 256 + i for i, token in enumerate(added)}
+        # (Built only for added tokens: the hot-path test counts the fake's calls too.)
+        self.added = {token: 256 + i for i, token in enumerate(added)} if added else {}
         self._split = re.compile("(" + "|".join(map(re.escape, added)) + ")") if added else None
         # Whether image parts are rendered (as `IMAGE_PLACEHOLDER`): the engine takes images.
         self.images = images
@@ -179,7 +180,7 @@ class FakeEngine(Engine):
         return ModelInfo(
             max_model_len=self.max_model_len,
             source="fake",
-            vocab_size=256 + len(self.added_tokens),
+            vocab_size=256 + len(self.added_tokens) if self.added_tokens else 256,
             sampling_defaults=self.sampling_defaults,
             image_limit=self.image_limit,
         )
@@ -275,7 +276,7 @@ class FakeEngine(Engine):
             # and a step between the first and the last is the same as every other step of
             # its piece, so it is built once (a reader never changes a step).
             single, count = options.n == 1 and not options.stop, len(pieces)
-            ids = self._piece_ids(pieces)
+            ids = self._piece_ids(pieces) if self.added_tokens else []
             middle = (
                 [
                     GenerationStep(prompt_tokens, [ChoiceDelta(0, p, 1)], False, cached)
@@ -332,10 +333,8 @@ class FakeEngine(Engine):
             self._running.discard(request_id)
 
     def _piece_ids(self, pieces: list[str]) -> list[tuple[int, ...]]:
-        """Each piece's token ids, where the tokenizer has added tokens (else none: the
-        benchmarks' floor must not pay for encoding every piece)."""
-        if not self.added_tokens:
-            return []
+        """Each piece's token ids (asked for only where the tokenizer has added tokens:
+        the benchmarks' floor must not pay for encoding every piece)."""
         tokenizer = self.tokenizer
         return [tuple(tokenizer.encode(p, add_special_tokens=False)) for p in pieces]
 
