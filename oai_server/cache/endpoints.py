@@ -167,6 +167,9 @@ class ChatEndpoint(Streamed[CreateChatCompletionRequest, ChatJob, ChatRequest]):
             "tool_choice": choice,
             "parallel_tool_calls": req.parallel_tool_calls is not False,
             "tool_parser": self.tool_parser,
+            # The thinking's split, and whether it is sent, shape the answer as much.
+            "reasoning_parser": None if job.reasoner is None else job.reasoner.name,
+            "include_reasoning": req.include_reasoning,
             "logprobs": bool(req.logprobs),
             # Echoed on every chunk: an answer served at one tier is not replayed for another.
             "service_tier": req.service_tier,

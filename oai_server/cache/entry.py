@@ -35,19 +35,27 @@ class Entry:
     events: list[Light | ResponseModel]
     prompt_tokens: int
     completion_tokens: int
+    # Of the completion tokens, the thinking's (None: answered without a reasoning parser).
+    reasoning_tokens: int | None = None
 
     @property
     def counts(self) -> Usage:
         """What a hit reports: the answer's own counts, its whole prompt cached."""
-        return Usage(self.prompt_tokens, self.completion_tokens, self.prompt_tokens)
+        return Usage(
+            self.prompt_tokens, self.completion_tokens, self.prompt_tokens, self.reasoning_tokens
+        )
 
 
 def encode(events: Sequence[Light | ResponseModel], usage: Usage) -> bytes:
     """The entry for a stream's `events`; a chunk that only reports usage is left out.
 
     Each event is encoded once, straight to its JSON, and the entry is their join: the
-    bytes of `{"format": ..., "events": [...], "usage": [...]}`.
+    bytes of `{"format": ..., "events": [...], "usage": [...]}`; the usage is
+    `[prompt_tokens, completion_tokens]`, and the reasoning tokens after them where counted.
     """
+    counts = b"%d,%d" % (usage.prompt_tokens, usage.completion_tokens)
+    if usage.reasoning_tokens is not None:
+        counts += b",%d" % usage.reasoning_tokens
     stored = [
         b"[%d,%s]" % (event.index, json_text(event.text))  # most events: inline
         if isinstance(event, TextDelta)
@@ -58,7 +66,7 @@ def encode(events: Sequence[Light | ResponseModel], usage: Usage) -> bytes:
         (
             b'{"format":%d,"events":[' % FORMAT,
             b",".join(part for part in stored if part is not None),
-            b'],"usage":[%d,%d]}' % (usage.prompt_tokens, usage.completion_tokens),
+            b'],"usage":[%s]}' % counts,
         )
     )
 
@@ -85,16 +93,17 @@ def decode(data: bytes, restore: Callable[[dict[str, Any]], ResponseModel]) -> E
         raw = pydantic_core.from_json(data)
         if raw["format"] != FORMAT:
             return None
-        prompt_tokens, completion_tokens = raw["usage"]
+        prompt_tokens, completion_tokens, *reasoning = raw["usage"]
         events = [
             _light(item) if isinstance(item, list) else restore(item) for item in raw["events"]
         ]
-        if not isinstance(prompt_tokens, int) or not isinstance(completion_tokens, int):
-            raise TypeError("usage is [prompt_tokens, completion_tokens]")
+        counts = (prompt_tokens, completion_tokens, *reasoning)
+        if len(reasoning) > 1 or not all(isinstance(n, int) for n in counts):
+            raise TypeError("usage is [prompt_tokens, completion_tokens(, reasoning_tokens)]")
     except (ValueError, TypeError, KeyError, pydantic.ValidationError) as exc:
         logger.warning("response cache: an entry did not decode (%r); treated as a miss", exc)
         return None
-    return Entry(events, prompt_tokens, completion_tokens)
+    return Entry(events, prompt_tokens, completion_tokens, reasoning[0] if reasoning else None)
 
 
 def _light(item: list[Any]) -> Light:

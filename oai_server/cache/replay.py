@@ -56,10 +56,14 @@ def replay_stream(
     async def stream() -> AsyncIterator[Event]:
         for event in events:
             yield event
-        if opts.include_usage:
+        if opts.include_usage and entry.reasoning_tokens is not None:
+            # As live: a chunk of its own (the light usage's encoding has no details).
+            yield chunks.of(entry.counts)
+        elif opts.include_usage:
             yield entry.counts
 
-    return EventStream(stream(), endpoint.chunks(identity, req.model, opts, req.service_tier))
+    chunks = endpoint.chunks(identity, req.model, opts, req.service_tier)
+    return EventStream(stream(), chunks)
 
 
 def replay_whole(

@@ -11,11 +11,11 @@ from oai_server.cache.entry import decode, encode
 from oai_server.engine.fake import FakeEngine
 from oai_server.services.chat import ChatService
 from oai_server.services.common import StreamSettings
-from oai_server.services.events import Finish, Light, Opening, TextDelta
+from oai_server.services.events import Finish, Light, Opening, TextDelta, Usage
 from schemas.chat import CreateChatCompletionStreamResponse
 from schemas.common import CompletionUsage, ResponseModel
 
-USAGE = CompletionUsage(prompt_tokens=7, completion_tokens=3, total_tokens=10)
+USAGE = Usage(prompt_tokens=7, completion_tokens=3)
 
 
 def restore(stored: dict[str, Any]) -> ResponseModel:
@@ -47,7 +47,11 @@ def test_light_and_typed_events_come_back_as_they_went_in() -> None:
 
 def test_the_usage_only_chunk_is_left_out() -> None:
     usage_chunk = CreateChatCompletionStreamResponse(
-        id="chatcmpl-1", created=5, model="m", choices=[], usage=USAGE
+        id="chatcmpl-1",
+        created=5,
+        model="m",
+        choices=[],
+        usage=CompletionUsage(prompt_tokens=7, completion_tokens=3, total_tokens=10),
     )
     entry = decode(encode([Opening(0), usage_chunk], USAGE), restore)
     assert entry is not None
@@ -67,3 +71,12 @@ def test_the_usage_only_chunk_is_left_out() -> None:
 )
 def test_an_entry_of_another_format_or_malformed_is_a_miss(raw: dict[str, Any]) -> None:
     assert decode(pydantic_core.to_json(raw), restore) is None
+
+
+def test_the_reasoning_tokens_are_kept_where_counted() -> None:
+    entry = decode(encode([Opening(0)], Usage(7, 3, 0, 2)), restore)
+    assert entry is not None
+    assert (entry.counts.completion_tokens, entry.counts.reasoning_tokens) == (3, 2)
+    plain = decode(encode([Opening(0)], USAGE), restore)
+    assert plain is not None
+    assert plain.counts.reasoning_tokens is None

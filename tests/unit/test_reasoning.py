@@ -158,3 +158,24 @@ def test_an_unknown_parser_stops_the_start_listing_the_valid_ones() -> None:
     with pytest.raises(ValueError, match="deepseek_r1, deepseek_v3") as raised:
         Settings(reasoning_parser="deepseek-r2")
     assert "qwen3" in str(raised.value)
+
+
+async def test_the_response_cache_replays_the_thinking_and_its_count() -> None:
+    engine = engine_for(R1_OUTPUTS[0])
+    body = chat_body(temperature=0)
+    async with serve(engine, reasoning_parser="deepseek_r1", response_cache="memory") as client:
+        first = (await client.post("/v1/chat/completions", json=body)).json()
+        again = (await client.post("/v1/chat/completions", json=body)).json()
+        streamed = await client.post(
+            "/v1/chat/completions",
+            json={**body, "stream": True, "stream_options": {"include_usage": True}},
+        )
+    assert len(engine.calls) == 1  # both later answers are the cache's
+    assert again["choices"][0]["message"] == first["choices"][0]["message"]
+    assert first["choices"][0]["message"]["reasoning"] == "This is a reasoning section"
+    details = first["usage"]["completion_tokens_details"]
+    assert again["usage"]["completion_tokens_details"] == details
+    chunks = stream_chunks(streamed.text)
+    deltas = [c["choices"][0]["delta"] for c in chunks if c["choices"]]
+    assert "".join(d.get("reasoning") or "" for d in deltas) == "This is a reasoning section"
+    assert chunks[-1]["usage"]["completion_tokens_details"] == details
