@@ -56,6 +56,7 @@ APPS: Mapping[str, str] = {
     "ours": "benchmarks.floor:make_fake_app",
     "ours-cache": "benchmarks.floor:make_fake_app_cached",
     "ours-prod": "benchmarks.floor:make_fake_app_production",
+    "ours-reasoning": "benchmarks.floor:make_fake_app_reasoning",
     "raw": "benchmarks.floor:make_raw_app",
 }
 BASELINE = "raw"
@@ -80,6 +81,21 @@ def make_fake_app_cached() -> Any:
     from oai_server.settings import Settings
 
     return create_app(Settings(response_cache="memory"), FakeEngine(reply="tok"))
+
+
+def make_fake_app_reasoning() -> Any:
+    """`make_fake_app` with vLLM's `deepseek_r1` reasoning parser on, answering as an R1
+    distill does (no opening tag): 127 tokens of thinking, `</think>`, then the answer, so
+    at 256 chunks half go out as `delta.reasoning` and half as content, every one through
+    vLLM's streaming parser. Its difference to `ours` is what the parser costs."""
+    from oai_server.app import create_app
+    from oai_server.engine.fake import FakeEngine
+    from oai_server.settings import Settings
+
+    pieces = ["tok"] * 127 + ["</think>"] + ["tok"] * 128
+    # "tok" a token of its own, as a real tokenizer's word: one id per step, not three bytes.
+    engine = FakeEngine(tokens=pieces, added_tokens=("<think>", "</think>", "tok"))
+    return create_app(Settings(reasoning_parser="deepseek_r1"), engine)
 
 
 def make_fake_app_production() -> Any:
@@ -223,7 +239,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--apps",
         type=_apps,
         default=["ours", "raw"],
-        help="of ours, ours-cache, ours-prod, raw (default: ours,raw)",
+        help="of ours, ours-cache, ours-prod, ours-reasoning, raw (default: ours,raw)",
     )
     parser.add_argument(
         "--before",
