@@ -73,7 +73,8 @@ class ReasoningStage:
         if message is None:  # a tag alone: nothing to send
             return Split("", "")
         reasoning, content = message.reasoning or "", message.content or ""
-        if reasoning and not content:
+        # A token whose text is still held back by the detokenizer is the thinking's too.
+        if not content and (reasoning or not text):
             self.reasoning_tokens += token_count
         return Split(reasoning, content)
 
