@@ -187,8 +187,7 @@ class FakeEngine(Engine):
 
     @property
     def tokenizer(self) -> Tokenizer:
-        return FakeTokenizer(self.chat_template, images=self.image_limit > 0)
-        return FakeTokenizer(self.chat_template, self.added_tokens)
+        return FakeTokenizer(self.chat_template, self.added_tokens, images=self.image_limit > 0)
 
     def kill(self) -> None:
         """Make the engine behave as if its core process died."""
