@@ -94,7 +94,7 @@ async def _start_engine(
         logger.exception("the engine failed to start")
         return
     settings, models = state.settings, state.models
-    chat = [m.name for m in models if m.kind == "chat" and m.parent is None]
+    chat = [m.name for m in models if m.kind == "chat" and m.engine_model == m.name]
     embedding = next((m.name for m in models if m.kind == "embedding"), None)
     lines = ready_message(
         host=settings.host,
@@ -395,7 +395,10 @@ def create_app(
             app.add_middleware(middleware.cls, *middleware.args, **middleware.kwargs)
     app.add_middleware(LifecycleMiddleware, lifecycle=state.lifecycle)
     app.add_middleware(
-        ObservabilityMiddleware, metrics=state.metrics, log_text=settings.log_request_text
+        ObservabilityMiddleware,
+        metrics=state.metrics,
+        log_text=settings.log_request_text,
+        max_log_len=settings.max_log_len,
     )
     if settings.cors_allow_origins:
         app.add_middleware(

@@ -43,7 +43,12 @@ def build_engine(settings: Settings, entries: Sequence[ModelEntry]) -> Engine:
 
 def _chat_engine(entry: ModelEntry, settings: Settings, *, log_stats: bool) -> VLLMEngine:
     if entry.model is not None:
-        return VLLMEngine(entry, served_model_name=entry.name, log_stats=log_stats)
+        return VLLMEngine(
+            entry,
+            served_model_name=entry.name,
+            log_stats=log_stats,
+            tokens_as_ids=settings.return_tokens_as_token_ids,
+        )
     if entry.max_model_len is None:
         entry = entry.model_copy(update={"max_model_len": EMBEDDED_MAX_MODEL_LEN})
 
@@ -53,7 +58,11 @@ def _chat_engine(entry: ModelEntry, settings: Settings, *, log_stats: bool) -> V
         return str(ensure_embedded_model(settings.cache_dir, dtype))
 
     return VLLMEngine(
-        entry, resolve_model=prepare_embedded, served_model_name=entry.name, log_stats=log_stats
+        entry,
+        resolve_model=prepare_embedded,
+        served_model_name=entry.name,
+        log_stats=log_stats,
+        tokens_as_ids=settings.return_tokens_as_token_ids,
     )
 
 

@@ -50,6 +50,14 @@ _VLLM_TRACING = {
     "oai-server (--otlp-traces-endpoint traces every request with the engine's timings): "
     "ignored",
 }
+# vLLM's front-end flags that mean nothing here, by the value that asks for what this
+# server always does (no notice then), and why any other value is not taken.
+_IGNORED_UNLESS = {
+    "response_role": (
+        "assistant",
+        "answers' role stays assistant, the only one OpenAI's schema and SDKs accept",
+    ),
+}
 # Read by our own code from vLLM's parse, not by name: the shapes differ.
 _SHAPED = frozenset({"model_tag", "served_model_name", "lora_modules"})
 # Settings whose flags take several shapes under vLLM (nargs), or are vLLM's engine
@@ -154,6 +162,11 @@ def _parse_with_vllm(args: list[str]) -> CommandLine:
             given[name] = value
         elif name in engine_names:
             engine[name] = value
+        elif name in _IGNORED_UNLESS:
+            same, why = _IGNORED_UNLESS[name]
+            if value != same:
+                flag = "--" + name.replace("_", "-")
+                notices.append(f"{flag} {value} is not used by oai-server: {why}")
         else:
             flag = "--" + name.replace("_", "-")
             notices.append(f"{flag} is not used by oai-server: ignored")
@@ -161,13 +174,7 @@ def _parse_with_vllm(args: list[str]) -> CommandLine:
         tokens = ["--model", parsed["model_tag"], *tokens]
     if "served_model_name" in parsed:
         names = parsed["served_model_name"]
-        names = [names] if isinstance(names, str) else list(names)
-        given["served_model_name"] = names[0]
-        if names[1:]:
-            notices.append(
-                f"--served-model-name: served as {names[0]!r} only; aliases "
-                f"({', '.join(names[1:])}) are not served yet"
-            )
+        given["served_model_name"] = [names] if isinstance(names, str) else list(names)
     if "lora_modules" in parsed:
         given["lora_modules"] = [f"{m.name}={m.path}" for m in parsed["lora_modules"] or []]
     if engine:

@@ -99,6 +99,19 @@ class Settings(BaseSettings, EngineOptions):
         3, ge=0, description="Most redirects an image URL may take (else 400)."
     )
 
+    # --- answers (vllm serve's front-end flags of the same names) ---------------
+    return_tokens_as_token_ids: bool = Field(
+        False,
+        description="Name each logprobs token token_id:N, not by its text, so that tokens "
+        "that are no whole UTF-8 text can be told apart (as vllm serve's flag).",
+    )
+    enable_force_include_usage: bool = Field(
+        False,
+        description="Every streamed chat and text completion reports usage, on each chunk "
+        "and a last chunk of its own, as if it asked for stream_options include_usage and "
+        "continuous_usage_stats (as vllm serve's flag).",
+    )
+
     # --- web chat page --------------------------------------------------------
     web_ui: bool = Field(
         True, description="Serve the built-in chat page at / (its files under /ui/)."
@@ -119,10 +132,18 @@ class Settings(BaseSettings, EngineOptions):
         "these engine flags (comma-separated in OAI_MODEL); default: the embedded "
         "SmolLM2-135M-Instruct.",
     )
-    served_model_name: str | None = Field(
-        None,
-        description="Model id clients use for the first --model (unless it is given as "
-        "name=path); default: the --model value, or smollm2-135m-instruct.",
+    served_model_name: Annotated[
+        list[str],
+        NoDecode,
+        WithJsonSchema(
+            {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]}
+        ),
+    ] = Field(
+        default_factory=list,
+        description="Model ids clients use for the first --model (unless it is given as "
+        "name=path): the first is its name, any others aliases a request may use as well, "
+        "as vllm serve takes them (comma-separated in OAI_SERVED_MODEL_NAME); default: the "
+        "--model value, or smollm2-135m-instruct.",
     )
     models_file: Path | None = Field(
         None,
@@ -361,6 +382,12 @@ class Settings(BaseSettings, EngineOptions):
         "http/protobuf, http://collector:4318/v1/traces; the standard OTEL_* variables set "
         "headers, service name and sampler. Default: none, tracing off.",
     )
+    max_log_len: int | None = Field(
+        None,
+        ge=0,
+        description="Most characters of a prompt the access log shows with "
+        "--log-request-text (as vllm serve's request log); unset: all of it.",
+    )
 
     @field_validator(
         "api_key",
@@ -370,6 +397,7 @@ class Settings(BaseSettings, EngineOptions):
         "cors_allow_headers",
         "lora_modules",
         "model",
+        "served_model_name",
         "service_tier_priority_keys",
         mode="before",
     )

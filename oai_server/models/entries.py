@@ -37,6 +37,11 @@ class ModelEntry(EngineSettings):
     kind: Literal["chat", "embedding"] = Field(
         "chat", description="chat (chat, completions, responses, realtime) or embedding."
     )
+    aliases: list[str] = Field(
+        default_factory=list,
+        description="Other ids a request may name this model by, as the names after the "
+        "first of vllm serve's --served-model-name a b (answers carry the name asked for).",
+    )
 
     @field_validator("model")
     @classmethod
@@ -62,9 +67,10 @@ def model_entries(settings: Settings) -> list[ModelEntry]:
         entries = _from_flags(settings)
     names: set[str] = set()
     for entry in entries:
-        if entry.name in names:
-            raise ModelsFileError(f"two models are served as '{entry.name}'")
-        names.add(entry.name)
+        for name in (entry.name, *entry.aliases):
+            if name in names:
+                raise ModelsFileError(f"two models are served as '{name}'")
+            names.add(name)
     embedding = [e.name for e in entries if e.kind == "embedding"]
     if len(embedding) > 1:
         raise ModelsFileError(
@@ -89,13 +95,14 @@ def _from_flags(settings: Settings) -> list[ModelEntry]:
         elif i == 0 and settings.served_model_name:
             raise ModelsFileError(
                 f"the first --model is named twice: '{name}' (name=path) and "
-                f"'{settings.served_model_name}' (--served-model-name); give one"
+                f"'{settings.served_model_name[0]}' (--served-model-name); give one"
             )
+        given = settings.served_model_name if i == 0 else []
         if not name:
-            given = settings.served_model_name if i == 0 else None
-            name = given or source or EMBEDDED_MODEL_NAME
+            name = given[0] if given else source or EMBEDDED_MODEL_NAME
         lora = {"enable_lora": settings.lora_enabled} if i == 0 else no_lora
-        entries.append(_entry({**shared, **lora, "name": name, "model": source or None}))
+        entry = {**shared, **lora, "name": name, "aliases": given[1:], "model": source or None}
+        entries.append(_entry(entry))
     embedding = settings.embedding_model
     if embedding != "none":
         # vLLM's engine flags on the command line are the chat models': a models file

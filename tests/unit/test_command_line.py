@@ -95,12 +95,10 @@ def test_a_flag_without_meaning_here_is_accepted_with_a_notice() -> None:
     assert line.settings.model == ["org/model"]
 
 
-def test_several_served_names_serve_the_first_and_say_so() -> None:
+def test_several_served_names_are_all_taken() -> None:
     line = parse_command_line(["org/model", "--served-model-name", "a", "b"])
-    assert line.settings.served_model_name == "a"
-    assert line.notices == [
-        "--served-model-name: served as 'a' only; aliases (b) are not served yet"
-    ]
+    assert line.settings.served_model_name == ["a", "b"]
+    assert line.notices == []
 
 
 def test_our_own_flags_still_work_beside_vllm_flags(tmp_path: Path) -> None:
@@ -194,3 +192,23 @@ def test_otlp_traces_endpoint_is_ours_as_vllm_serve_names_it() -> None:
     alone = parse_command_line(["--otlp-traces-endpoint", endpoint]).settings
     assert alone.otlp_traces_endpoint == endpoint
     assert parse_command_line([]).settings.otlp_traces_endpoint is None
+
+
+def test_vllms_answer_flags_land_in_settings() -> None:
+    line = parse_command_line(
+        ["serve", "org/model", "--enable-force-include-usage", "--return-tokens-as-token-ids",
+         "--max-log-len", "100", "--response-role", "assistant"]
+    )  # fmt: skip
+    settings = line.settings
+    assert settings.enable_force_include_usage is True
+    assert settings.return_tokens_as_token_ids is True
+    assert settings.max_log_len == 100
+    assert line.notices == []  # vLLM's default role is the one answers always carry
+
+
+def test_another_response_role_is_named_as_not_taken() -> None:
+    line = parse_command_line(["serve", "org/model", "--response-role", "narrator"])
+    assert line.notices == [
+        "--response-role narrator is not used by oai-server: answers' role stays "
+        "assistant, the only one OpenAI's schema and SDKs accept"
+    ]

@@ -36,7 +36,7 @@ def test_flags_land_in_fields() -> None:
     )
     assert settings.max_model_len == 4096
     assert settings.enforce_eager is True
-    assert settings.served_model_name == "x"
+    assert settings.served_model_name == ["x"]
     assert chat_name(settings) == "x"
     assert settings.port == 9000
 

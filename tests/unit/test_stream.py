@@ -149,6 +149,24 @@ async def test_continuous_usage_stats_on_every_chunk(
     assert seen == len(engine.reply.split(" "))
 
 
+async def test_forced_usage_streams_usage_without_asking(engine: FakeEngine) -> None:
+    # --enable-force-include-usage: as vLLM's should_include_usage, each chunk and a last one.
+    async with serve(engine, enable_force_include_usage=True) as client:
+        chunks = await stream_chat(client)
+        text = await client.post(
+            "/v1/completions",
+            json={"model": MODEL, "prompt": "Hi", "max_tokens": 4, "stream": True},
+        )
+        whole = await client.post("/v1/chat/completions", json=chat_body())
+    assert all(chunk["usage"]["prompt_tokens"] == prompt_tokens("Hi") for chunk in chunks)
+    assert chunks[-1]["choices"] == []
+    assert chunks[-1]["usage"]["completion_tokens"] == len(engine.reply.split(" "))
+    completion_chunks = chunks_of(text)
+    assert all(chunk["usage"] is not None for chunk in completion_chunks)
+    assert completion_chunks[-1]["choices"] == []
+    assert whole.json()["usage"]["completion_tokens"] == len(engine.reply.split(" "))
+
+
 async def test_n_choices_each_get_role_content_and_finish(
     client: httpx.AsyncClient, engine: FakeEngine
 ) -> None:

@@ -53,13 +53,19 @@ class VLLMEngine(AsyncLLMHolder, Engine):
         resolve_model: Callable[[str], str] | None = None,
         served_model_name: str | None = None,
         log_stats: bool = True,
+        tokens_as_ids: bool = False,
     ) -> None:
         """`resolve_model`, if given, is the embedded model: it runs first in `start` with
         the dtype chosen for this CPU (to convert the weights at that precision) and
         returns the model to load in place of `options.model`. `served_model_name` is the
         id clients use, which vLLM's own metrics are labelled with; `log_stats` False
-        keeps this engine off them (one engine per process may feed them)."""
+        keeps this engine off them (one engine per process may feed them). `tokens_as_ids`
+        (`--return-tokens-as-token-ids`) names each logprob's token `token_id:N`, as vLLM
+        does, for tokens that are no whole UTF-8 text."""
         super().__init__()
+        self._tokens_as_ids = tokens_as_ids
+        # vLLM's `token_id:N` namer, set at start when `tokens_as_ids`.
+        self._id_name: Callable[[int], str] | None = None
         self._log_stats = log_stats
         self._options = options
         self._served_model_name = served_model_name
@@ -169,6 +175,10 @@ class VLLMEngine(AsyncLLMHolder, Engine):
         if defaults:
             logger.info("sampling defaults from the model's generation config: %s", defaults)
         self._make_params = _params_factory()
+        if self._tokens_as_ids:
+            from vllm.entrypoints.generate.base.serving import format_token_id_placeholder
+
+            self._id_name = format_token_id_placeholder
         self._hold(llm, known, _image_placeholder(llm.model_config))
         # vLLM keeps an import error for good (vllm.multimodal.media.audio's
         # `_torchcodec_import_exc`, raised while this frame imported vllm); its traceback
@@ -231,7 +241,9 @@ class VLLMEngine(AsyncLLMHolder, Engine):
                     step.prefill_time = _prefill_time(out.metrics)
                 if out.prompt_logprobs is not None and options.prompt_logprobs is not None:
                     step.prompt_logprobs = [
-                        None if d is None else _token_logprob(t, d, options.prompt_logprobs)
+                        None
+                        if d is None
+                        else _token_logprob(t, d, options.prompt_logprobs, self._id_name)
                         for t, d in zip(prompt_token_ids, out.prompt_logprobs, strict=False)
                     ]
                 for c in out.outputs:
@@ -246,7 +258,7 @@ class VLLMEngine(AsyncLLMHolder, Engine):
                     )
                     if options.logprobs is not None and c.logprobs is not None:
                         delta.logprobs = [
-                            _token_logprob(t, d, options.logprobs)
+                            _token_logprob(t, d, options.logprobs, self._id_name)
                             for t, d in zip(c.token_ids, c.logprobs, strict=False)
                         ]
                     step.choices.append(delta)
@@ -342,14 +354,23 @@ def _prefill_time(stats: Any) -> float | None:
 _MIN_LOGPROB = -9999.0
 
 
-def _token_logprob(token_id: int, candidates: Any, top: int) -> TokenLogprob:
-    """Our `TokenLogprob` from vLLM's {token id: Logprob} of one position."""
+def _token_logprob(
+    token_id: int, candidates: Any, top: int, id_name: Callable[[int], str] | None = None
+) -> TokenLogprob:
+    """Our `TokenLogprob` from vLLM's {token id: Logprob} of one position; each token
+    named by `id_name(token id)` when given, else by its text."""
     chosen = candidates[token_id]
-    ranked = sorted(candidates.values(), key=lambda lp: lp.rank)[:top]
+    ranked = sorted(candidates.items(), key=lambda item: item[1].rank)[:top]
+    if id_name is None:
+        return TokenLogprob(
+            token=chosen.decoded_token or "",
+            logprob=max(chosen.logprob, _MIN_LOGPROB),
+            top=tuple((lp.decoded_token or "", max(lp.logprob, _MIN_LOGPROB)) for _, lp in ranked),
+        )
     return TokenLogprob(
-        token=chosen.decoded_token or "",
+        token=id_name(token_id),
         logprob=max(chosen.logprob, _MIN_LOGPROB),
-        top=tuple((lp.decoded_token or "", max(lp.logprob, _MIN_LOGPROB)) for lp in ranked),
+        top=tuple((id_name(t), max(lp.logprob, _MIN_LOGPROB)) for t, lp in ranked),
     )
 
 
