@@ -19,9 +19,12 @@ from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from oai_server.anthropic.stream import Event, text_delta
 from oai_server.error_responses import anthropic_error
 from oai_server.http.disconnect import Disconnect
 from oai_server.http.sse import BODY, BODY_SEND, HEADERS
+from oai_server.http.templates import cut, json_text
+from oai_server.items.stream import TextAdded, TextItem
 from schemas.anthropic import MessageStartEvent, PingEvent, StreamEvent
 
 logger = logging.getLogger(__name__)
@@ -34,6 +37,29 @@ def frame(event: StreamEvent) -> bytes:
 
 
 PING = frame(PingEvent())
+
+
+def _delta_template() -> list[bytes]:
+    """A text delta's frame, cut where its index and its text go: the bytes of the typed
+    event by construction (a sample serialized with marker values)."""
+    index, text = 987654321, "\x00oai-text\x00"
+    sample = frame(text_delta(TextAdded(TextItem(index), text, ())))
+    parts = cut(sample, [b"%d" % index, json_text(text)])
+    assert parts is not None
+    return parts
+
+
+_DELTA_HEAD, _DELTA_MID, _DELTA_TAIL = _delta_template()
+
+
+def frame_of(event: Event) -> bytes:
+    """The bytes of one event; a text delta's spliced into its template."""
+    if isinstance(event, TextAdded):
+        index = b"%d" % event.item.index
+        return _DELTA_HEAD + index + _DELTA_MID + json_text(event.text) + _DELTA_TAIL
+    return frame(event)
+
+
 _RAW_HEADERS = [
     (b"content-type", b"text/event-stream; charset=utf-8"),
     *((name.lower().encode(), value.encode()) for name, value in HEADERS.items()),
@@ -62,7 +88,7 @@ class MessageStreamResponse(Response):
 
     media_type = "text/event-stream"
 
-    def __init__(self, events: AsyncGenerator[StreamEvent, None]) -> None:
+    def __init__(self, events: AsyncGenerator[Event, None]) -> None:
         self.events = events
         self.status_code = 200
         self.background = None
@@ -85,7 +111,7 @@ class MessageStreamResponse(Response):
         tail = b""
         try:
             async for event in self.events:
-                body = frame(event)
+                body = frame_of(event)
                 if isinstance(event, MessageStartEvent):
                     body += PING
                 idle.since = idle.loop.time()

@@ -6,6 +6,11 @@ starts (`ItemStream(one_open=True)`, as Responses orders its items). `message_st
 comes first, `message_delta` (the stop reason, the counts) and `message_stop` last.
 `message` is the message as it stands: whole once the events are over, which is what
 a call without `stream` returns, so both answers are one fold of the same events.
+
+A text block's next text, most of a stream, goes out as the item stream's own
+`TextAdded`, not as a `content_block_delta` model: the encoder splices it into the
+event's bytes (`sse.py`), as chat splices its chunks, and the block's text is joined
+once, when it stops.
 """
 
 from __future__ import annotations
@@ -47,6 +52,15 @@ from schemas.anthropic import (
 from schemas.chat import CreateChatCompletionStreamResponse
 from schemas.common import ResponseModel
 
+# What `events` yields: Anthropic's events, and a text block's next text as the item
+# stream's `TextAdded` (its `content_block_delta`, spliced into bytes by the encoder).
+Event = StreamEvent | TextAdded
+
+
+def text_delta(event: TextAdded) -> ContentBlockDeltaEvent:
+    """The `content_block_delta` a `TextAdded` stands for."""
+    return ContentBlockDeltaEvent(index=event.item.index, delta=TextDelta(text=event.text))
+
 
 def parsed_input(arguments: str) -> dict[str, Any]:
     """A call's arguments as `tool_use.input`: an object, `{}` for none or malformed."""
@@ -66,6 +80,8 @@ class MessageRun:
     _counts: Counts | None = None
     _stop_string: str | None = None
     _arguments: dict[int, str] = field(default_factory=dict)
+    # Each open text block's pieces, joined into its text when it stops.
+    _texts: dict[int, list[str]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, message_id: str, model: str, input_tokens: int) -> MessageRun:
@@ -85,8 +101,9 @@ class MessageRun:
         )
         return cls(message)
 
-    async def events(self, stream: EventStream[ResponseModel]) -> AsyncGenerator[StreamEvent, None]:
-        """Every event of the message, from `message_start` to `message_stop`."""
+    async def events(self, stream: EventStream[ResponseModel]) -> AsyncGenerator[Event, None]:
+        """Every event of the message, from `message_start` to `message_stop`; a text
+        block's delta as its `TextAdded` (the `content_block_delta` it stands for)."""
         yield MessageStartEvent(message=self.message)
         async for event in stream:
             if isinstance(event, Counts):
@@ -150,16 +167,14 @@ class MessageRun:
             message.usage.cache_read_input_tokens = counts.cached_tokens
             message.usage.output_tokens = counts.completion_tokens
 
-    def _encode(self, batch: list[ItemUpdate]) -> list[StreamEvent]:
-        out: list[StreamEvent] = []
+    def _encode(self, batch: list[ItemUpdate]) -> list[Event]:
+        out: list[Event] = []
         content = self.message.content
         for event in batch:
             index = event.item.index
-            if isinstance(event, TextAdded):
-                block = content[index]
-                assert isinstance(block, TextBlock)
-                block.text += event.text
-                out.append(ContentBlockDeltaEvent(index=index, delta=TextDelta(text=event.text)))
+            if type(event) is TextAdded:
+                self._texts[index].append(event.text)
+                out.append(event)
             elif isinstance(event, ArgumentsAdded):
                 self._arguments[index] += event.text
                 delta = InputJSONDelta(partial_json=event.text)
@@ -172,6 +187,7 @@ class MessageRun:
                     self._arguments[index] = ""
                 else:
                     started = TextBlock(text="")
+                    self._texts[index] = []
                 content.append(started)
                 # A copy: the block in `message` grows, the event shows its start.
                 out.append(ContentBlockStartEvent(index=index, content_block=started.model_copy()))
@@ -180,5 +196,7 @@ class MessageRun:
                 block = content[index]
                 if isinstance(block, ToolUseBlock):
                     block.input = parsed_input(self._arguments[index])
+                elif isinstance(block, TextBlock):
+                    block.text = "".join(self._texts.pop(index))
                 out.append(ContentBlockStopEvent(index=index))
         return out
