@@ -58,7 +58,10 @@ def check_model(
     target: Target | None = None
     if models is not None and (requested in models or requested != served):
         model = models.find(requested, "chat", param=param)
-        target = Target(model.engine_model, None if model.parent is None else model.name)
+        if model.parent is not None:
+            target = Target(model.parent, model.name)  # an adapter on its base's engine
+        else:
+            target = Target(model.alias_of or model.name)
     elif requested == served:
         target = Target(served)
     if target is not None:

@@ -97,7 +97,9 @@ async def test_a_stalled_or_dead_store_is_seen_refused_fast_and_loses_nothing(
         # Once one is refused, the later ones are refused at once, not after a deadline.
         first_refused = refused[0].began + refused[0].latency
         later = [s for s in reads if s.began > first_refused and s.began < result.recovered_at]
-        assert later
+        # More than the one that meets the recovery: a read that waits out the fault (a
+        # breaker left up by a timeout) leaves one or none.
+        assert len(later) > 1, reads
         assert all(s.status == 503 for s in later[:-1])  # the last may meet the recovery
         assert max(s.latency for s in later[:-1]) < AT_ONCE_S
         # Back: healthy, reads answered, and the queue written out.
