@@ -54,6 +54,8 @@ class FakeTokenizer(Tokenizer):
     def __init__(
         self, template: str | None = None, added: Sequence[str] = (), images: bool = False
     ) -> None:
+        self.given = template
+        self.given_added = tuple(added)
         self.template = template or DEFAULT_TEMPLATE
         # (Built only for added tokens: the hot-path test counts the fake's calls too.)
         self.added = {token: 256 + i for i, token in enumerate(added)} if added else {}
@@ -167,6 +169,7 @@ class FakeEngine(Engine):
     _ready: bool = False
     _dead: bool = False
     _running: set[str] = field(default_factory=set)
+    _tokenizer: FakeTokenizer | None = field(default=None, repr=False, compare=False)
 
     async def start(self) -> None:
         await asyncio.sleep(self.start_delay)
@@ -187,7 +190,21 @@ class FakeEngine(Engine):
 
     @property
     def tokenizer(self) -> Tokenizer:
-        return FakeTokenizer(self.chat_template, self.added_tokens, images=self.image_limit > 0)
+        # One tokenizer while the template stays, as a real engine holds its own: what the
+        # server works out once per tokenizer (the prompt bound's longest token, in a
+        # thread) is then worked out once, not on every request.
+        tokenizer = self._tokenizer
+        images = self.image_limit > 0
+        if (
+            tokenizer is None
+            or tokenizer.given is not self.chat_template
+            or tokenizer.images != images
+            or tokenizer.given_added != self.added_tokens
+        ):
+            tokenizer = self._tokenizer = FakeTokenizer(
+                self.chat_template, self.added_tokens, images=images
+            )
+        return tokenizer
 
     def kill(self) -> None:
         """Make the engine behave as if its core process died."""
