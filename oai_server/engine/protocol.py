@@ -87,7 +87,9 @@ class Engine(abc.ABC):
     @property
     @abc.abstractmethod
     def tokenizer(self) -> Tokenizer:
-        """The loaded model's tokenizer; valid after `start`."""
+        """The loaded model's tokenizer; valid after `start`. The same object on every
+        call: what the server works out once per tokenizer (the prompt bound's longest
+        token, a pass over the vocabulary) is kept by it."""
 
     @abc.abstractmethod
     def generate(

@@ -23,7 +23,7 @@ from oai_server.generation.chat_template import (
 )
 from oai_server.generation.engine_request import Generation
 from oai_server.generation.logprobs import chat_logprobs
-from oai_server.generation.offload import off_loop
+from oai_server.generation.offload import INLINE_CHARS, off_loop
 from oai_server.generation.prompt_bound import tokens_at_least
 from oai_server.generation.sampling import build_options, resolve_max_tokens
 from oai_server.generation.work_limits import WorkLimits, check_options_token_ids
@@ -220,7 +220,10 @@ class ChatService:
         text = render_prompt_text(req, engine.tokenizer, template, tools)
         model = engine.model_info
         least = 0
-        if 4 * len(text) >= model.max_model_len:  # short prompts skip the call: the hot path
+        # The bound spares a prompt that cannot fit its tokenizing; one short enough to be
+        # tokenized on the loop costs less to count exactly (the floor's prompts, ~700
+        # characters, skip the bound's work and its checks).
+        if len(text) > INLINE_CHARS and 4 * len(text) >= model.max_model_len:
             least = tokens_at_least(text, engine.tokenizer, model.vocab_size, model.max_model_len)
         if least:
             resolve_max_tokens(

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 
+import pytest
 from fastapi.testclient import TestClient
 
 from oai_server.app import create_app
 from oai_server.engine.fake import FakeEngine, FakeTokenizer
 from oai_server.engine.protocol import Tokenizer
+from oai_server.generation import prompt_bound
+from oai_server.generation.offload import in_pool
 from oai_server.generation.prompt_bound import longest_token_bytes, tokens_at_least
 from oai_server.settings import Settings
 from tests.unit.conftest import MODEL
@@ -81,3 +85,30 @@ def test_an_oversized_prompt_is_refused_as_before_without_being_tokenized() -> N
     assert chat.json()["error"]["param"] == "messages"
     assert completion.json()["error"]["param"] == "prompt"
     assert all(length < len(big) for length in tokenizer.encoded)
+
+
+def test_a_server_works_its_tokenizer_out_once_not_per_request(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The vocabulary pass costs a thread's CPU for every tokenizer it meets: an engine that
+    # handed out a new tokenizer per request (the fake did) paid it on every long prompt.
+    started: list[object] = []
+
+    def counted(work: Callable[..., object], *args: object) -> None:
+        started.append(args[0])
+        in_pool(work, *args)
+
+    monkeypatch.setattr(prompt_bound, "in_pool", counted)
+    engine = FakeEngine(max_model_len=16_384)
+    with TestClient(create_app(Settings(), engine)) as client:
+        for i in range(6):
+            response = client.post(
+                "/v1/chat/completions",
+                json={
+                    "model": MODEL,
+                    "messages": [{"role": "user", "content": f"{i} " + "word " * 1_000}],
+                    "max_tokens": 1,
+                },
+            )
+            assert response.status_code == 200
+    assert started == [engine.tokenizer]

@@ -40,6 +40,9 @@ class FakeEmbeddingEngine(EmbeddingEngine):
     _ready: bool = False
     _dead: bool = False
     _running: int = 0
+    # One tokenizer, as a real engine holds its own (what is worked out per tokenizer, the
+    # prompt bound's longest token, is then worked out once).
+    _tokenizer: FakeTokenizer = field(default_factory=FakeTokenizer, repr=False, compare=False)
 
     async def start(self) -> None:
         await asyncio.sleep(self.start_delay)
@@ -60,7 +63,7 @@ class FakeEmbeddingEngine(EmbeddingEngine):
 
     @property
     def tokenizer(self) -> Tokenizer:
-        return FakeTokenizer()
+        return self._tokenizer
 
     def kill(self) -> None:
         """Fail as a dead engine does from now on."""
