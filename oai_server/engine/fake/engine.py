@@ -190,7 +190,7 @@ class FakeEngine(Engine):
 
     @property
     def tokenizer(self) -> Tokenizer:
-        # One tokenizer while the template stays, as a real engine holds its own: what the
+        # One tokenizer while its template and images stay, as a real engine holds its own: what the
         # server works out once per tokenizer (the prompt bound's longest token, in a
         # thread) is then worked out once, not on every request.
         tokenizer = self._tokenizer
