@@ -50,3 +50,17 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """Say how many documents were checked against the spec, and how it went."""
     terminalreporter.write_line(default_log.report().splitlines()[0])
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_server_early(request: pytest.FixtureRequest, data_dir: Path) -> Iterator[None]:
+    """Launch the integration tests' session server at the start of the run, when any
+    selected test uses it: its engine loads (a minute or two) while the tests before the
+    first that needs it run, instead of after them."""
+    from tests.integration import conftest as integration
+
+    if integration.needs_session_server(request.session.items):
+        factory: pytest.TempPathFactory = request.getfixturevalue("tmp_path_factory")
+        integration.launch_session_server(factory.mktemp("server"))
+    yield
+    integration.stop_unclaimed_session_server()

@@ -83,15 +83,18 @@ def _wait_ready(root: str, proc: subprocess.Popen[bytes], log: Path) -> list[int
     raise RuntimeError(f"server not ready in {START_TIMEOUT_S} s:\n{log.read_text()[-4000:]}")
 
 
-@contextlib.contextmanager
-def run_server(log_dir: Path, *flags: str, exit_code: int | None = 0) -> Iterator[Server]:
-    """`python -m oai_server` with `flags` on a free port, until the block ends.
+@dataclass(frozen=True)
+class Launched:
+    """A server process started by `launch`, not yet known to be ready."""
 
-    Stopped with SIGTERM, as an orchestrator stops it: it must drain and exit with
-    `exit_code` (unless it already exited: a test that kills the engine checks that
-    itself; None skips the check), no process it started (the engine core) may
-    outlive it, and a clean stop (exit 0) logs no traceback.
-    """
+    proc: subprocess.Popen[bytes]
+    root: str
+    log: Path
+
+
+def launch(log_dir: Path, *flags: str) -> Launched:
+    """Start `python -m oai_server` with `flags` on a free port; returns at once (the
+    engine loads meanwhile: `serving` waits for it)."""
     port = _free_port()
     if "--embedding-model" not in flags and "--models-file" not in flags:
         # The embedding engine costs a start and memory: only servers that test it get it
@@ -102,7 +105,26 @@ def run_server(log_dir: Path, *flags: str, exit_code: int | None = 0) -> Iterato
     command = [sys.executable, "-m", "oai_server", "--host", "127.0.0.1", "--port", str(port)]
     with log.open("wb") as out:
         proc = subprocess.Popen([*command, *flags], stdout=out, stderr=subprocess.STDOUT, env=env)
-    root = f"http://127.0.0.1:{port}"
+    return Launched(proc=proc, root=f"http://127.0.0.1:{port}", log=log)
+
+
+@contextlib.contextmanager
+def run_server(log_dir: Path, *flags: str, exit_code: int | None = 0) -> Iterator[Server]:
+    """`python -m oai_server` with `flags` on a free port, until the block ends.
+
+    Stopped with SIGTERM, as an orchestrator stops it: it must drain and exit with
+    `exit_code` (unless it already exited: a test that kills the engine checks that
+    itself; None skips the check), no process it started (the engine core) may
+    outlive it, and a clean stop (exit 0) logs no traceback.
+    """
+    with serving(launch(log_dir, *flags), exit_code=exit_code) as server:
+        yield server
+
+
+@contextlib.contextmanager
+def serving(launched: Launched, exit_code: int | None = 0) -> Iterator[Server]:
+    """`run_server` for a server already launched: ready, then stopped as it says."""
+    proc, root, log = launched.proc, launched.root, launched.log
     children: list[psutil.Process] = []
     try:
         loading = _wait_ready(root, proc, log)
@@ -145,9 +167,58 @@ def _stop(
             assert sign not in stop_log, stop_log[-4000:]
 
 
+# The session's server is launched before the first test that needs it (see
+# `launch_session_server`), so that its engine loads while other tests run; with it, the
+# receiver of its traces.
+_launched: list[tuple[Launched, Receiver]] = []
+_early = contextlib.ExitStack()
+
+
+def _session_flags(receiver: Receiver) -> tuple[str, ...]:
+    return ("--embedding-model", EMBEDDING_MODEL, "--otlp-traces-endpoint", receiver.endpoint)
+
+
+def needs_session_server(items: list[pytest.Item]) -> bool:
+    """Whether any of `items` uses the session's `server` (this file's, not a module's own)."""
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        definitions = info.name2fixturedefs.get("server", ()) if info is not None else ()
+        if definitions and definitions[-1].func.__module__ == __name__:
+            return True
+    return False
+
+
+def launch_session_server(log_dir: Path) -> None:
+    """Start the session's server now; the `server` fixture takes it when first asked."""
+    if not _launched:
+        receiver = _early.enter_context(otlp_grpc_receiver())
+        _launched.append((launch(log_dir, *_session_flags(receiver)), receiver))
+
+
+def stop_unclaimed_session_server() -> None:
+    """Kill the session's server if it was launched but no test asked for it (a run stopped
+    early, by -x): it may still be loading, when SIGTERM waits for the engine's start.
+    Then close the early receiver (after the `server` fixture stopped its server)."""
+    while _launched:
+        proc = _launched.pop()[0].proc
+        if proc.poll() is not None:
+            continue
+        with contextlib.suppress(psutil.Error):
+            tree = [psutil.Process(proc.pid)]
+            tree += tree[0].children(recursive=True)
+            for process in tree:
+                process.kill()
+            psutil.wait_procs(tree, timeout=30)
+        proc.wait()
+    _early.close()
+
+
 @pytest.fixture(scope="session")
 def trace_receiver() -> Iterator[Receiver]:
     """The OTLP (gRPC) receiver the session's server exports its traces to."""
+    if _launched:
+        yield _launched[-1][1]  # the early server's: closed after the session
+        return
     with otlp_grpc_receiver() as received:
         yield received
 
@@ -156,15 +227,16 @@ def trace_receiver() -> Iterator[Receiver]:
 def server(tmp_path_factory: pytest.TempPathFactory, trace_receiver: Receiver) -> Iterator[Server]:
     """The session's server: the embedded chat model and, beside it, the embedded
     embedding model (the one real-engine session that serves embeddings); it traces every
-    request to `trace_receiver`, so the suite runs with tracing on."""
-    log_dir = tmp_path_factory.mktemp("server")
-    flags = (
-        "--embedding-model",
-        EMBEDDING_MODEL,
-        "--otlp-traces-endpoint",
-        trace_receiver.endpoint,
-    )
-    with run_server(log_dir, *flags) as running:
+    request to `trace_receiver`, so the suite runs with tracing on.
+
+    Use it rather than start a server of your own wherever its flags will do
+    (docs/development.md, "Sharing the real engine")."""
+    if _launched and _launched[-1][1] is trace_receiver:
+        launched = _launched.pop()[0]
+    else:
+        log_dir = tmp_path_factory.mktemp("server")
+        launched = launch(log_dir, *_session_flags(trace_receiver))
+    with serving(launched) as running:
         yield running
 
 

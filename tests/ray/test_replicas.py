@@ -78,7 +78,11 @@ def client(log: ConformanceLog | None = None) -> httpx.AsyncClient:
 
 
 async def test_streams_spread_over_both_replicas_and_arrive_incrementally(url: str) -> None:
-    tokens = 20  # 1 s of generation per stream
+    # 3 s of generation per stream. The bound below is half of it: a client (or proxy) that
+    # stalls for up to 1.5 s on a loaded machine, e.g. while it opens the forty streams, still
+    # sees the words arrive apart; with 1 s streams a 0.5 s stall failed it (CI, once).
+    # A proxy that buffered the stream hands every word over at once: a spread near 0.
+    tokens = 60
     streams = [Stream() for _ in range(40)]
     async with client() as http:
         await asyncio.gather(*(read_stream(http, url, tokens, s) for s in streams))
