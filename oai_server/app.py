@@ -76,6 +76,7 @@ from oai_server.settings import Settings
 from oai_server.startup import ready_message
 from oai_server.state import ServerState
 from oai_server.store import StoreService
+from oai_server.tool_calls.selection import ToolParsers
 
 logger = logging.getLogger(__name__)
 
@@ -105,6 +106,7 @@ async def _start_engine(
         embedding_model=None if embedder is None else embedding,
         embedding_dtype=None if embedder is None else embedder.model_info.dtype,
         more_models=[(name, engine.serving(name).model_info.dtype) for name in chat[1:]],
+        dialects=[(name, state.chat.tool_parsing(name).describe()) for name in chat],
     )
     for line in lines:
         logger.info("%s", line)
@@ -179,7 +181,7 @@ def _core(
             served,
             model_name,
             chat_template,
-            settings.tool_call_parser,
+            _tool_parsers(settings, entries),
             work,
             registry,
             reasoning_parser=settings.reasoning_parser,
@@ -208,6 +210,12 @@ def media_policy(settings: Settings) -> MediaPolicy:
         max_bytes=settings.media_max_bytes,
         max_redirects=settings.media_max_redirects,
     )
+
+
+def _tool_parsers(settings: Settings, entries: Sequence[ModelEntry]) -> ToolParsers:
+    """The server's --tool-call-parser, and each models-file entry's own."""
+    own = {e.name: e.tool_call_parser for e in entries if e.tool_call_parser is not None}
+    return ToolParsers(settings.tool_call_parser, own)
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,20 @@ EMBEDDED_MODEL_NAME = "smollm2-135m-instruct"
 EMBEDDED_EMBEDDING_MODEL_NAME = "all-minilm-l6-v2"
 
 
+def check_tool_call_parser(name: str) -> str:
+    """`name` if it is `auto`, `none` or in vLLM's tool-parser registry (read only then)."""
+    if name in ("auto", "none"):
+        return name
+    from oai_server.engine.vllm.parsing import tool_parser_names
+
+    names = tool_parser_names()
+    if name not in names:
+        raise ValueError(
+            f"unknown tool-call parser '{name}'; valid: auto, none, {', '.join(names)}"
+        )
+    return name
+
+
 class Settings(BaseSettings, EngineOptions):
     """oai-server: an OpenAI-compatible chat and completions server on vLLM."""
 
@@ -171,10 +185,25 @@ class Settings(BaseSettings, EngineOptions):
     chat_template: Path | None = Field(
         None, description="A Jinja chat template file that replaces the model's own."
     )
-    tool_call_parser: Literal["hermes", "none"] = Field(
-        "hermes",
-        description="How tool calls are read from free text for tool_choice 'auto' "
-        "(hermes: <tool_call>{json}</tool_call>); 'required' and named tools work on any model.",
+    tool_parser_plugin: str | None = Field(
+        None,
+        description="A Python file that registers tool-call parsers of its own with vLLM's "
+        "ToolParserManager, as vllm serve's --tool-parser-plugin; its names are then valid "
+        "for --tool-call-parser.",
+    )
+    tool_call_parser: str = Field(
+        "auto",
+        description="How tool calls are read from free text for tool_choice 'auto': auto "
+        "(the parser of the model's family, recognised from its chat template, special "
+        "tokens and architecture; a model of no known family gets the built-in Hermes "
+        "parser), any name in vLLM's tool-parser registry (hermes, llama3_json, mistral, "
+        "...: vLLM's parser), or none (refuse 'auto'). 'required' and named tools work on "
+        "any model.",
+    )
+    enable_auto_tool_choice: bool = Field(
+        False,
+        description="Accepted so vllm serve command lines carry over: tool_choice 'auto' is "
+        "served whenever --tool-call-parser gives a parser.",
     )
     reasoning_parser: str = Field(
         "auto",
@@ -459,6 +488,21 @@ class Settings(BaseSettings, EngineOptions):
 
             check_reasoning_parser(value)
         return value
+
+    @field_validator("tool_parser_plugin")
+    @classmethod
+    def _import_plugin(cls, value: str | None) -> str | None:
+        """The plugin's parsers are registered before --tool-call-parser is checked."""
+        if value:
+            from oai_server.engine.vllm.parsing import import_tool_parser_plugin
+
+            import_tool_parser_plugin(value)
+        return value
+
+    @field_validator("tool_call_parser")
+    @classmethod
+    def _known_tool_call_parser(cls, value: str) -> str:
+        return check_tool_call_parser(value)
 
     @field_validator("embedding_model")
     @classmethod

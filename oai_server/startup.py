@@ -97,10 +97,12 @@ def ready_message(
     embedding_model: str | None = None,
     embedding_dtype: str | None = None,
     more_models: Sequence[tuple[str, str | None]] = (),
+    dialects: Sequence[tuple[str, str]] = (),
 ) -> list[str]:
     """The lines that say the server is ready: where, what, how long, how to try, how to stop.
 
-    `model` is the first chat model; `more_models` the others, each (name, dtype)."""
+    `model` is the first chat model; `more_models` the others, each (name, dtype);
+    `dialects` how each chat model's output is read, (name, `tool calls: ...`)."""
     shown_host = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
     root = f"http://{shown_host}:{port}"
     base = f"{root}/v1"
@@ -118,6 +120,7 @@ def ready_message(
     page = [f"  chat: {root}/"] if web_ui else []
     return [
         f"ready in {took}: {base}, {what}",
+        *(f"  {name}: {parsers}" for name, parsers in dialects),
         *page,
         f"  try:  curl {base}/chat/completions -H 'Content-Type: application/json' -d '{body}'",
         "  Ctrl-C to stop",

@@ -143,7 +143,6 @@ class ChatEndpoint(Streamed[CreateChatCompletionRequest, ChatJob, ChatRequest]):
 
     def __init__(self, service: ChatService) -> None:
         self.service = service
-        self.tool_parser = service.tool_parser
 
     def options(self, job: ChatJob) -> Sequence[SamplingOptions]:
         return (job.options,)
@@ -166,7 +165,7 @@ class ChatEndpoint(Streamed[CreateChatCompletionRequest, ChatJob, ChatRequest]):
             "tools": [t.model_dump(mode="json", exclude_none=True) for t in tools],
             "tool_choice": choice,
             "parallel_tool_calls": req.parallel_tool_calls is not False,
-            "tool_parser": self.tool_parser,
+            "tool_parser": job.tools.parser,
             # The thinking's split, and whether it is sent, shape the answer as much.
             "reasoning_parser": None if job.reasoner is None else job.reasoner.name,
             "include_reasoning": req.include_reasoning,

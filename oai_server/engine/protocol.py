@@ -12,6 +12,7 @@ import abc
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
+from oai_server.engine.parsing import OutputParsing
 from oai_server.engine.settings import SchedulingPolicy
 from oai_server.engine.types import GenerationStep, ModelInfo, SamplingOptions
 from oai_server.errors import InvalidRequestError
@@ -59,6 +60,19 @@ class Tokenizer(abc.ABC):
         """The tokenizer object vLLM's parsers take (a Hugging Face tokenizer's interface:
         `get_vocab`, `encode`, `decode`...)."""
         return self
+
+    def chat_template_source(self) -> str | None:
+        """The model's own chat template, as written (None: it has none)."""
+        return None
+
+    def special_tokens(self) -> frozenset[str]:
+        """The tokens the model's vocabulary adds (special and added ones)."""
+        return frozenset()
+
+    def output_parsing(self, tool_call_parser: str) -> OutputParsing:
+        """vLLM's tool-call parser `tool_call_parser` over this tokenizer; raises
+        `ValueError` where it cannot serve (a name unknown, tokens the parser needs missing)."""
+        raise ValueError(f"this tokenizer cannot serve the tool-call parser '{tool_call_parser}'")
 
 
 class Engine(abc.ABC):

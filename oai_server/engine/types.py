@@ -184,3 +184,5 @@ class ModelInfo:
     sampling_defaults: SamplingDefaults = field(default_factory=SamplingDefaults)
     # Images one prompt may carry (--limit-mm-per-prompt); 0: the model takes none.
     image_limit: int = 0
+    # The model's architectures, as its config names them (`LlamaForCausalLM`, ...).
+    architectures: tuple[str, ...] = ()

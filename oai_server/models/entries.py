@@ -19,7 +19,12 @@ import yaml
 from pydantic import ConfigDict, Field, ValidationError, field_validator
 
 from oai_server.engine.settings import EngineSettings, check_model_source
-from oai_server.settings import EMBEDDED_EMBEDDING_MODEL_NAME, EMBEDDED_MODEL_NAME, Settings
+from oai_server.settings import (
+    EMBEDDED_EMBEDDING_MODEL_NAME,
+    EMBEDDED_MODEL_NAME,
+    Settings,
+    check_tool_call_parser,
+)
 
 # Flags that name models themselves: a models file names every model instead.
 _MODEL_FLAGS = ("model", "served_model_name", "embedding_model", "lora_modules")
@@ -42,6 +47,16 @@ class ModelEntry(EngineSettings):
         description="Other ids a request may name this model by, as the names after the "
         "first of vllm serve's --served-model-name a b (answers carry the name asked for).",
     )
+    tool_call_parser: str | None = Field(
+        None,
+        description="This model's --tool-call-parser (auto, none or a vLLM parser's name); "
+        "default: the server's.",
+    )
+
+    @field_validator("tool_call_parser")
+    @classmethod
+    def _tool_call_parser(cls, value: str | None) -> str | None:
+        return None if value is None else check_tool_call_parser(value)
 
     @field_validator("model")
     @classmethod

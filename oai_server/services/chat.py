@@ -7,6 +7,7 @@ streams them; `complete` is the sum of those same events.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -52,6 +53,7 @@ from oai_server.services.events import (
 )
 from oai_server.tool_calls.parsers import Content
 from oai_server.tool_calls.plan import ToolPlan, plan_tools
+from oai_server.tool_calls.selection import ToolParsers, ToolParsing
 from schemas.chat import (
     ChatCompletionChunkChoice,
     ChatCompletionDelta,
@@ -90,11 +92,13 @@ class ChatRequest:
     def req(self) -> CreateChatCompletionRequest:
         return self.job.req
 
-    def choices(self) -> list[ChoiceState]:
+    def choices(self, whole: bool = False) -> list[ChoiceState]:
+        """A state per choice; `whole`: for an answer not streamed."""
+        make = self.job.tools.make_parser
         reasoner, show = self.job.reasoner, self.job.req.include_reasoning
         return [
             ChoiceState(
-                self.job.tools.make_parser(),
+                make(whole),
                 reasoning=None if reasoner is None else reasoner.make(),
                 show_reasoning=show,
             )
@@ -117,7 +121,7 @@ class ChatService:
     engine: Engine
     model_name: str
     chat_template: str | None = None
-    tool_parser: str = "hermes"
+    tool_parsers: ToolParsers = field(default_factory=ToolParsers)
     limits: WorkLimits = field(default_factory=WorkLimits)
     # The server's other models, so a request naming one gets the error that says which.
     models: ModelRegistry | None = None
@@ -141,7 +145,7 @@ class ChatService:
         engine = self.engine.serving(target.model)
         template = self.chat_template if target.model == self.model_name else None
         reject_unsupported(req)
-        tools = plan_tools(req, self.tool_parser)
+        tools = plan_tools(req, self.tool_parsing(target.model))
         structured = structured_output(req.response_format)
         if tools.structured is not None:
             structured = tools.structured
@@ -179,6 +183,8 @@ class ChatService:
             model=target.model,
             images=images,
         )
+        if tools.keep_special_tokens:
+            options = dataclasses.replace(options, skip_special_tokens=False)
         self.limits.check_work([prompt], [options], prompt_param="messages")
         check_options_token_ids(options, model.vocab_size)
         # Looked up in place, not through `reasoner`: every request passes here.
@@ -233,6 +239,10 @@ class ChatService:
             self.limits.check_total(total, param="max_tokens", at_least=True)
         return text, encode_prompt(text, engine.tokenizer)
 
+    def tool_parsing(self, model: str) -> ToolParsing:
+        """How the chat model `model` (a base model's name) has its tool calls read."""
+        return self.tool_parsers.of(model, self.engine.serving(model))
+
     def context_length(self, model: str) -> int:
         """The context length of the chat model (or adapter's base) `model` names."""
         target = check_model(model, self.model_name, models=self.models)
@@ -261,7 +271,7 @@ class ChatService:
         assembler = ChatAssembler(with_logprobs=bool(chat.req.logprobs))
         opts = StreamSettings(True, False)
         chunks = self._chunks_of(chat, opts)
-        async for event in self._events(chat, opts):
+        async for event in self._events(chat, opts, whole=True):
             # The light events carry no identity: the answer's comes with its usage chunk.
             assembler.add(chunks.of(event) if isinstance(event, Usage) else event)
         return assembler.result()
@@ -326,7 +336,9 @@ class ChatService:
             chat.req.service_tier,
         )
 
-    async def _events(self, chat: ChatRequest, opts: StreamSettings) -> AsyncIterator[ChatEvent]:
+    async def _events(
+        self, chat: ChatRequest, opts: StreamSettings, whole: bool = False
+    ) -> AsyncIterator[ChatEvent]:
         generation = chat.generation
         want_logprobs = bool(chat.req.logprobs)
         # Plain text goes out as a bare `TextDelta`, a choice's opening and plain finish as
@@ -336,7 +348,7 @@ class ChatService:
         def chunk(choice: ChatCompletionChunkChoice | None) -> CreateChatCompletionStreamResponse:
             return self._chunk(chat, opts, choice)
 
-        states = chat.choices()
+        states = chat.choices(whole)
         # The commonest stream, plain text: each piece goes out as it comes, no parser events.
         plain = light and all(state.plain for state in states)
         # An `Opening` waits in the encoder for the event after it, to go out in the same

@@ -9,7 +9,11 @@ onto deltas, and the whole answer is just their sum.
 - `NamedFunction`: decoding was constrained to the arguments of one named function.
 - `RequiredCalls`: decoding was constrained to `[{"name": ..., "parameters": {...}}, ...]`.
 - `HermesCalls`: free text in which the model writes `<tool_call>{json}</tool_call>`
-  (the Hermes/Qwen style), for `tool_choice="auto"`.
+  (the Hermes/Qwen style), for `tool_choice="auto"` on a model of no family recognised.
+  Kept beside vLLM's hermes parser for what that one does not do: text between and after
+  calls stays content (vLLM's keeps only the text before the first call), a malformed
+  call stays the user's text, and it needs no tokenizer (the fake engine's is bytes).
+- `EngineCalls`: any of vLLM's parsers (`engine/parsing.py`), for `tool_choice="auto"`.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import abc
 import json
 from dataclasses import dataclass
 
+from oai_server.engine.parsing import OutputTextParser, ParsedDelta
 from oai_server.ids import new_call_id
 
 
@@ -207,3 +212,46 @@ def _partial_suffix(text: str, tag: str) -> int:
         if text.endswith(tag[:size]):
             return size
     return 0
+
+
+class EngineCalls(OutputParser):
+    """The events of one of the engine's parsers (vLLM's, by name).
+
+    Streamed, each piece goes to the parser as it comes, and vLLM's deltas map one to
+    one onto events; `whole` (an answer not streamed), the text is parsed once at the
+    end, as `vllm serve` parses a whole answer. With `parallel` off only the first call
+    goes out, as `vllm serve` filters calls when `parallel_tool_calls` is false.
+    """
+
+    def __init__(self, parser: OutputTextParser, *, whole: bool, parallel: bool) -> None:
+        self.parser = parser
+        self.whole = whole
+        self.parallel = parallel
+        self.text = ""
+        self.ids: dict[int, str] = {}
+
+    def feed(self, text: str) -> list[Event]:
+        if self.whole:
+            self.text += text
+            return []
+        return self._events(self.parser.feed(text, finished=False))
+
+    def finish(self) -> list[Event]:
+        if self.whole:
+            return self._events(self.parser.whole(self.text))
+        return self._events(self.parser.feed("", finished=True))
+
+    def _events(self, delta: ParsedDelta | None) -> list[Event]:
+        if delta is None:
+            return []
+        events: list[Event] = [Content(delta.content)] if delta.content else []
+        for call in delta.calls:
+            if call.index > 0 and not self.parallel:
+                continue
+            if call.name is not None and call.index not in self.ids:
+                self.ids[call.index] = call.id or new_call_id()
+                events.append(CallStart(call.index, self.ids[call.index], call.name))
+                self.calls = len(self.ids)
+            if call.arguments and call.index in self.ids:
+                events.append(CallArguments(call.index, call.arguments))
+        return events

@@ -16,23 +16,27 @@ from oai_server.errors import InvalidRequestError, UnsupportedParameterError
 from oai_server.structured.limits import check_schema
 from oai_server.tool_calls.parsers import (
     ContentOnly,
+    EngineCalls,
     HermesCalls,
     NamedFunction,
     OutputParser,
     RequiredCalls,
 )
+from oai_server.tool_calls.selection import ToolParsing
 from schemas.chat import ChatCompletionTool, CreateChatCompletionRequest, NamedToolChoice
-
-PARSERS: dict[str, Callable[[], OutputParser]] = {"hermes": HermesCalls}
 
 
 @dataclass(frozen=True)
 class ToolPlan:
-    """What the chat service needs: a parser per choice, a grammar, tools for the template."""
+    """What the chat service needs: a parser per choice (`whole`: for an answer not
+    streamed), a grammar, tools for the template, and the parser's name."""
 
-    make_parser: Callable[[], OutputParser]
+    make_parser: Callable[[bool], OutputParser]
     structured: StructuredOutput | None = None
     template_tools: list[dict[str, Any]] | None = None
+    parser: str = ""
+    # vLLM's parsers read markers that are special tokens: they must stay in the text.
+    keep_special_tokens: bool = False
 
 
 # Keywords by which a schema says for itself which properties beyond its own it takes.
@@ -70,7 +74,7 @@ def _required_schema(tools: list[ChatCompletionTool], parallel: bool) -> dict[st
     return schema
 
 
-def plan_tools(req: CreateChatCompletionRequest, parser: str) -> ToolPlan:
+def plan_tools(req: CreateChatCompletionRequest, parsing: ToolParsing) -> ToolPlan:
     """The plan for `req`; raises a 400 for inconsistent tool settings."""
     if req.functions or req.function_call is not None:
         raise UnsupportedParameterError(
@@ -87,7 +91,7 @@ def plan_tools(req: CreateChatCompletionRequest, parser: str) -> ToolPlan:
             "'tool_choice' is only allowed when 'tools' are specified.", param="tool_choice"
         )
     if choice == "none":
-        return ToolPlan(ContentOnly)
+        return ToolPlan(lambda whole: ContentOnly())
     template_tools = [t.model_dump(exclude_none=True) for t in tools]
     if isinstance(choice, NamedToolChoice):
         named = next((t for t in tools if t.function.name == choice.function.name), None)
@@ -97,17 +101,30 @@ def plan_tools(req: CreateChatCompletionRequest, parser: str) -> ToolPlan:
                 param="tool_choice",
             )
         return ToolPlan(
-            lambda: NamedFunction(named.function.name),
+            lambda whole: NamedFunction(named.function.name),
             StructuredOutput(json_schema=_parameters(named)),
             template_tools,
         )
     if choice == "required":
         schema = _required_schema(tools, req.parallel_tool_calls is not False)
-        return ToolPlan(RequiredCalls, StructuredOutput(json_schema=schema), template_tools)
-    if parser not in PARSERS:
+        return ToolPlan(
+            lambda whole: RequiredCalls(), StructuredOutput(json_schema=schema), template_tools
+        )
+    parallel = req.parallel_tool_calls is not False
+    engine_parsing = parsing.parsing
+    if engine_parsing is not None:
+        request = req.model_dump(mode="json", exclude_none=True)
+        return ToolPlan(
+            lambda whole: EngineCalls(engine_parsing.new(request), whole=whole, parallel=parallel),
+            None,
+            template_tools,
+            parsing.name,
+            keep_special_tokens=True,
+        )
+    if not parsing.builtin:
         raise UnsupportedParameterError(
-            "tool_choice 'auto' needs a tool-call parser; start the server with "
-            f"--tool-call-parser (one of: {', '.join(PARSERS)}).",
+            f"tool_choice 'auto' needs a tool-call parser ({parsing.refusal}); start the "
+            "server with --tool-call-parser auto or a parser's name.",
             param="tool_choice",
         )
-    return ToolPlan(PARSERS[parser], None, template_tools)
+    return ToolPlan(lambda whole: HermesCalls(), None, template_tools, parsing.name)

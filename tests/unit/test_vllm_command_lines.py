@@ -147,3 +147,26 @@ def test_vllm_serve_line_gives_the_engine_what_vllm_gives_it(
         if mine != vllms and not (field.name in DIFFERS_FROM_VLLM and field.name not in given):
             differ[field.name] = (mine, vllms)
     assert differ == {}, f"{source}: ours, vLLM's: {differ}"
+
+
+def test_a_vllm_serve_tool_calling_line_carries_over() -> None:
+    line = (
+        "serve Qwen/Qwen2.5-0.5B-Instruct --enable-auto-tool-choice "
+        "--tool-call-parser llama3_json"
+    )
+    command = parse_command_line(shlex.split(line))
+    assert command.settings.tool_call_parser == "llama3_json"
+    assert command.settings.enable_auto_tool_choice
+    assert not [n for n in command.notices if "tool" in n]
+
+
+def test_a_tool_parser_plugin_registers_its_names(tmp_path: Path) -> None:
+    plugin = tmp_path / "my_parser.py"
+    plugin.write_text(
+        "from vllm.tool_parsers import ToolParserManager\n"
+        "from vllm.tool_parsers.hermes_tool_parser import Hermes2ProToolParser\n"
+        "ToolParserManager.register_module('my_hermes', module=Hermes2ProToolParser)\n"
+    )
+    line = f"serve m --tool-parser-plugin {plugin} --tool-call-parser my_hermes"
+    command = parse_command_line(shlex.split(line))
+    assert command.settings.tool_call_parser == "my_hermes"

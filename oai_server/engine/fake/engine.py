@@ -92,6 +92,9 @@ class FakeTokenizer(Tokenizer):
     def convert_tokens_to_ids(self, token: str) -> int | None:
         return self.get_vocab().get(token)
 
+    def chat_template_source(self) -> str | None:
+        return self.template
+
     def apply_chat_template(
         self,
         messages: list[dict[str, Any]],
@@ -164,6 +167,11 @@ class FakeEngine(Engine):
     # Special tokens the tokenizer adds to its bytes (a family's `<think>`...): with any,
     # each step reports its tokens' ids.
     added_tokens: tuple[str, ...] = ()
+    # A real tokenizer in place of the byte-level one (say, the embedded model's with a
+    # family's special tokens added, for vLLM's tool-call parsers), and the model's
+    # architectures as its config would name them.
+    model_tokenizer: Tokenizer | None = None
+    architectures: tuple[str, ...] = ()
     calls: list[Call] = field(default_factory=list)
     aborted: list[str] = field(default_factory=list)
     _ready: bool = False
@@ -186,10 +194,13 @@ class FakeEngine(Engine):
             vocab_size=256 + len(self.added_tokens) if self.added_tokens else 256,
             sampling_defaults=self.sampling_defaults,
             image_limit=self.image_limit,
+            architectures=self.architectures,
         )
 
     @property
     def tokenizer(self) -> Tokenizer:
+        if self.model_tokenizer is not None:
+            return self.model_tokenizer
         # One tokenizer while its template and images stay, as a real engine holds its own: what the
         # server works out once per tokenizer (the prompt bound's longest token, in a
         # thread) is then worked out once, not on every request.

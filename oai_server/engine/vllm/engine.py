@@ -170,6 +170,7 @@ class VLLMEngine(AsyncLLMHolder, Engine):
             kernels=None if self.plan is None else self.plan.describe(),
             sampling_defaults=SamplingDefaults.of(llm.model_config.get_diff_sampling_param()),
             image_limit=_image_limit(llm.model_config),
+            architectures=tuple(llm.model_config.architectures or ()),
         )
         defaults = self._model_info.sampling_defaults.described()
         if defaults:

@@ -14,6 +14,7 @@ from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
 from oai_server.engine.chat_content import flattened, has_parts
+from oai_server.engine.parsing import OutputParsing
 from oai_server.engine.protocol import Tokenizer
 from oai_server.errors import EngineDeadError, EngineNotReadyError
 
@@ -76,6 +77,21 @@ class VLLMTokenizer(Tokenizer):
         if template and _detect_content_format(template, default="string") == "openai":
             return messages
         return flattened(messages, self._image_placeholder or "")
+
+    def chat_template_source(self) -> str | None:
+        template = getattr(self._tok, "chat_template", None)
+        if isinstance(template, dict):  # named templates: the default one
+            template = template.get("default") or next(iter(template.values()), None)
+        return template if isinstance(template, str) else None
+
+    def special_tokens(self) -> frozenset[str]:
+        added = set(self._tok.get_added_vocab())
+        return frozenset(added | set(getattr(self._tok, "all_special_tokens", ())))
+
+    def output_parsing(self, tool_call_parser: str) -> OutputParsing:
+        from oai_server.engine.vllm.parsing import VLLMOutputParsing
+
+        return VLLMOutputParsing(tool_call_parser, self._tok)
 
 
 class AsyncLLMHolder:

@@ -1,0 +1,146 @@
+"""Model families recognised from their chat template, tokens and architecture; the
+parsers named for each; the ready line; unknown names refused at start."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from pydantic import ValidationError
+
+from oai_server.dialects import Dialect, ModelTraits, detect
+from oai_server.engine.fake import FakeEngine
+from oai_server.settings import Settings
+from tests.unit.conftest import serve
+from tests.unit.test_family_tool_calls import FAMILIES, family_tokenizer
+
+_BAR, _LOW = "\uff5c", "\u2581"
+
+# A line of each family's chat template, or the tokens of its vocabulary, as published.
+CASES = [
+    ("<|start|>assistant<|channel|>analysis<|message|>", (), "gpt-oss", "openai", "openai_gptoss"),
+    (
+        "{{- '<|im_start|>' }}<tool_call>\n{{ tool_call | tojson }}\n</tool_call>",
+        ("<think>", "</think>"),
+        "hermes-qwen",
+        "hermes",
+        "qwen3",
+    ),
+    ('<tool_call>\n{"name": <function-name>}\n</tool_call>', (), "hermes-qwen", "hermes", None),
+    (
+        "<tool_call>\n<function=name>\n<parameter=key>\nvalue\n</parameter>",
+        (),
+        "qwen3-coder",
+        "qwen3_coder",
+        None,
+    ),
+    (
+        "<|start_header_id|>ipython<|end_header_id|>",
+        ("<|python_tag|>", "<|eom_id|>"),
+        "llama-3",
+        "llama3_json",
+        None,
+    ),
+    ("<|header_start|>assistant<|header_end|>", (), "llama-4", "llama4_pythonic", None),
+    (
+        "[AVAILABLE_TOOLS]{{ tools }}[/AVAILABLE_TOOLS]",
+        ("[TOOL_CALLS]",),
+        "mistral",
+        "mistral",
+        None,
+    ),
+    ("", ("[TOOL_CALLS]", "[THINK]"), "mistral", "mistral", "mistral"),
+    (
+        f"<{_BAR}tool{_LOW}calls{_LOW}begin{_BAR}>function<{_BAR}tool{_LOW}sep{_BAR}>x\n```json\n",
+        ("<think>", "</think>"),
+        "deepseek-v3",
+        "deepseek_v3",
+        "deepseek_r1",
+    ),
+    (
+        f"<{_BAR}tool{_LOW}calls{_LOW}begin{_BAR}><{_BAR}tool{_LOW}call{_LOW}begin{_BAR}>",
+        (),
+        "deepseek-v3.1",
+        "deepseek_v31",
+        "deepseek_v3",
+    ),
+    (
+        f"<{_BAR}Assistant{_BAR}>",
+        ("<think>", "</think>"),
+        "deepseek-r1-distill",
+        None,
+        "deepseek_r1",
+    ),
+    (
+        "<|start_of_role|>available_tools<|end_of_role|>",
+        ("<|tool_call|>",),
+        "granite",
+        "granite",
+        None,
+    ),
+    ("<|tool_calls_section_begin|>", (), "kimi-k2", "kimi_k2", "kimi_k2"),
+    (
+        "<tool_call>{{ name }}<arg_key>k</arg_key><arg_value>v</arg_value>",
+        (),
+        "glm-4.5",
+        "glm45",
+        "glm45",
+    ),
+    ("<|system|>{{ m }}<|tool|>{{ tools }}<|/tool|>", (), "phi-4-mini", "phi4_mini_json", None),
+    ("[BEGIN OF TASK INSTRUCTION]", (), "xlam", "xlam", None),
+    ("<|im_start|>system name=<|plugin|>", (), "internlm", "internlm", None),
+    ("<minimax:tool_call>", (), "minimax-m2", "minimax_m2", "minimax_m2"),
+    ("<seed:tool_call>", (), "seed-oss", "seed_oss", "seed_oss"),
+]
+
+
+@pytest.mark.parametrize(("template", "tokens", "family", "tools", "reasoning"), CASES)
+def test_each_family_is_recognised(
+    template: str, tokens: tuple[str, ...], family: str, tools: str | None, reasoning: str | None
+) -> None:
+    traits = ModelTraits(template, frozenset(tokens))
+    assert detect(traits) == Dialect(family, tools, reasoning)
+
+
+def test_architecture_alone_tells_gpt_oss() -> None:
+    assert detect(ModelTraits(architectures=("GptOssForCausalLM",))) is not None
+
+
+def test_an_unknown_template_is_no_family() -> None:
+    smollm2 = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>"
+    assert detect(ModelTraits(smollm2, frozenset({"<|im_start|>", "<|im_end|>"}))) is None
+
+
+async def test_ready_line_names_each_models_parser(caplog: pytest.LogCaptureFixture) -> None:
+    from oai_server.engine.vllm.holder import VLLMTokenizer
+
+    llama = next(f for f in FAMILIES if f.name == "llama-3")
+    engine = FakeEngine(model_tokenizer=VLLMTokenizer(family_tokenizer(llama)))
+    with caplog.at_level(logging.INFO, logger="oai_server.app"):
+        async with serve(engine):
+            pass
+    assert "smollm2-135m-instruct: tool calls: llama3_json (llama-3)" in caplog.text
+
+
+async def test_ready_line_of_an_unknown_family(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO, logger="oai_server.app"):
+        async with serve(FakeEngine()):
+            pass
+    assert "smollm2-135m-instruct: tool calls: hermes (built-in)" in caplog.text
+
+
+def test_an_unknown_parser_name_stops_the_start_listing_the_valid() -> None:
+    with pytest.raises(ValidationError) as raised:
+        Settings(tool_call_parser="hermes2")
+    message = str(raised.value)
+    assert "unknown tool-call parser 'hermes2'" in message
+    assert "llama3_json" in message
+    assert "kimi_k2" in message
+
+
+def test_every_vllm_parser_name_is_taken() -> None:
+    from oai_server.engine.vllm.parsing import tool_parser_names
+
+    assert len(tool_parser_names()) >= 50
+    for name in tool_parser_names():
+        assert Settings(tool_call_parser=name).tool_call_parser == name
