@@ -9,6 +9,7 @@ choice of one request, which keeps that choice's state.
 from __future__ import annotations
 
 import abc
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,8 +36,9 @@ class OutputTextParser(abc.ABC):
     """One choice's parser: fed the text as it streams, or the whole text at once."""
 
     @abc.abstractmethod
-    def feed(self, text: str, *, finished: bool) -> ParsedDelta | None:
-        """The next piece of streamed text; `finished` on the last (which may be empty)."""
+    def feed(self, text: str, token_ids: Sequence[int], *, finished: bool) -> ParsedDelta | None:
+        """The next piece of streamed text and its token ids (empty: the parser encodes
+        the text); `finished` on the last (which may be empty)."""
 
     @abc.abstractmethod
     def whole(self, text: str) -> ParsedDelta:

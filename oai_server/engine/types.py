@@ -144,7 +144,8 @@ class ChoiceDelta(TextDelta):
     logprobs: list[TokenLogprob] | None = None
     # Sum of the logprobs of every token so far (for choosing among `best_of`).
     cumulative_logprob: float | None = None
-    # The new tokens' ids (what vLLM's reasoning parsers find their tags by).
+    # The new tokens' ids, where the engine gives them (vLLM's reasoning and tool-call
+    # parsers read them).
     token_ids: Sequence[int] = ()
 
 

@@ -94,11 +94,12 @@ class ChatRequest:
 
     def choices(self, whole: bool = False) -> list[ChoiceState]:
         """A state per choice; `whole`: for an answer not streamed."""
-        make = self.job.tools.make_parser
+        plan = self.job.tools
+        make = plan.make_whole if whole and plan.make_whole is not None else plan.make_parser
         reasoner, show = self.job.reasoner, self.job.req.include_reasoning
         return [
             ChoiceState(
-                make(whole),
+                make(),
                 reasoning=None if reasoner is None else reasoner.make(),
                 show_reasoning=show,
             )
@@ -145,7 +146,7 @@ class ChatService:
         engine = self.engine.serving(target.model)
         template = self.chat_template if target.model == self.model_name else None
         reject_unsupported(req)
-        tools = plan_tools(req, self.tool_parsing(target.model))
+        tools = plan_tools(req, lambda: self.tool_parsing(target.model))
         structured = structured_output(req.response_format)
         if tools.structured is not None:
             structured = tools.structured

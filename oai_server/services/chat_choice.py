@@ -43,13 +43,15 @@ class ChoiceState:
     ) -> list[Event | Reasoning]:
         """Parse the next text; the events it makes are recorded and returned."""
         if self.reasoning is None:
-            return list(self._record(self.parser.feed(text)))
+            return list(self._record(self.parser.feed(text, token_ids)))
         split = self.reasoning.feed(text, token_ids, token_count)
         events: list[Event | Reasoning] = []
         if split.reasoning and self.show_reasoning:
             events.append(Reasoning(split.reasoning))
         if split.content:
-            events += self._record(self.parser.feed(split.content))
+            # The ids are the content's only when no thinking came with it.
+            ids = () if split.reasoning else token_ids
+            events += self._record(self.parser.feed(split.content, ids))
         return events
 
     def finish(self) -> list[Event]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import abc
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from oai_server.engine.parsing import OutputTextParser, ParsedDelta
@@ -53,8 +54,8 @@ class OutputParser(abc.ABC):
     calls = 0
 
     @abc.abstractmethod
-    def feed(self, text: str) -> list[Event]:
-        """Events for the next piece of generated text."""
+    def feed(self, text: str, token_ids: Sequence[int] = ()) -> list[Event]:
+        """Events for the next piece of generated text (and its token ids, if known)."""
 
     def finish(self) -> list[Event]:
         """Events for whatever was held back, once generation ended."""
@@ -62,7 +63,7 @@ class OutputParser(abc.ABC):
 
 
 class ContentOnly(OutputParser):
-    def feed(self, text: str) -> list[Event]:
+    def feed(self, text: str, token_ids: Sequence[int] = ()) -> list[Event]:
         return [Content(text)] if text else []
 
 
@@ -72,7 +73,7 @@ class NamedFunction(OutputParser):
     def __init__(self, name: str) -> None:
         self.name = name
 
-    def feed(self, text: str) -> list[Event]:
+    def feed(self, text: str, token_ids: Sequence[int] = ()) -> list[Event]:
         events: list[Event] = []
         if self.calls == 0:
             self.calls = 1
@@ -100,7 +101,7 @@ class RequiredCalls(OutputParser):
         self.key = ""
         self.in_arguments = False
 
-    def feed(self, text: str) -> list[Event]:
+    def feed(self, text: str, token_ids: Sequence[int] = ()) -> list[Event]:
         events: list[Event] = []
         arguments = ""
         for ch in text:
@@ -159,7 +160,7 @@ class HermesCalls(OutputParser):
         self.buffer = ""
         self.inside = False
 
-    def feed(self, text: str) -> list[Event]:
+    def feed(self, text: str, token_ids: Sequence[int] = ()) -> list[Event]:
         self.buffer += text
         events: list[Event] = []
         while True:
@@ -230,16 +231,16 @@ class EngineCalls(OutputParser):
         self.text = ""
         self.ids: dict[int, str] = {}
 
-    def feed(self, text: str) -> list[Event]:
+    def feed(self, text: str, token_ids: Sequence[int] = ()) -> list[Event]:
         if self.whole:
             self.text += text
             return []
-        return self._events(self.parser.feed(text, finished=False))
+        return self._events(self.parser.feed(text, token_ids, finished=False))
 
     def finish(self) -> list[Event]:
         if self.whole:
             return self._events(self.parser.whole(self.text))
-        return self._events(self.parser.feed("", finished=True))
+        return self._events(self.parser.feed("", (), finished=True))
 
     def _events(self, delta: ParsedDelta | None) -> list[Event]:
         if delta is None:

@@ -28,15 +28,16 @@ from schemas.chat import ChatCompletionTool, CreateChatCompletionRequest, NamedT
 
 @dataclass(frozen=True)
 class ToolPlan:
-    """What the chat service needs: a parser per choice (`whole`: for an answer not
-    streamed), a grammar, tools for the template, and the parser's name."""
+    """What the chat service needs: a parser per choice (`make_whole`, where it differs:
+    for an answer not streamed), a grammar, tools for the template, the parser's name."""
 
-    make_parser: Callable[[bool], OutputParser]
+    make_parser: Callable[[], OutputParser]
     structured: StructuredOutput | None = None
     template_tools: list[dict[str, Any]] | None = None
     parser: str = ""
     # vLLM's parsers read markers that are special tokens: they must stay in the text.
     keep_special_tokens: bool = False
+    make_whole: Callable[[], OutputParser] | None = None
 
 
 # Keywords by which a schema says for itself which properties beyond its own it takes.
@@ -74,8 +75,15 @@ def _required_schema(tools: list[ChatCompletionTool], parallel: bool) -> dict[st
     return schema
 
 
-def plan_tools(req: CreateChatCompletionRequest, parsing: ToolParsing) -> ToolPlan:
-    """The plan for `req`; raises a 400 for inconsistent tool settings."""
+# Most requests: no tools, the same plan every time.
+_NO_TOOLS = ToolPlan(ContentOnly)
+
+
+def plan_tools(
+    req: CreateChatCompletionRequest, parsing_of_model: Callable[[], ToolParsing]
+) -> ToolPlan:
+    """The plan for `req`; raises a 400 for inconsistent tool settings. The model's
+    parsing is asked for only where `auto` needs it."""
     if req.functions or req.function_call is not None:
         raise UnsupportedParameterError(
             "'functions' and 'function_call' are deprecated; use 'tools' and 'tool_choice'.",
@@ -91,7 +99,7 @@ def plan_tools(req: CreateChatCompletionRequest, parsing: ToolParsing) -> ToolPl
             "'tool_choice' is only allowed when 'tools' are specified.", param="tool_choice"
         )
     if choice == "none":
-        return ToolPlan(lambda whole: ContentOnly())
+        return _NO_TOOLS
     template_tools = [t.model_dump(exclude_none=True) for t in tools]
     if isinstance(choice, NamedToolChoice):
         named = next((t for t in tools if t.function.name == choice.function.name), None)
@@ -101,25 +109,27 @@ def plan_tools(req: CreateChatCompletionRequest, parsing: ToolParsing) -> ToolPl
                 param="tool_choice",
             )
         return ToolPlan(
-            lambda whole: NamedFunction(named.function.name),
+            lambda: NamedFunction(named.function.name),
             StructuredOutput(json_schema=_parameters(named)),
             template_tools,
         )
     if choice == "required":
         schema = _required_schema(tools, req.parallel_tool_calls is not False)
-        return ToolPlan(
-            lambda whole: RequiredCalls(), StructuredOutput(json_schema=schema), template_tools
-        )
+        return ToolPlan(RequiredCalls, StructuredOutput(json_schema=schema), template_tools)
     parallel = req.parallel_tool_calls is not False
+    parsing = parsing_of_model()
     engine_parsing = parsing.parsing
     if engine_parsing is not None:
         request = req.model_dump(mode="json", exclude_none=True)
         return ToolPlan(
-            lambda whole: EngineCalls(engine_parsing.new(request), whole=whole, parallel=parallel),
+            lambda: EngineCalls(engine_parsing.new(request), whole=False, parallel=parallel),
             None,
             template_tools,
             parsing.name,
             keep_special_tokens=True,
+            make_whole=lambda: EngineCalls(
+                engine_parsing.new(request), whole=True, parallel=parallel
+            ),
         )
     if not parsing.builtin:
         raise UnsupportedParameterError(
@@ -127,4 +137,4 @@ def plan_tools(req: CreateChatCompletionRequest, parsing: ToolParsing) -> ToolPl
             "server with --tool-call-parser auto or a parser's name.",
             param="tool_choice",
         )
-    return ToolPlan(lambda whole: HermesCalls(), None, template_tools, parsing.name)
+    return ToolPlan(HermesCalls, None, template_tools, parsing.name)

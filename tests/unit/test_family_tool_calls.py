@@ -418,4 +418,5 @@ async def test_parallel_tool_calls_false_keeps_the_first(family: Family) -> None
     calls = whole.json()["choices"][0]["message"]["tool_calls"]
     assert [c["function"]["name"] for c in calls] == ["get_weather"]
     _, streamed_calls, _ = _sum_of_stream(streamed.text)
-    assert [name for name, _ in streamed_calls] == (["get_weather"] if family.streams_calls else [])
+    names = [name for name, _ in streamed_calls]
+    assert names == ["get_weather"] or (not family.streams_calls and not names)

@@ -303,11 +303,16 @@ class FakeEngine(Engine):
             # and a step between the first and the last is the same as every other step of
             # its piece, so it is built once (a reader never changes a step).
             single, count = options.n == 1 and not options.stop, len(pieces)
-            ids = self._piece_ids(pieces) if self.added_tokens else []
+            tokenizer = self.model_tokenizer
+            if tokenizer is None and self.added_tokens:
+                tokenizer = self.tokenizer
+            ids = [()] * count if tokenizer is None else self._piece_ids(tokenizer, pieces)
             middle = (
                 [
-                    GenerationStep(prompt_tokens, [ChoiceDelta(0, p, 1)], False, cached)
-                    for p in pieces[:end]  # `step % count` stays below `end`
+                    GenerationStep(
+                        prompt_tokens, [ChoiceDelta(0, p, 1, token_ids=i)], False, cached
+                    )
+                    for p, i in zip(pieces[:end], ids, strict=False)  # `step % count` < `end`
                 ]
                 if single
                 else []
@@ -327,9 +332,8 @@ class FakeEngine(Engine):
                 if single and step and step + 1 < end:
                     out = middle[step % count]
                 elif single:
-                    delta = ChoiceDelta(0, pieces[step % count], 1)
-                    if ids:
-                        delta.token_ids = ids[step % count]
+                    k = step % count
+                    delta = ChoiceDelta(0, pieces[k], 1, token_ids=ids[k])
                     if step + 1 >= end:
                         delta.finish_reason, done[0] = end_reason, True
                     out = GenerationStep(prompt_tokens, [delta], done[0], cached, None, queue_time)
@@ -359,11 +363,11 @@ class FakeEngine(Engine):
         finally:
             self._running.discard(request_id)
 
-    def _piece_ids(self, pieces: list[str]) -> list[tuple[int, ...]]:
-        """Each piece's token ids (asked for only where the tokenizer has added tokens:
-        the benchmarks' floor must not pay for encoding every piece)."""
-        tokenizer = self.tokenizer
-        return [tuple(tokenizer.encode(p, add_special_tokens=False)) for p in pieces]
+    @staticmethod
+    def _piece_ids(tokenizer: Tokenizer, pieces: list[str]) -> list[Sequence[int]]:
+        """Each piece's token ids (asked for only where a real tokenizer stands in or the
+        tokenizer has added tokens: the benchmarks' floor must not pay for encoding)."""
+        return [tokenizer.encode(p, add_special_tokens=False) for p in pieces]
 
     @staticmethod
     def _advance(

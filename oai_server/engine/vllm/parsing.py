@@ -5,14 +5,15 @@ A parser is driven as `vllm serve`'s chat handler drives it: through vLLM's `Par
 `parse` for a whole answer, so what a client gets is what `vllm serve --tool-call-parser
 NAME --enable-auto-tool-choice` gives. vllm is imported inside the functions (seconds).
 
-vLLM's parsers read token ids as well as text (to spot a marker token); the ids of each
-piece are the tokenizer's encoding of its text, which for a marker that is one token
-(a special token) is that token.
+vLLM's parsers read token ids as well as text (to spot a marker token): the engine's ids
+of each piece, or where it gives none the tokenizer's encoding of the text (for a marker
+that is one special token, that token).
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from typing import Any
 
 from oai_server.engine.parsing import CallDelta, OutputParsing, OutputTextParser, ParsedDelta
@@ -75,8 +76,10 @@ class _VLLMTextParser(OutputTextParser):
         self._tokenizer = tokenizer
         self._started: set[int] = set()
 
-    def feed(self, text: str, *, finished: bool) -> ParsedDelta | None:
-        ids = self._tokenizer.encode(text, add_special_tokens=False) if text else []
+    def feed(self, text: str, token_ids: Sequence[int], *, finished: bool) -> ParsedDelta | None:
+        ids = list(token_ids)
+        if text and not ids:
+            ids = self._tokenizer.encode(text, add_special_tokens=False)
         # The prompt tells a reasoning parser whether thinking is open at the start; with
         # none (tool calls only) the tool phase starts at once, whatever the prompt.
         message = self._parser.parse_delta(
