@@ -9,8 +9,10 @@ values.schema.json (the schema test below says so when it is missing).
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
+from pathlib import Path
 from typing import Any
 
 import helm_python
@@ -25,7 +27,16 @@ FIELDS = sorted(Settings.model_fields)
 # Settings whose paths must hold more than a directory: a hub id instead (checked later).
 HUB_IDS = {"model": ["org/chat-model"], "embedding_model": "org/embedding-model"}
 # Settings whose keys must be vLLM's engine arguments' names.
-NAMED = {"vllm_args": {"block_size": 32}}
+NAMED: dict[str, Any] = {
+    "vllm_args": {"block_size": 32},
+    # A parser's name from vLLM's registry, and a file that registers parsers.
+    "tool_call_parser": "llama3_json",
+    "tool_parser_plugin": str(
+        Path(str(importlib.util.find_spec("vllm").origin)).parent
+        / "tool_parsers"
+        / "hermes_tool_parser.py"
+    ),
+}
 
 
 def sample(schema: dict[str, Any]) -> Any:
