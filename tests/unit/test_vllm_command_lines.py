@@ -151,8 +151,7 @@ def test_vllm_serve_line_gives_the_engine_what_vllm_gives_it(
 
 def test_a_vllm_serve_tool_calling_line_carries_over() -> None:
     line = (
-        "serve Qwen/Qwen2.5-0.5B-Instruct --enable-auto-tool-choice "
-        "--tool-call-parser llama3_json"
+        "serve Qwen/Qwen2.5-0.5B-Instruct --enable-auto-tool-choice --tool-call-parser llama3_json"
     )
     command = parse_command_line(shlex.split(line))
     assert command.settings.tool_call_parser == "llama3_json"
