@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib
 import json
 
+import httpx
 import pytest
 from agents import Agent, OpenAIChatCompletionsModel, Runner, function_tool, set_tracing_disabled
 from langchain_core.tools import tool
@@ -41,9 +42,13 @@ def get_weather(city: str) -> str:
 
 @pytest.mark.parametrize("streaming", [False, True])
 async def test_langchain_reads_kimi_calls(streaming: bool) -> None:
-    async with serve_async(_app(KIMI.two)) as url:
+    async with serve_async(_app(KIMI.two)) as url, httpx.AsyncClient() as http:
         llm = ChatOpenAI(
-            base_url=f"{url}/v1", api_key="none", model=MODEL, streaming=streaming
+            base_url=f"{url}/v1",
+            api_key="none",
+            model=MODEL,
+            streaming=streaming,
+            http_async_client=http,
         ).bind_tools([get_weather])
         message = await llm.ainvoke("Weather in Oslo, and the time?")
     calls = [(c["name"], c["args"]) for c in message.tool_calls]
@@ -60,8 +65,10 @@ async def test_agents_sdk_runs_a_kimi_call() -> None:
         seen.append(city)
         return "sunny"
 
-    async with serve_async(_app(KIMI.one)) as url:
-        client = AsyncOpenAI(base_url=f"{url}/v1", api_key="none")
+    async with (
+        serve_async(_app(KIMI.one)) as url,
+        AsyncOpenAI(base_url=f"{url}/v1", api_key="none") as client,
+    ):
         agent = Agent(
             name="weather",
             model=OpenAIChatCompletionsModel(model=MODEL, openai_client=client),
