@@ -10,12 +10,16 @@ DeepSeek-R1's distills do).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from oai_server.dialects import ModelTraits, detect
 from oai_server.engine.protocol import Tokenizer
+
+logger = logging.getLogger(__name__)
 
 # The names the setting takes besides vLLM's: `auto` picks the model's own (see `choose`).
 AUTO = "auto"
@@ -97,7 +101,8 @@ def choose(name: str, tokenizer: Tokenizer) -> Reasoner | None:
 
     `auto` is the model family's own parser: none until the family detection names one.
     """
-    if name == AUTO:
+    detected = name == AUTO
+    if detected:
         name = detected_parser(tokenizer) or ""
     if not name:
         return None
@@ -105,10 +110,18 @@ def choose(name: str, tokenizer: Tokenizer) -> Reasoner | None:
 
     parser_class = reasoning_parser_class(name)
     shared = _SharedVocab(tokenizer.backend)
+    if detected:
+        try:  # a family recognised whose tokenizer lacks the parser's tokens: served as text
+            parser_class(shared)
+        except (RuntimeError, ValueError, KeyError) as exc:  # as vLLM's parsers raise
+            logger.warning("reasoning parser %s not used: %s", name, exc)
+            return None
     return Reasoner(name, lambda: ReasoningStage(parser_class(shared)))
 
 
 def detected_parser(tokenizer: Tokenizer) -> str | None:
-    """The reasoning parser the model's family uses, as detected from its tokenizer and
-    template; the family detection (issue 37's tool half) fills this in."""
-    return None
+    """The reasoning parser of the model's family, recognised from its chat template and
+    special tokens (`oai_server.dialects`); None for a family that does not think apart."""
+    traits = ModelTraits(tokenizer.chat_template_source() or "", tokenizer.special_tokens())
+    dialect = detect(traits)
+    return None if dialect is None else dialect.reasoning_parser
