@@ -209,7 +209,8 @@ class Settings(BaseSettings, EngineOptions):
         "auto",
         description="How the model's thinking is told apart from its answer (message.reasoning): "
         "a name of vLLM's reasoning parsers, as vllm serve --reasoning-parser takes it "
-        "(deepseek_r1, qwen3, ...); auto: the model's own, where its family is recognised.",
+        "(deepseek_r1, qwen3, ...); auto: the model's own, where its family is recognised; "
+        "none: the whole answer is content.",
     )
     cache_dir: Path = Field(
         Path.home() / ".cache" / "oai-server",
@@ -483,7 +484,7 @@ class Settings(BaseSettings, EngineOptions):
     @classmethod
     def _known_reasoning_parser(cls, value: str) -> str:
         """A name of vLLM's reasoning-parser registry (vllm is imported only to check one)."""
-        if value != "auto":
+        if value not in ("auto", "none"):
             from oai_server.engine.vllm.reasoning import check_reasoning_parser
 
             check_reasoning_parser(value)

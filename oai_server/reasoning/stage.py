@@ -23,6 +23,7 @@ logger = logging.getLogger(__name__)
 
 # The names the setting takes besides vLLM's: `auto` picks the model's own (see `choose`).
 AUTO = "auto"
+NONE = "none"
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +105,7 @@ def choose(name: str, tokenizer: Tokenizer) -> Reasoner | None:
     detected = name == AUTO
     if detected:
         name = detected_parser(tokenizer) or ""
-    if not name:
+    if name in ("", NONE):
         return None
     from oai_server.engine.vllm.reasoning import reasoning_parser_class
 

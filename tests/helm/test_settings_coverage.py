@@ -31,6 +31,7 @@ NAMED: dict[str, Any] = {
     "vllm_args": {"block_size": 32},
     # A parser's name from vLLM's registry, and a file that registers parsers.
     "tool_call_parser": "llama3_json",
+    "reasoning_parser": "deepseek_r1",
     "tool_parser_plugin": str(
         Path(str(importlib.util.find_spec("vllm").origin)).parent
         / "tool_parsers"
