@@ -40,6 +40,15 @@ def check_tool_call_parser(name: str) -> str:
     return name
 
 
+# One value as a string, or several as a list (comma-separated in the environment): in
+# values files and Serve args alike.
+Names = Annotated[
+    list[str],
+    NoDecode,
+    WithJsonSchema({"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]}),
+]
+
+
 class Settings(BaseSettings, EngineOptions):
     """oai-server: an OpenAI-compatible chat and completions server on vLLM."""
 
@@ -133,26 +142,14 @@ class Settings(BaseSettings, EngineOptions):
 
     # --- models ---------------------------------------------------------------
     # One model as a string, or several as a list: in values files and Serve args alike.
-    model: Annotated[
-        list[str],
-        NoDecode,
-        WithJsonSchema(
-            {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]}
-        ),
-    ] = Field(
+    model: Names = Field(
         default_factory=list,
         description="A chat model: a Hugging Face id or local directory, or name=path to "
         "serve it as name; repeat for several models, each on its own engine started with "
         "these engine flags (comma-separated in OAI_MODEL); default: the embedded "
         "SmolLM2-135M-Instruct.",
     )
-    served_model_name: Annotated[
-        list[str],
-        NoDecode,
-        WithJsonSchema(
-            {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]}
-        ),
-    ] = Field(
+    served_model_name: Names = Field(
         default_factory=list,
         description="Model ids clients use for the first --model (unless it is given as "
         "name=path): the first is its name, any others aliases a request may use as well, "
