@@ -40,7 +40,7 @@ def engines() -> dict[str, FakeEngine]:
 
 
 @pytest.fixture(autouse=True)
-def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def own_data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The store (responses, batches) in this test's own directory."""
     monkeypatch.setenv("OAI_DATA_DIR", str(tmp_path / "data"))
 
