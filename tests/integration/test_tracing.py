@@ -30,7 +30,9 @@ def test_the_engine_span_carries_vllms_timings(server: Server, trace_receiver: R
     answer = response.json()
     # The batch processor exports every 5 s.
     deadline_s = 60.0
-    trace_receiver.wait_for(1, "decode", timeout_s=deadline_s)
+    # The receiver is the session server's: other tests' spans are there too.
+    trace_receiver.wait_for(1, "decode", timeout_s=deadline_s, trace_id=TRACE_ID)
+    trace_receiver.wait_for(1, f"chat {MODEL}", timeout_s=deadline_s, trace_id=TRACE_ID)
     with trace_receiver.lock:
         spans = [s for s in trace_receiver.spans if s.trace_id == TRACE_ID]
     (engine,) = [s for s in spans if s.name == "engine"]

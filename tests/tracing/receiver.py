@@ -74,12 +74,24 @@ class Receiver:
                             )
                         )
 
-    def wait_for(self, count: int, name: str | None = None, timeout_s: float = 20.0) -> None:
-        """Until `count` spans (named `name`, if given) have arrived."""
+    def wait_for(
+        self,
+        count: int,
+        name: str | None = None,
+        timeout_s: float = 20.0,
+        trace_id: str | None = None,
+    ) -> None:
+        """Until `count` spans (named `name`, of the trace `trace_id`, if given) have arrived."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             with self.lock:
-                if len([s for s in self.spans if name is None or s.name == name]) >= count:
+                found = [
+                    s
+                    for s in self.spans
+                    if (name is None or s.name == name)
+                    and (trace_id is None or s.trace_id == trace_id)
+                ]
+                if len(found) >= count:
                     return
             time.sleep(0.05)
         raise AssertionError(f"{count} spans {name or ''} not received: {self.names()}")
