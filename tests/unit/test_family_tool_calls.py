@@ -53,6 +53,13 @@ def _ds(name: str) -> str:
     return f"<{_BAR}{name.replace(' ', _LOW)}{_BAR}>"
 
 
+# DeepSeek V3's and V3.1's tool-call tokens (the same five).
+DEEPSEEK_TOKENS = tuple(
+    _ds(n)
+    for n in ("tool calls begin", "tool calls end", "tool call begin", "tool call end", "tool sep")
+)
+
+
 @dataclass(frozen=True)
 class Family:
     name: str
@@ -105,16 +112,7 @@ FAMILIES = [
     Family(
         "deepseek-v3",
         "deepseek_v3",
-        tuple(
-            _ds(n)
-            for n in (
-                "tool calls begin",
-                "tool calls end",
-                "tool call begin",
-                "tool call end",
-                "tool sep",
-            )
-        ),
+        DEEPSEEK_TOKENS,
         _ds("tool calls begin") + "function" + _ds("tool sep") + "name\n```json\n",
         _ds("tool calls begin")
         + _ds("tool call begin")
@@ -140,16 +138,7 @@ FAMILIES = [
     Family(
         "deepseek-v3.1",
         "deepseek_v31",
-        tuple(
-            _ds(n)
-            for n in (
-                "tool calls begin",
-                "tool calls end",
-                "tool call begin",
-                "tool call end",
-                "tool sep",
-            )
-        ),
+        DEEPSEEK_TOKENS,
         _ds("tool calls begin") + _ds("tool call begin") + "name" + _ds("tool sep"),
         _ds("tool calls begin")
         + _ds("tool call begin")
