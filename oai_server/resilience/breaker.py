@@ -99,6 +99,7 @@ class Breaker:
         self._probing: asyncio.Task[None] | None = None
         self._back = asyncio.Event()
         self._back.set()
+        self._down = asyncio.Event()
 
     @property
     def retry_after_s(self) -> float:
@@ -130,6 +131,7 @@ class Breaker:
         if self.up and (at_once or self._errors >= self._errors_to_open):
             self.up = False
             self._back.clear()
+            self._down.set()
             logger.warning(
                 "%s marked down after %r: not waited on, probed every %.1f s",
                 self.name,
@@ -141,6 +143,10 @@ class Breaker:
     async def wait_up(self) -> None:
         """Return once the dependency is up (at once if it is)."""
         await self._back.wait()
+
+    async def wait_down(self) -> None:
+        """Return once the dependency is marked down (at once if it is)."""
+        await self._down.wait()
 
     async def _probe_until_up(self) -> None:
         while True:
@@ -154,6 +160,7 @@ class Breaker:
         self._errors = 0
         self.last_error = None
         self._probing = None
+        self._down.clear()
         self._back.set()
         logger.info("%s is back", self.name)
 

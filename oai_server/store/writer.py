@@ -64,11 +64,23 @@ class StoreWriter:
         self._wakeup.set()
 
     async def settled(self, wait_s: float) -> None:
-        """Wait (at most `wait_s`) until everything submitted so far is written or dropped."""
+        """Wait (at most `wait_s`) until everything submitted so far is written or dropped,
+        or until the store is marked down: then nothing leaves the queue before the probe
+        finds it back, and a read waiting on it would only use up its caller's time."""
         target = self._submitted
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(wait_s), self._progress:
-                await self._progress.wait_for(lambda: self._processed >= target)
+        if self._processed >= target:
+            return
+        written = asyncio.ensure_future(self._written(target))
+        down = asyncio.ensure_future(self.breaker.wait_down())
+        try:
+            await asyncio.wait((written, down), timeout=wait_s, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            written.cancel()
+            down.cancel()
+
+    async def _written(self, target: int) -> None:
+        async with self._progress:
+            await self._progress.wait_for(lambda: self._processed >= target)
 
     async def run(self) -> None:
         while True:
@@ -117,8 +129,11 @@ class StoreWriter:
             self._progress.notify_all()
 
     async def drain(self, wait_s: float) -> None:
-        """At shutdown: give the queue `wait_s` to empty; count what is left as dropped."""
-        await self.settled(wait_s)
+        """At shutdown: give the queue `wait_s` to empty (a store down meanwhile may come
+        back); count what is left as dropped."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(wait_s):
+                await self._written(self._submitted)
         if self._queue:
             self.metrics.dropped.labels("shutdown").inc(len(self._queue))
             logger.warning("server stopping: %d records not stored", len(self._queue))
