@@ -12,7 +12,7 @@ from oai_server.dialects import Dialect, ModelTraits, detect
 from oai_server.engine.fake import FakeEngine
 from oai_server.settings import Settings
 from tests.unit.conftest import serve
-from tests.unit.test_family_tool_calls import FAMILIES, family_tokenizer
+from tests.unit.tool_families import FAMILIES, family_tokenizer
 
 _BAR, _LOW = "\uff5c", "\u2581"
 

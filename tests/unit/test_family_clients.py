@@ -19,7 +19,7 @@ from oai_server.engine.fake import FakeEngine
 from oai_server.engine.vllm.holder import VLLMTokenizer
 from oai_server.settings import Settings
 from tests.live import serve_async
-from tests.unit.test_family_tool_calls import FAMILIES, family_tokenizer, pieces
+from tests.unit.tool_families import FAMILIES, family_tokenizer, pieces
 
 # vLLM's parsers load with the server's start (seconds): loaded first, so the live server
 # starts within its time.
