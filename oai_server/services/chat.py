@@ -35,6 +35,7 @@ from oai_server.models import ModelRegistry
 from oai_server.reasoning.stage import AUTO, Reasoner, choose
 from oai_server.services.chat_assembler import ChatAssembler
 from oai_server.services.chat_choice import ChoiceState
+from oai_server.services.chat_chunks import chat_chunk, chat_chunks, choice_of, light_choice
 from oai_server.services.common import (
     StreamSettings,
     check_model,
@@ -61,7 +62,6 @@ from schemas.chat import (
     CreateChatCompletionResponse,
     CreateChatCompletionStreamResponse,
 )
-from schemas.common import CompletionUsage
 
 ChatEvent = CreateChatCompletionStreamResponse | Light
 
@@ -277,57 +277,14 @@ class ChatService:
             assembler.add(chunks.of(event) if isinstance(event, Usage) else event)
         return assembler.result()
 
-    def chunk(
-        self,
-        id_: str,
-        created: int,
-        model: str,
-        opts: StreamSettings,
-        choice: ChatCompletionChunkChoice | None,
-        usage: CompletionUsage | None = None,
-        service_tier: str | None = None,
-    ) -> CreateChatCompletionStreamResponse:
-        """A chunk of the answer `id_` of `model` (the base model's name, or an adapter's),
-        as streamed live and as the response cache replays it.
-
-        With `include_usage`, `usage` is null unless given (the last chunk, or continuous stats).
-        `service_tier`, the tier served, is on every chunk when the request named one.
-        """
-        out = CreateChatCompletionStreamResponse(
-            id=id_,
-            created=created,
-            model=model,
-            choices=[] if choice is None else [choice],
-        )
-        if opts.include_usage:
-            out.usage = usage
-        if service_tier is not None:
-            out.service_tier = service_tier
-        return out
-
-    def chunks(
-        self,
-        identity: tuple[str, int],
-        model: str,
-        opts: StreamSettings,
-        service_tier: str | None = None,
-    ) -> Chunks[CreateChatCompletionStreamResponse]:
-        """How the light events of the answer `identity` (`id`, `created`) of `model` become
-        its chunks, as streamed live and as the response cache replays them."""
-
-        def build(id_: str, created: int, event: Light) -> CreateChatCompletionStreamResponse:
-            if isinstance(event, Usage):
-                return self.chunk(id_, created, model, opts, None, usage_of(event), service_tier)
-            return self.chunk(id_, created, model, opts, _light_choice(event), None, service_tier)
-
-        shape = ("chat", model, opts.include_usage, opts.continuous_usage, service_tier)
-        return Chunks(build, identity, shape)
+    # How a chunk of an answer is built, live and as the response cache replays it.
+    chunks = staticmethod(chat_chunks)
 
     def _chunk(
         self, chat: ChatRequest, opts: StreamSettings, choice: ChatCompletionChunkChoice | None
     ) -> CreateChatCompletionStreamResponse:
         usage = usage_of(chat.generation.usage) if opts.continuous_usage else None
-        return self.chunk(
+        return chat_chunk(
             chat.generation.request_id,
             chat.created,
             chat.req.model,
@@ -361,7 +318,7 @@ class ChatService:
             and any(d.text or d.finish_reason is not None for d in first.choices)
         )
         for index in range(len(states)):
-            yield Opening(index) if ready else chunk(_light_choice(Opening(index)))
+            yield Opening(index) if ready else chunk(light_choice(Opening(index)))
         async for step in generation:
             for d in step.choices:
                 if plain and d.finish_reason is None:
@@ -381,14 +338,14 @@ class ChatService:
                     if light and isinstance(e, Content):
                         yield TextDelta(d.index, e.text)
                         continue
-                    out = _choice(d.index, state.delta(e))
+                    out = choice_of(d.index, state.delta(e))
                     if pending:
                         out.logprobs, pending = chat_logprobs(pending), []
                     yield chunk(out)
                 if finish is not None and light and d.stop_reason is None:
                     yield Finish(d.index, finish)
                 elif finish is not None:
-                    done = _choice(d.index, ChatCompletionDelta())
+                    done = choice_of(d.index, ChatCompletionDelta())
                     done.finish_reason = finish
                     if pending:
                         done.logprobs = chat_logprobs(pending)
@@ -397,7 +354,7 @@ class ChatService:
                     yield chunk(done)
                 elif pending:
                     # Text held back by the parser: its tokens' logprobs still go out now.
-                    out = _choice(d.index, ChatCompletionDelta(content=""))
+                    out = choice_of(d.index, ChatCompletionDelta(content=""))
                     out.logprobs = chat_logprobs(pending)
                     yield chunk(out)
         if chat.job.reasoner is not None:
@@ -411,18 +368,3 @@ class ChatService:
             yield last
         elif opts.include_usage:
             yield generation.usage  # final now: the engine request has ended
-
-
-def _choice(index: int, delta: ChatCompletionDelta) -> ChatCompletionChunkChoice:
-    return ChatCompletionChunkChoice(index=index, delta=delta, logprobs=None, finish_reason=None)
-
-
-def _light_choice(event: TextDelta | Opening | Finish) -> ChatCompletionChunkChoice:
-    """The choice of the chunk a light event stands for."""
-    if isinstance(event, Opening):
-        return _choice(event.index, ChatCompletionDelta(role="assistant", content=""))
-    if isinstance(event, Finish):
-        choice = _choice(event.index, ChatCompletionDelta())
-        choice.finish_reason = event.reason  # type: ignore[assignment]
-        return choice
-    return _choice(event.index, ChatCompletionDelta(content=event.text))
