@@ -8,6 +8,7 @@ from typing import Any
 from sqlalchemy import delete, event, func, insert, literal, select, text, update
 from sqlalchemy.engine import URL, Row
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.pool import AsyncAdaptedQueuePool
 
 from oai_server.store import migrate, queries
 from oai_server.store.interface import (
@@ -39,7 +40,16 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
 
 def create_engine(url: URL) -> AsyncEngine:
     if url.get_backend_name() == "sqlite":
-        engine = create_async_engine(url)
+        if url.database in (None, "", ":memory:"):
+            # One connection holds the whole in-memory database. SQLAlchemy's default pool
+            # for it (StaticPool) lends that connection to every caller at once, so two
+            # transactions interleave on it and one's rollback loses the other's writes: a
+            # queue of one connection lends it to one transaction at a time.
+            engine = create_async_engine(
+                url, poolclass=AsyncAdaptedQueuePool, pool_size=1, max_overflow=0
+            )
+        else:
+            engine = create_async_engine(url)
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
         return engine
     # pre_ping: connections from before a database restart are replaced, not failed on.

@@ -9,6 +9,7 @@ import openai
 import pytest
 
 from oai_server.engine.fake import FakeEngine
+from tests.batch.helpers import chat_line, read_lines, upload, wait
 from tests.conformance import AsyncValidatingTransport
 from tests.live import serve, serve_async
 from tests.store.conftest import KEYS, MODEL, ask, make_app, sdk
@@ -51,6 +52,25 @@ def test_without_store_nothing_is_kept() -> None:
         ask(client)
         ask(client, stream=True)
         assert client.chat.completions.list().data == []
+
+
+def test_an_in_memory_store_keeps_every_line_of_a_batch() -> None:
+    # `sqlite:///:memory:` is one connection: lent to two transactions at once (SQLAlchemy's
+    # StaticPool), one's rollback lost the other's write, here a batch's output line.
+    for _ in range(3):
+        with serve(make_app("sqlite:///:memory:")) as base, sdk(base) as client:
+            lines = [chat_line(f"req-{i}", f"question {i}", model=MODEL) for i in range(3)]
+            batch = client.batches.create(
+                input_file_id=upload(client, lines),
+                endpoint="/v1/chat/completions",
+                completion_window="24h",
+            )
+            done = wait(client, batch.id)
+            assert done.request_counts is not None
+            assert done.request_counts.completed == 3
+            assert done.output_file_id is not None
+            output = read_lines(client, done.output_file_id)
+            assert sorted(line["custom_id"] for line in output) == ["req-0", "req-1", "req-2"]
 
 
 async def test_a_client_that_leaves_mid_stream_is_not_stored() -> None:

@@ -289,8 +289,6 @@ def _rendered(meter: UsageMeter) -> str:
 
 
 def test_batch_lines_are_their_owners_usage_marked_batch(tmp_path: Path) -> None:
-    # A file: on `sqlite:///:memory:` a batch's output file may miss a line (seen before
-    # usage was counted: not this test's concern).
     app = make_app(f"sqlite:///{tmp_path / 'store.db'}")
     with serve(app) as base, sdk(base, api_key=BOB) as client:
         start = int(time.time()) - 60
