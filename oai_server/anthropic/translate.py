@@ -16,6 +16,7 @@ import json
 from collections.abc import Iterator, Sequence
 
 from oai_server.errors import InvalidRequestError, UnsupportedParameterError
+from oai_server.generation.chat_template import TranslatedChatRequest
 from oai_server.items.context import Call, CallOutput, ContextItem, Said, to_messages
 from schemas.anthropic import (
     CountTokensRequest,
@@ -33,7 +34,6 @@ from schemas.anthropic import (
 )
 from schemas.chat import (
     ChatCompletionTool,
-    CreateChatCompletionRequest,
     FunctionDefinition,
     NamedToolChoice,
     NamedToolChoiceFunction,
@@ -124,6 +124,18 @@ def _items(messages: Sequence[MessageParam]) -> list[ContextItem]:
     return items
 
 
+def _image_params(req: CountTokensRequest) -> list[str]:
+    """The part of `req` each image of its chat request comes from, in order
+    (`messages[1].content[0]`): the chat request's own indices are shifted by `system`."""
+    return [
+        f"messages[{i}].content[{j}]"
+        for i, message in enumerate(req.messages)
+        if message.role == "user" and not isinstance(message.content, str)
+        for j, block in enumerate(message.content)
+        if isinstance(block, ImageBlockParam)
+    ]
+
+
 def _tool_choice(req: CountTokensRequest) -> tuple[ToolChoice, bool | None]:
     """Chat's `tool_choice` and `parallel_tool_calls` for Anthropic's `tool_choice`."""
     choice = req.tool_choice
@@ -165,19 +177,19 @@ def _check_thinking(req: MessagesRequest) -> None:
         )
 
 
-def chat_request(req: CountTokensRequest) -> CreateChatCompletionRequest:
+def chat_request(req: CountTokensRequest) -> TranslatedChatRequest:
     """The chat request `req` stands for: streamed, with its usage at the end."""
     messages = to_messages(system_text(req.system), _items(req.messages))
     if not messages:
         raise InvalidRequestError("The request has no messages.", param="messages")
     choice, parallel = _tool_choice(req)
-    chat = CreateChatCompletionRequest(
+    chat = TranslatedChatRequest(
         model=req.model,
         messages=messages,
         tools=_tools(req),
         tool_choice=choice,
         parallel_tool_calls=parallel,
-    )
+    ).name_images(_image_params(req))
     if isinstance(req, MessagesRequest):
         _check_thinking(req)
         # Assigned, not validated again: Anthropic allows more stop sequences than OpenAI.

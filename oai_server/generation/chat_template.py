@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import jinja2
+from pydantic import PrivateAttr
 
 from oai_server.engine.protocol import Tokenizer
 from oai_server.errors import InvalidRequestError, UnsupportedParameterError
@@ -51,9 +53,28 @@ def _content(content: Content | None, index: int) -> str | list[dict[str, Any]] 
     return parts
 
 
-def image_refs(messages: list[ChatMessage]) -> list[ImageRef]:
-    """The images of `messages`, in prompt order, each named by its part
-    (`messages[0].content[1]`)."""
+class TranslatedChatRequest(CreateChatCompletionRequest):
+    """A chat request made from another API's request (Anthropic's), whose images an
+    error names as that request's parts: its `system` is no message, its text and
+    images are parts in another order."""
+
+    _image_params: tuple[str, ...] = PrivateAttr(default=())
+
+    def name_images(self, params: Sequence[str]) -> TranslatedChatRequest:
+        """This request, its images named by `params` in order."""
+        self._image_params = tuple(params)
+        return self
+
+    @property
+    def image_params(self) -> tuple[str, ...]:
+        """The part each image comes from, in order (empty: as the messages number them)."""
+        return self._image_params
+
+
+def image_refs(req: CreateChatCompletionRequest) -> list[ImageRef]:
+    """The images of `req`'s messages, in prompt order, each named by its part
+    (`messages[0].content[1]`, or as a translated request names it)."""
+    messages = req.messages
     refs: list[ImageRef] = []
     i = -1
     for message in messages:  # on every request: no call for a text message
@@ -64,6 +85,9 @@ def image_refs(messages: list[ChatMessage]) -> list[ImageRef]:
         for j, part in enumerate(content):
             if isinstance(part, ImageContentPart):
                 refs.append(ImageRef(param=f"messages[{i}].content[{j}]", url=part.image_url.url))
+    if isinstance(req, TranslatedChatRequest) and req.image_params:
+        named = zip(refs, req.image_params, strict=True)
+        refs = [ImageRef(param=param, url=ref.url) for ref, param in named]
     return refs
 
 

@@ -150,7 +150,7 @@ class ChatService:
         structured = structured_output(req.response_format)
         if tools.structured is not None:
             structured = tools.structured
-        refs = image_refs(req.messages)
+        refs = image_refs(req)
         images = await self._images(refs, engine, target.model) if refs else ()
         requested: int | None = req.max_completion_tokens
         param = "max_completion_tokens"

@@ -93,7 +93,7 @@ class TokenizeService:
             },
             strict=True,
         )
-        refs = image_refs(chat.messages)
+        refs = image_refs(chat)
         if refs:
             raise UnsupportedParameterError(
                 "/tokenize counts text only; an image's tokens are counted in a chat "
