@@ -81,6 +81,7 @@ def routes(core: ServerState, answering: Answering) -> list[BaseRoute]:
     async def count_tokens(request: Request) -> Response:
         req = await parse_body(request, CountTokensRequest, limit)
         job = await core.chat.prepare(chat_request(req))
-        return json_response(CountTokensResponse(input_tokens=len(job.prompt_token_ids)))
+        count = await core.chat.count_prompt_tokens(job)
+        return json_response(CountTokensResponse(input_tokens=count))
 
     return router.routes

@@ -14,7 +14,7 @@ from typing import Any
 
 from oai_server.engine.parsing import OutputParsing
 from oai_server.engine.settings import SchedulingPolicy
-from oai_server.engine.types import GenerationStep, ModelInfo, SamplingOptions
+from oai_server.engine.types import GenerationStep, ImageInput, ModelInfo, SamplingOptions
 from oai_server.errors import InvalidRequestError
 
 
@@ -114,6 +114,14 @@ class Engine(abc.ABC):
         Raises `EngineDeadError` if the engine fails, `EngineNotReadyError` before
         `start` completed. Closing the iterator early aborts the request.
         """
+
+    @abc.abstractmethod
+    async def count_prompt_tokens(
+        self, prompt_token_ids: list[int], images: Sequence[ImageInput]
+    ) -> int:
+        """How many tokens the prompt is as the model reads it, each image's placeholder
+        expanded into that image's tokens: the `prompt_tokens` its answer's usage reports,
+        without generating. Raises `InvalidRequestError` for images the model refuses."""
 
     @abc.abstractmethod
     async def load_adapter(self, name: str, path: str) -> None:

@@ -10,10 +10,10 @@ template and context length.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 
 from oai_server.engine.protocol import Engine, Tokenizer
-from oai_server.engine.types import GenerationStep, ModelInfo, SamplingOptions
+from oai_server.engine.types import GenerationStep, ImageInput, ModelInfo, SamplingOptions
 from oai_server.errors import EngineDeadError, ModelNotFoundError
 
 logger = logging.getLogger(__name__)
@@ -61,6 +61,12 @@ class EngineRouter(Engine):
         self, request_id: str, prompt_token_ids: list[int], options: SamplingOptions
     ) -> AsyncIterator[GenerationStep]:
         return self.serving(options.model).generate(request_id, prompt_token_ids, options)
+
+    async def count_prompt_tokens(
+        self, prompt_token_ids: list[int], images: Sequence[ImageInput]
+    ) -> int:
+        # A service counts on `serving(model)`; here, the first model's processor.
+        return await self.engines[self.default].count_prompt_tokens(prompt_token_ids, images)
 
     async def load_adapter(self, name: str, path: str) -> None:
         # Adapters loaded after start-up (--lora-dir, run-time loads) are the first model's.

@@ -6,10 +6,10 @@ overrides only what it adds to, so a change to the interface is made here once.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 
 from oai_server.engine.protocol import Engine, Tokenizer
-from oai_server.engine.types import GenerationStep, ModelInfo, SamplingOptions
+from oai_server.engine.types import GenerationStep, ImageInput, ModelInfo, SamplingOptions
 
 
 class EngineWrapper(Engine):
@@ -39,6 +39,11 @@ class EngineWrapper(Engine):
         self, request_id: str, prompt_token_ids: list[int], options: SamplingOptions
     ) -> AsyncIterator[GenerationStep]:
         return self.inner.generate(request_id, prompt_token_ids, options)
+
+    async def count_prompt_tokens(
+        self, prompt_token_ids: list[int], images: Sequence[ImageInput]
+    ) -> int:
+        return await self.inner.count_prompt_tokens(prompt_token_ids, images)
 
     async def load_adapter(self, name: str, path: str) -> None:
         await self.inner.load_adapter(name, path)

@@ -113,10 +113,8 @@ def router(core: ServerState, kept: Kept, runs: BackgroundRuns | None) -> APIRou
     @router.post("/v1/responses/input_tokens")
     async def count_input_tokens(request: Request) -> Response:
         req = await parse_body(request, InputTokensRequest, settings.max_request_bytes)
-        service = responses_service(request)
-        earlier, inputs = await service.context(req)
-        job = await service.prepare_chat(req, [*earlier, *inputs])
-        return json_response(InputTokens(input_tokens=len(job.prompt_token_ids)))
+        count = await responses_service(request).input_tokens(req)
+        return json_response(InputTokens(input_tokens=count))
 
     @router.get("/v1/responses/{response_id}")
     async def retrieve_response(response_id: str, request: Request) -> Response:

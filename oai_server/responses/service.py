@@ -126,6 +126,13 @@ class ResponsesService:
             found[file_id] = f"data:application/octet-stream;base64,{encoded}"
         return found
 
+    async def input_tokens(self, req: InputTokensRequest) -> int:
+        """The tokens `req`'s input (with its context) would take, counted as the
+        answer's `usage.input_tokens` would count them: its images' tokens too."""
+        earlier, inputs = await self.context(req)
+        job = await self.prepare_chat(req, [*earlier, *inputs])
+        return await self.chat.count_prompt_tokens(job)
+
     async def prepare(self, req: CreateResponse) -> ResponseJob:
         """Validate `req`, rebuild its context and render its prompt; 4xx on any refusal."""
         check_metadata(req.metadata)

@@ -193,6 +193,12 @@ class ChatService:
         reasoner = known[target.model] if target.model in known else self.reasoner(target.model)
         return ChatJob(req, prompt, options, tools, text, reasoner)
 
+    async def count_prompt_tokens(self, job: ChatJob) -> int:
+        """`job`'s prompt in tokens as its answer's `usage.prompt_tokens` counts it: each
+        image's tokens too (what the token-counting endpoints answer)."""
+        engine = self.engine.serving(job.options.model)
+        return await engine.count_prompt_tokens(job.prompt_token_ids, job.options.images)
+
     async def _images(
         self, refs: list[ImageRef], engine: Engine, model: str | None
     ) -> tuple[ImageInput, ...]:

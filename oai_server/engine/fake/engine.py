@@ -23,6 +23,7 @@ from oai_server.engine.types import (
     ChoiceDelta,
     FinishReason,
     GenerationStep,
+    ImageInput,
     ModelInfo,
     SamplingDefaults,
     SamplingOptions,
@@ -229,6 +230,12 @@ class FakeEngine(Engine):
 
     def running_requests(self) -> int:
         return len(self._running)
+
+    async def count_prompt_tokens(
+        self, prompt_token_ids: list[int], images: Sequence[ImageInput]
+    ) -> int:
+        # As `generate` counts them: `image_tokens` for each image.
+        return len(prompt_token_ids) + self.image_tokens * len(images)
 
     async def load_adapter(self, name: str, path: str) -> None:
         if self.adapter_fault is not None:

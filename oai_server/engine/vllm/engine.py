@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Any, get_args
 
 from oai_server.engine.lora import check_adapter
@@ -19,6 +19,7 @@ from oai_server.engine.types import (
     ChoiceDelta,
     FinishReason,
     GenerationStep,
+    ImageInput,
     ModelInfo,
     SamplingDefaults,
     SamplingOptions,
@@ -108,6 +109,16 @@ class VLLMEngine(AsyncLLMHolder, Engine):
                 "base-model requests carry a null adapter (slower)"
             )
         await self._adapters.add_null_adapter(llm, llm.model_config.hf_config)
+
+    async def count_prompt_tokens(
+        self, prompt_token_ids: list[int], images: Sequence[ImageInput]
+    ) -> int:
+        if not images:
+            return len(prompt_token_ids)
+        engine_input = await _with_images(
+            self._ready_llm(), prompt_token_ids, images, counting=True
+        )
+        return len(engine_input["prompt_token_ids"])
 
     async def load_adapter(self, name: str, path: str) -> None:
         llm = self._ready_llm()
@@ -217,7 +228,9 @@ class VLLMEngine(AsyncLLMHolder, Engine):
         first = True
         try:
             if options.images:
-                engine_input: Any = await _with_images(llm, prompt_token_ids, options)
+                engine_input: Any = await _with_images(
+                    llm, prompt_token_ids, options.images, options.cache_salt
+                )
             else:
                 # Already tokenized: handed over as engine input, past vLLM's renderer.
                 engine_input = tokens_input(prompt_token_ids, cache_salt=options.cache_salt)
@@ -272,24 +285,35 @@ class VLLMEngine(AsyncLLMHolder, Engine):
             raise InvalidRequestError(str(exc), param=getattr(exc, "parameter", None)) from exc
 
 
-async def _with_images(llm: Any, prompt_token_ids: list[int], options: SamplingOptions) -> Any:
+async def _with_images(
+    llm: Any,
+    prompt_token_ids: list[int],
+    images: Sequence[ImageInput],
+    cache_salt: str | None = None,
+    *,
+    counting: bool = False,
+) -> Any:
     """The prompt's tokens and images through vLLM's renderer: the model's own processor
     expands each image placeholder into the image's tokens. Each image goes with its
     digest as its uuid, so vLLM's processor cache and prefix cache know a repeated image
-    (a later turn that repeats it reuses its blocks) without hashing its pixels again."""
+    (a later turn that repeats it reuses its blocks) without hashing its pixels again.
+    `counting`: only to count the tokens, so vLLM's processor cache is left as it is
+    (as vLLM's own /tokenize does)."""
     from vllm.renderers.inputs.preprocess import parse_model_prompt
 
     prompt: dict[str, Any] = {
         "prompt_token_ids": prompt_token_ids,
-        "multi_modal_data": {"image": [image.pixels for image in options.images]},
-        "multi_modal_uuids": {"image": [image.digest for image in options.images]},
+        "multi_modal_data": {"image": [image.pixels for image in images]},
+        "multi_modal_uuids": {"image": [image.digest for image in images]},
     }
-    if options.cache_salt is not None:
-        prompt["cache_salt"] = options.cache_salt
+    if cache_salt is not None:
+        prompt["cache_salt"] = cache_salt
     renderer = llm.renderer
     try:
         (engine_input,) = await renderer.render_cmpl_async(
-            [parse_model_prompt(llm.model_config, prompt)], renderer.default_cmpl_tok_params
+            [parse_model_prompt(llm.model_config, prompt)],
+            renderer.default_cmpl_tok_params,
+            skip_mm_cache=counting,
         )
     except ValueError as exc:
         # The processor refuses what the model cannot take (too many images, say).
