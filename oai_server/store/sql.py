@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import delete, event, func, insert, literal, select, text, update
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL, Row
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import AsyncAdaptedQueuePool
 
+from oai_server.store import images as stored_images
 from oai_server.store import migrate, queries
 from oai_server.store.interface import (
     CursorNotFoundError,
@@ -19,7 +22,7 @@ from oai_server.store.interface import (
     StoredItem,
     StoredObject,
 )
-from oai_server.store.tables import items, metadata_pairs, objects
+from oai_server.store.tables import images, items, metadata_pairs, objects
 from oai_server.store.url import ensure_directory
 
 # The driver's own deadlines (the breaker's are shorter for reads): a database that
@@ -111,6 +114,30 @@ def _metadata_rows(obj: StoredObject, metadata: Mapping[str, str]) -> list[dict[
     ]
 
 
+async def _write_images(conn: AsyncConnection, found: Mapping[str, bytes]) -> None:
+    """Each image's bytes, unless a row already holds them (another turn's, another
+    writer's at the same moment: the conflict is no error)."""
+    if not found:
+        return
+    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+    now = time.time_ns() // 1000
+    rows = [
+        {"sha256": digest, "bytes": len(data), "created_at": now, "content": data}
+        for digest, data in found.items()
+    ]
+    await conn.execute(dialect.insert(images).on_conflict_do_nothing(), rows)
+
+
+async def _inflated(conn: AsyncConnection, stored: Sequence[StoredItem]) -> list[StoredItem]:
+    """`stored` with the images they refer to put back (one query for all of them)."""
+    wanted = stored_images.referenced(stored)
+    if not wanted:
+        return list(stored)
+    query = select(images.c.sha256, images.c.content).where(images.c.sha256.in_(wanted))
+    found = {row.sha256: row.content for row in await conn.execute(query)}
+    return stored_images.inflate(stored, found)
+
+
 class SQLStore:
     """`Store` on one SQLAlchemy async engine (a connection pool; no blocking I/O on the loop)."""
 
@@ -140,7 +167,13 @@ class SQLStore:
             await conn.execute(
                 insert(objects), [self._object_row(r.object) for r in fresh.values()]
             )
-            item_rows = [row for r in fresh.values() for row in _item_rows(r.object.id, 0, r.items)]
+            found: dict[str, bytes] = {}
+            item_rows = []
+            for r in fresh.values():
+                kept, named = stored_images.externalize(r.items)
+                found.update(named)
+                item_rows += _item_rows(r.object.id, 0, kept)
+            await _write_images(conn, found)
             if item_rows:
                 await conn.execute(insert(items), item_rows)
             pairs = [
@@ -268,7 +301,8 @@ class SQLStore:
                 stmt = stmt.where(items.c.position > at if asc else items.c.position < at)
             position = items.c.position.asc() if asc else items.c.position.desc()
             rows = (await conn.execute(stmt.order_by(position).limit(query.limit + 1))).all()
-        return Page([_item(r) for r in rows[: query.limit]], has_more=len(rows) > query.limit)
+            page = await _inflated(conn, [_item(r) for r in rows[: query.limit]])
+        return Page(page, has_more=len(rows) > query.limit)
 
     async def append_items(
         self,
@@ -289,7 +323,9 @@ class SQLStore:
             ).scalar()
             if new:
                 start = -1 if last is None else int(last)
-                await conn.execute(insert(items), _item_rows(parent_id, start + 1, new))
+                kept, found = stored_images.externalize(new)
+                await _write_images(conn, found)
+                await conn.execute(insert(items), _item_rows(parent_id, start + 1, kept))
             if replica is not None:
                 where = objects.c.id == parent_id
                 await conn.execute(update(objects).where(where).values(replica=replica))
@@ -318,8 +354,8 @@ class SQLStore:
             if object_id not in depths:
                 return None
             rows = (await conn.execute(select(items).where(items.c.parent_id.in_([*depths])))).all()
-        ordered = sorted(rows, key=lambda r: (-depths[r.parent_id], r.position))
-        return [_item(r) for r in ordered]
+            ordered = sorted(rows, key=lambda r: (-depths[r.parent_id], r.position))
+            return await _inflated(conn, [_item(r) for r in ordered])
 
     async def get_item(
         self, kind: str, parent_id: str, owner: str, item_id: str
@@ -332,7 +368,7 @@ class SQLStore:
                     select(items).where(items.c.parent_id == parent_id, items.c.id == item_id)
                 )
             ).first()
-        return None if row is None else _item(row)
+            return None if row is None else (await _inflated(conn, [_item(row)]))[0]
 
     async def delete_item(self, kind: str, parent_id: str, owner: str, item_id: str) -> bool:
         async with self.engine.begin() as conn:

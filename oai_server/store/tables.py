@@ -25,6 +25,11 @@ The Batch API's (`oai_server.batch`) since revision 0002:
 - `batch_lines`: one row per finished input line (its output or error line), keyed by its
   position: a line's result and the batch's progress are the same row, written once.
 
+Images (`oai_server.store.images`) since revision 0005:
+
+- `store_images`: the bytes of each image that stored items name, once, keyed by their
+  SHA-256 (`sha256`, hex); the items hold a reference to it, not a copy per turn.
+
 Usage per key (`oai_server.usage`) since revision 0004:
 
 - `usage`: token tallies by minute (`start_time`, Unix seconds), kind (`completions`,
@@ -116,6 +121,15 @@ files = Table(
     Column("created_at", BigInteger, nullable=False),
     Column("content", LargeBinary, nullable=False),
     Index("ix_files_list", "owner", "created_at", "id"),
+)
+
+images = Table(
+    "store_images",
+    metadata,
+    Column("sha256", String(64), primary_key=True),
+    Column("bytes", BigInteger, nullable=False),
+    Column("created_at", BigInteger, nullable=False),
+    Column("content", LargeBinary, nullable=False),
 )
 
 batches = Table(

@@ -82,6 +82,18 @@ def _seed_0004(conn: Connection) -> None:
     )
 
 
+def _seed_0005(conn: Connection) -> None:
+    """0004's rows, and one stored image's bytes."""
+    _seed_0004(conn)
+    conn.execute(
+        text(
+            "INSERT INTO store_images (sha256, bytes, created_at, content) "
+            "VALUES (:digest, 3, 1, :content)"
+        ),
+        {"digest": "ab" * 32, "content": b"old"},
+    )
+
+
 _VERSION = {"version_table": migrate.VERSION_TABLE}
 
 # One seed per revision: a new revision must say what data it must carry forward.
@@ -90,6 +102,7 @@ SEEDS: dict[str, Callable[[Connection], None]] = {
     "0002": _seed_0002,
     "0003": _seed_0003,
     "0004": _seed_0004,
+    "0005": _seed_0005,
 }
 
 
@@ -120,6 +133,9 @@ async def test_data_written_at_a_revision_survives_the_upgrade(
     async with store.engine.connect() as conn:
         used = (await conn.execute(text("SELECT sum(output_tokens) FROM usage"))).scalar()
     assert used == (7 if revision >= "0004" else None)
+    async with store.engine.connect() as conn:
+        kept = (await conn.execute(text("SELECT sum(bytes) FROM store_images"))).scalar()
+    assert kept == (3 if revision >= "0005" else None)
     await store.close()
 
 
