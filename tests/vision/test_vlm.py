@@ -67,6 +67,22 @@ def test_each_image_adds_its_tokens_to_the_prompt(vlm_server: Server) -> None:
     # The model's template writes one `<image>` token per image part, which the model's
     # processor expands into the image's tokens.
     assert [b - a for a, b in itertools.pairwise(counts)] == [IMAGE_PROMPT_TOKENS] * 2, counts
+    # The counting endpoints count them as the answer's usage did (the model's processor).
+    images = [{"type": "input_image", "image_url": data_url(RED)}] * 2
+    content = [*images, {"type": "input_text", "text": "Hi"}]
+    body = {"model": VLM, "input": [{"role": "user", "content": content}]}
+    counted = httpx.post(
+        f"{vlm_server.base_url}/responses/input_tokens", json=body, timeout=SDK_TIMEOUT_S
+    )
+    assert counted.status_code == 200, counted.text
+    answered = httpx.post(
+        f"{vlm_server.base_url}/responses",
+        json={**body, "max_output_tokens": 1, "temperature": 0},
+        timeout=SDK_TIMEOUT_S,
+    )
+    assert answered.status_code == 200, answered.text
+    assert counted.json()["input_tokens"] == answered.json()["usage"]["input_tokens"]
+    assert counted.json()["input_tokens"] > 2 * IMAGE_PROMPT_TOKENS
 
 
 def test_fetched_and_inline_bytes_give_the_same_answer(
