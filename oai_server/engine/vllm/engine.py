@@ -31,6 +31,7 @@ from oai_server.engine.vllm import cpu, lora_ops
 from oai_server.engine.vllm import flags as vllm_flags
 from oai_server.engine.vllm.holder import AsyncLLMHolder, engine_processes
 from oai_server.engine.vllm.lora import VLLMAdapters
+from oai_server.engine.vllm.multimodal import image_limit, image_placeholder, with_images
 from oai_server.errors import (
     EngineDeadError,
     EngineNotReadyError,
@@ -115,9 +116,7 @@ class VLLMEngine(AsyncLLMHolder, Engine):
     ) -> int:
         if not images:
             return len(prompt_token_ids)
-        engine_input = await _with_images(
-            self._ready_llm(), prompt_token_ids, images, counting=True
-        )
+        engine_input = await with_images(self._ready_llm(), prompt_token_ids, images, counting=True)
         return len(engine_input["prompt_token_ids"])
 
     async def load_adapter(self, name: str, path: str) -> None:
@@ -180,7 +179,7 @@ class VLLMEngine(AsyncLLMHolder, Engine):
             dtype=str(llm.model_config.dtype).removeprefix("torch."),
             kernels=None if self.plan is None else self.plan.describe(),
             sampling_defaults=SamplingDefaults.of(llm.model_config.get_diff_sampling_param()),
-            image_limit=_image_limit(llm.model_config),
+            image_limit=image_limit(llm.model_config),
             architectures=tuple(llm.model_config.architectures or ()),
         )
         defaults = self._model_info.sampling_defaults.described()
@@ -191,7 +190,7 @@ class VLLMEngine(AsyncLLMHolder, Engine):
             from vllm.entrypoints.generate.base.serving import format_token_id_placeholder
 
             self._id_name = format_token_id_placeholder
-        self._hold(llm, known, _image_placeholder(llm.model_config))
+        self._hold(llm, known, image_placeholder(llm.model_config))
         # vLLM keeps an import error for good (vllm.multimodal.media.audio's
         # `_torchcodec_import_exc`, raised while this frame imported vllm); its traceback
         # holds, through each frame's f_back, this frame and its locals for the life of the
@@ -228,7 +227,7 @@ class VLLMEngine(AsyncLLMHolder, Engine):
         first = True
         try:
             if options.images:
-                engine_input: Any = await _with_images(
+                engine_input: Any = await with_images(
                     llm, prompt_token_ids, options.images, options.cache_salt
                 )
             else:
@@ -283,64 +282,6 @@ class VLLMEngine(AsyncLLMHolder, Engine):
             raise EngineOverloadedError(exc.message) from exc
         except VLLMClientError as exc:
             raise InvalidRequestError(str(exc), param=getattr(exc, "parameter", None)) from exc
-
-
-async def _with_images(
-    llm: Any,
-    prompt_token_ids: list[int],
-    images: Sequence[ImageInput],
-    cache_salt: str | None = None,
-    *,
-    counting: bool = False,
-) -> Any:
-    """The prompt's tokens and images through vLLM's renderer: the model's own processor
-    expands each image placeholder into the image's tokens. Each image goes with its
-    digest as its uuid, so vLLM's processor cache and prefix cache know a repeated image
-    (a later turn that repeats it reuses its blocks) without hashing its pixels again.
-    `counting`: only to count the tokens, so vLLM's processor cache is left as it is
-    (as vLLM's own /tokenize does)."""
-    from vllm.renderers.inputs.preprocess import parse_model_prompt
-
-    prompt: dict[str, Any] = {
-        "prompt_token_ids": prompt_token_ids,
-        "multi_modal_data": {"image": [image.pixels for image in images]},
-        "multi_modal_uuids": {"image": [image.digest for image in images]},
-    }
-    if cache_salt is not None:
-        prompt["cache_salt"] = cache_salt
-    renderer = llm.renderer
-    try:
-        (engine_input,) = await renderer.render_cmpl_async(
-            [parse_model_prompt(llm.model_config, prompt)],
-            renderer.default_cmpl_tok_params,
-            skip_mm_cache=counting,
-        )
-    except ValueError as exc:
-        # The processor refuses what the model cannot take (too many images, say).
-        raise InvalidRequestError(f"The images were refused: {exc}", param="messages") from exc
-    return engine_input
-
-
-def _image_limit(model_config: Any) -> int:
-    """Images a prompt may carry: 0 for a text-only model, else --limit-mm-per-prompt's."""
-    if not model_config.is_multimodal_model:
-        return 0
-    try:
-        return int(model_config.multimodal_config.get_limit_per_prompt("image"))
-    except (AttributeError, ValueError):
-        return 0
-
-
-def _image_placeholder(model_config: Any) -> str | None:
-    """The model's own image placeholder (`<image>`, `<|image_pad|>`...), as vLLM's chat
-    parsing writes it for templates that take content as a string."""
-    if not _image_limit(model_config):
-        return None
-    from vllm.model_executor.model_loader import get_model_cls
-
-    model_cls: Any = get_model_cls(model_config)
-    placeholder = model_cls.get_placeholder_str("image", 1)
-    return None if placeholder is None else str(placeholder)
 
 
 _FINISH_REASONS: dict[str, FinishReason] = {r: r for r in get_args(FinishReason)}

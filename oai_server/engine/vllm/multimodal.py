@@ -1,0 +1,68 @@
+"""Images through vLLM: how many a model takes, its placeholder, and a prompt's images
+handed to the model's own processor (the renderer), which expands each placeholder."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from oai_server.engine.types import ImageInput
+from oai_server.errors import InvalidRequestError
+
+
+async def with_images(
+    llm: Any,
+    prompt_token_ids: list[int],
+    images: Sequence[ImageInput],
+    cache_salt: str | None = None,
+    *,
+    counting: bool = False,
+) -> Any:
+    """The prompt's tokens and images through vLLM's renderer: the model's own processor
+    expands each image placeholder into the image's tokens. Each image goes with its
+    digest as its uuid, so vLLM's processor cache and prefix cache know a repeated image
+    (a later turn that repeats it reuses its blocks) without hashing its pixels again.
+    `counting`: only to count the tokens, so vLLM's processor cache is left as it is
+    (as vLLM's own /tokenize does)."""
+    from vllm.renderers.inputs.preprocess import parse_model_prompt
+
+    prompt: dict[str, Any] = {
+        "prompt_token_ids": prompt_token_ids,
+        "multi_modal_data": {"image": [image.pixels for image in images]},
+        "multi_modal_uuids": {"image": [image.digest for image in images]},
+    }
+    if cache_salt is not None:
+        prompt["cache_salt"] = cache_salt
+    renderer = llm.renderer
+    try:
+        (engine_input,) = await renderer.render_cmpl_async(
+            [parse_model_prompt(llm.model_config, prompt)],
+            renderer.default_cmpl_tok_params,
+            skip_mm_cache=counting,
+        )
+    except ValueError as exc:
+        # The processor refuses what the model cannot take (too many images, say).
+        raise InvalidRequestError(f"The images were refused: {exc}", param="messages") from exc
+    return engine_input
+
+
+def image_limit(model_config: Any) -> int:
+    """Images a prompt may carry: 0 for a text-only model, else --limit-mm-per-prompt's."""
+    if not model_config.is_multimodal_model:
+        return 0
+    try:
+        return int(model_config.multimodal_config.get_limit_per_prompt("image"))
+    except (AttributeError, ValueError):
+        return 0
+
+
+def image_placeholder(model_config: Any) -> str | None:
+    """The model's own image placeholder (`<image>`, `<|image_pad|>`...), as vLLM's chat
+    parsing writes it for templates that take content as a string."""
+    if not image_limit(model_config):
+        return None
+    from vllm.model_executor.model_loader import get_model_cls
+
+    model_cls: Any = get_model_cls(model_config)
+    placeholder = model_cls.get_placeholder_str("image", 1)
+    return None if placeholder is None else str(placeholder)
