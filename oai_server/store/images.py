@@ -8,7 +8,8 @@ SHA-256 and size (`oai-image:<sha256>:<bytes>:<header>`), and the bytes go to th
 `store_images` table once, under that hash. Reading an item puts the `data:` URL back,
 so a client reads what it sent (the spec's `image_url` is "a fully qualified URL or a
 base64 encoded image in a data URL") and a later turn built from stored items sends the
-engine the same bytes (the same hash: its caches know the image).
+engine the same bytes (the same hash: its caches know the image). `write` and
+`inflated` are the two steps on a connection of the SQL store.
 """
 
 from __future__ import annotations
@@ -16,11 +17,17 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from sqlalchemy import select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncConnection
+
 from oai_server.store.interface import StoredItem
+from oai_server.store.tables import images
 
 PREFIX = "oai-image:"
 # Where an image URL sits in a stored item: a chat `image_url.url`, a Responses
@@ -85,16 +92,39 @@ def referenced(stored: Iterable[StoredItem]) -> set[str]:
     return found
 
 
-def inflate(stored: Sequence[StoredItem], images: Mapping[str, bytes]) -> list[StoredItem]:
+def inflate(stored: Sequence[StoredItem], found: Mapping[str, bytes]) -> list[StoredItem]:
     """`stored` with each reference turned back into the `data:` URL it stands for."""
 
     def visit(url: str) -> str:
         if not url.startswith(PREFIX):
             return url
         digest, _size, header = url[len(PREFIX) :].split(":", 2)
-        data = images.get(digest)
+        data = found.get(digest)
         if data is None:
             return url
         return f"{header},{base64.b64encode(data).decode()}"
 
     return [replace(item, body=_walk(item.body, visit)) for item in stored]
+
+
+async def write(conn: AsyncConnection, found: Mapping[str, bytes]) -> None:
+    """Each image's bytes, unless a row already holds them (another turn's, another
+    writer's at the same moment: the conflict is no error)."""
+    if not found:
+        return
+    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+    now = time.time_ns() // 1000
+    rows = [
+        {"sha256": digest, "bytes": len(data), "created_at": now, "content": data}
+        for digest, data in found.items()
+    ]
+    await conn.execute(dialect.insert(images).on_conflict_do_nothing(), rows)
+
+
+async def inflated(conn: AsyncConnection, stored: Sequence[StoredItem]) -> list[StoredItem]:
+    """`stored` with the images they refer to put back (one query for all of them)."""
+    wanted = referenced(stored)
+    if not wanted:
+        return list(stored)
+    query = select(images.c.sha256, images.c.content).where(images.c.sha256.in_(wanted))
+    return inflate(stored, {row.sha256: row.content for row in await conn.execute(query)})

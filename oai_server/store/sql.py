@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import delete, event, func, insert, literal, select, text, update
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL, Row
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import AsyncAdaptedQueuePool
@@ -22,7 +20,7 @@ from oai_server.store.interface import (
     StoredItem,
     StoredObject,
 )
-from oai_server.store.tables import images, items, metadata_pairs, objects
+from oai_server.store.tables import items, metadata_pairs, objects
 from oai_server.store.url import ensure_directory
 
 # The driver's own deadlines (the breaker's are shorter for reads): a database that
@@ -114,30 +112,6 @@ def _metadata_rows(obj: StoredObject, metadata: Mapping[str, str]) -> list[dict[
     ]
 
 
-async def _write_images(conn: AsyncConnection, found: Mapping[str, bytes]) -> None:
-    """Each image's bytes, unless a row already holds them (another turn's, another
-    writer's at the same moment: the conflict is no error)."""
-    if not found:
-        return
-    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-    now = time.time_ns() // 1000
-    rows = [
-        {"sha256": digest, "bytes": len(data), "created_at": now, "content": data}
-        for digest, data in found.items()
-    ]
-    await conn.execute(dialect.insert(images).on_conflict_do_nothing(), rows)
-
-
-async def _inflated(conn: AsyncConnection, stored: Sequence[StoredItem]) -> list[StoredItem]:
-    """`stored` with the images they refer to put back (one query for all of them)."""
-    wanted = stored_images.referenced(stored)
-    if not wanted:
-        return list(stored)
-    query = select(images.c.sha256, images.c.content).where(images.c.sha256.in_(wanted))
-    found = {row.sha256: row.content for row in await conn.execute(query)}
-    return stored_images.inflate(stored, found)
-
-
 class SQLStore:
     """`Store` on one SQLAlchemy async engine (a connection pool; no blocking I/O on the loop)."""
 
@@ -173,7 +147,7 @@ class SQLStore:
                 kept, named = stored_images.externalize(r.items)
                 found.update(named)
                 item_rows += _item_rows(r.object.id, 0, kept)
-            await _write_images(conn, found)
+            await stored_images.write(conn, found)
             if item_rows:
                 await conn.execute(insert(items), item_rows)
             pairs = [
@@ -301,7 +275,7 @@ class SQLStore:
                 stmt = stmt.where(items.c.position > at if asc else items.c.position < at)
             position = items.c.position.asc() if asc else items.c.position.desc()
             rows = (await conn.execute(stmt.order_by(position).limit(query.limit + 1))).all()
-            page = await _inflated(conn, [_item(r) for r in rows[: query.limit]])
+            page = await stored_images.inflated(conn, [_item(r) for r in rows[: query.limit]])
         return Page(page, has_more=len(rows) > query.limit)
 
     async def append_items(
@@ -324,7 +298,7 @@ class SQLStore:
             if new:
                 start = -1 if last is None else int(last)
                 kept, found = stored_images.externalize(new)
-                await _write_images(conn, found)
+                await stored_images.write(conn, found)
                 await conn.execute(insert(items), _item_rows(parent_id, start + 1, kept))
             if replica is not None:
                 where = objects.c.id == parent_id
@@ -355,7 +329,7 @@ class SQLStore:
                 return None
             rows = (await conn.execute(select(items).where(items.c.parent_id.in_([*depths])))).all()
             ordered = sorted(rows, key=lambda r: (-depths[r.parent_id], r.position))
-            return await _inflated(conn, [_item(r) for r in ordered])
+            return await stored_images.inflated(conn, [_item(r) for r in ordered])
 
     async def get_item(
         self, kind: str, parent_id: str, owner: str, item_id: str
@@ -368,7 +342,7 @@ class SQLStore:
                     select(items).where(items.c.parent_id == parent_id, items.c.id == item_id)
                 )
             ).first()
-            return None if row is None else (await _inflated(conn, [_item(row)]))[0]
+            return None if row is None else (await stored_images.inflated(conn, [_item(row)]))[0]
 
     async def delete_item(self, kind: str, parent_id: str, owner: str, item_id: str) -> bool:
         async with self.engine.begin() as conn:
