@@ -21,6 +21,7 @@ import pytest
 from benchmarks.fixtures.lora_adapter import write_adapter
 from oai_server.assembly import EMBEDDED_MAX_MODEL_LEN
 from oai_server.engine.vllm import cpu
+from oai_server.engine.vllm.lora import NULL_ADAPTER
 from oai_server.models.embedded_model import ensure_embedded_model
 from oai_server.settings import Settings
 from tests.conformance import AsyncValidatingTransport, ValidatingTransport
@@ -163,11 +164,17 @@ def test_an_adapter_answers_as_vllms_own_engine_does(
 
 
 async def test_a_mixed_burst_gets_each_model_its_own_answer(lora_server: Server) -> None:
-    """The base model and two adapters in one batch: each answers as when asked alone (on
-    CPU vLLM's kernels would give base tokens the last slot's adapter, ad1's or ad2's
-    with --max-loras 2; see engine/vllm/lora_ops.py)."""
+    """The base model and two adapters in one engine step: each answers as when asked alone
+    (on CPU vLLM's kernels would give base tokens the last slot's adapter, ad1's or ad2's
+    with --max-loras 2; see engine/vllm/lora_ops.py), and through the ops replaced in the
+    engine core, not the null-adapter fallback (which answers the same)."""
+    log = lora_server.log.read_text()
+    assert "vLLM's LoRA ops could not be fixed" not in log
+    assert "are not the ones oai-server can fix" not in log
     alone = {m: chat(lora_server, m) for m in (MODEL, "ad1", "ad2")}
     body = {"messages": QUESTION, "max_tokens": MAX_TOKENS, "temperature": 0}
+    burst = [MODEL, "ad1", "ad2"] * 3
+    steps: list[tuple[float, frozenset[str]]] = []
     transport = AsyncValidatingTransport()
     async with httpx.AsyncClient(transport=transport, timeout=SDK_TIMEOUT_S) as http:
 
@@ -177,9 +184,38 @@ async def test_a_mixed_burst_gets_each_model_its_own_answer(lora_server: Server)
             assert response.status_code == 200, response.text
             return model, response.json()["choices"][0]["message"]["content"]
 
-        answers = await asyncio.gather(*(ask(m) for m in [MODEL, "ad1", "ad2"] * 3))
+        async def watch(answering: asyncio.Future[Any]) -> None:
+            # vLLM sets its running gauge and its LoRA series from the same engine step;
+            # one scrape reads both of the last step.
+            while not answering.done():
+                text = (await http.get(f"{lora_server.root}/metrics")).text
+                steps.append(last_step(text))
+                await asyncio.sleep(0.02)
+
+        answering = asyncio.gather(*(ask(m) for m in burst))
+        await asyncio.gather(answering, watch(answering))
+        answers = answering.result()
     for model, text in answers:
         assert text == alone[model], model
+    # Base-model requests run without an adapter: the null adapter never ran.
+    assert all(NULL_ADAPTER not in adapters for _, adapters in steps), steps
+    # One step ran both adapters' requests and a base one (more than the six of ad1 and ad2).
+    shared = [n for n, adapters in steps if adapters == {"ad1", "ad2"} and n > 6]
+    assert shared, steps
+
+
+def last_step(metrics: str) -> tuple[float, frozenset[str]]:
+    """The requests running at the engine's last step, and the adapters among them (the
+    `vllm:lora_requests_info` series set last: its value is when)."""
+    running = re.search(r"^vllm:num_requests_running\{[^}]*\} (\S+)$", metrics, re.M)
+    assert running is not None, "vllm:num_requests_running"
+    series = re.findall(r"^vllm:lora_requests_info\{([^}]*)\} (\S+)$", metrics, re.M)
+    if not series:
+        return float(running[1]), frozenset()
+    labels, _ = max(series, key=lambda found: float(found[1]))
+    named = re.search(r'running_lora_adapters="([^"]*)"', labels)
+    adapters = frozenset(filter(None, (named[1] if named else "").split(",")))
+    return float(running[1]), adapters
 
 
 def test_metrics_name_the_adapter_beside_vllms_own(lora_server: Server) -> None:
