@@ -1,5 +1,7 @@
 """`--ray-cpu-cores per-replica`: replicas on one node compute on cores of their own
-(docs/operations/ray-serve.md)."""
+(docs/operations/ray-serve.md). Here each replica's fake engine says the cores it was
+given; that the real engine's threads run on them is read from its threads in
+`test_vllm.py`."""
 
 from __future__ import annotations
 
