@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import AliasChoices, Field
 
 from schemas.common import (
     CompletionUsage,
@@ -79,6 +79,11 @@ class AssistantMessage(RequestModel):
     refusal: str | None = None
     name: str | None = None
     tool_calls: list[ToolCall] | None = None
+    # vLLM's: an earlier turn's thinking, for the template (`reasoning_content` is the
+    # deprecated name vLLM still takes).
+    reasoning: str | None = Field(
+        default=None, validation_alias=AliasChoices("reasoning", "reasoning_content")
+    )
 
 
 class ToolMessage(RequestModel):

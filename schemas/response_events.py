@@ -6,12 +6,12 @@ client that reconnects can say where it left off.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field
 
 from schemas.common import ResponseModel
-from schemas.responses import Item, OutputTextContent, Response
+from schemas.responses import Item, OutputTextContent, ReasoningTextContent, Response
 
 
 class ResponseTopLogProb(ResponseModel):
@@ -54,7 +54,7 @@ class ContentPartEvent(ResponseModel):
     item_id: str
     output_index: int
     content_index: int
-    part: OutputTextContent
+    part: Annotated[OutputTextContent | ReasoningTextContent, Field(discriminator="type")]
     sequence_number: int
 
 
@@ -76,6 +76,24 @@ class OutputTextDoneEvent(ResponseModel):
     text: str
     sequence_number: int
     logprobs: list[ResponseLogProb] = Field(default_factory=list)
+
+
+class ReasoningTextDeltaEvent(ResponseModel):
+    type: Literal["response.reasoning_text.delta"] = "response.reasoning_text.delta"
+    item_id: str
+    output_index: int
+    content_index: int
+    delta: str
+    sequence_number: int
+
+
+class ReasoningTextDoneEvent(ResponseModel):
+    type: Literal["response.reasoning_text.done"] = "response.reasoning_text.done"
+    item_id: str
+    output_index: int
+    content_index: int
+    text: str
+    sequence_number: int
 
 
 class ArgumentsDeltaEvent(ResponseModel):
@@ -111,6 +129,8 @@ ResponseStreamEvent = (
     | ContentPartEvent
     | OutputTextDeltaEvent
     | OutputTextDoneEvent
+    | ReasoningTextDeltaEvent
+    | ReasoningTextDoneEvent
     | ArgumentsDeltaEvent
     | ArgumentsDoneEvent
     | ErrorEvent

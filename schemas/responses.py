@@ -3,7 +3,7 @@
 Items come in two shapes. What a client sends (`InputItem`: an easy message with a
 string, a typed message, a `function_call`, a `function_call_output`, ...) is parsed
 leniently enough to say precisely what this server cannot take. What the server
-sends and stores (`Item`: a message, function call or function call output, each
+sends and stores (`Item`: a message, function call, function call output or reasoning, each
 with an id and a status) is the one shape of items in responses, in their input
 item lists and in conversations.
 """
@@ -104,8 +104,24 @@ class FunctionCallOutputInput(RequestModel):
     status: ItemStatus | None = None
 
 
+class ReasoningTextInput(RequestModel):
+    type: Literal["reasoning_text", "summary_text"]
+    text: str
+
+
+class ReasoningInput(RequestModel):
+    """An earlier turn's reasoning item, sent back as OpenAI asks clients to."""
+
+    type: Literal["reasoning"]
+    id: str | None = None
+    summary: list[ReasoningTextInput] = Field(default_factory=list)
+    content: list[ReasoningTextInput] | None = None
+    encrypted_content: str | None = None
+    status: ItemStatus | None = None
+
+
 class OtherItem(RequestModel):
-    """A reasoning item, an item reference, a built-in tool's call...: refused by name."""
+    """An item reference, a built-in tool's call...: refused by name."""
 
     type: str
 
@@ -114,8 +130,11 @@ InputItem = Annotated[
     Annotated[InputMessage, Tag("message")]
     | Annotated[FunctionCallInput, Tag("function_call")]
     | Annotated[FunctionCallOutputInput, Tag("function_call_output")]
+    | Annotated[ReasoningInput, Tag("reasoning")]
     | Annotated[OtherItem, Tag("other")],
-    _type_tag(frozenset({"message", "function_call", "function_call_output"}), "message"),
+    _type_tag(
+        frozenset({"message", "function_call", "function_call_output", "reasoning"}), "message"
+    ),
 ]
 
 
@@ -290,8 +309,29 @@ class FunctionCallOutputItem(ResponseModel):
     status: ItemStatus
 
 
+class ReasoningTextContent(ResponseModel):
+    type: Literal["reasoning_text"] = "reasoning_text"
+    text: str
+
+
+class SummaryTextContent(ResponseModel):
+    type: Literal["summary_text"] = "summary_text"
+    text: str
+
+
+class ReasoningItem(ResponseModel):
+    """The model's thinking, before its answer (a model served with a reasoning parser)."""
+
+    id: str
+    type: Literal["reasoning"] = "reasoning"
+    summary: list[SummaryTextContent] = Field(default_factory=list)
+    content: list[ReasoningTextContent] = Field(default_factory=list)
+    status: ItemStatus
+
+
 Item = Annotated[
-    MessageItem | FunctionCallItem | FunctionCallOutputItem, Field(discriminator="type")
+    MessageItem | FunctionCallItem | FunctionCallOutputItem | ReasoningItem,
+    Field(discriminator="type"),
 ]
 
 

@@ -116,6 +116,9 @@ def to_template_message(message: ChatMessage, index: int) -> dict[str, Any]:
         out["tool_call_id"] = message.tool_call_id
     if message.role == "assistant" and message.tool_calls:
         out["tool_calls"] = [call.model_dump() for call in message.tool_calls]
+    if message.role == "assistant" and message.reasoning is not None:
+        # Under both names, as vLLM passes it: templates read one or the other.
+        out["reasoning"] = out["reasoning_content"] = message.reasoning
     return out
 
 

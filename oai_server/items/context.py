@@ -54,22 +54,41 @@ class CallOutput:
     output: str
 
 
-ContextItem = Said | Call | CallOutput
+@dataclass(frozen=True, slots=True)
+class Thought:
+    """The assistant's thinking in an earlier turn (a reasoning item, a thinking block)."""
+
+    text: str
+
+
+ContextItem = Said | Call | CallOutput | Thought
 
 
 def to_messages(instructions: str | None, items: Sequence[ContextItem]) -> list[ChatMessage]:
     """The chat messages for `instructions` and `items`, in order.
 
     Consecutive function calls (and the assistant text just before them) become one
-    assistant message with several tool calls, as chat templates expect them.
+    assistant message with several tool calls, as chat templates expect them. A thought
+    opens an assistant message of its own (its `reasoning`) that the text and calls after
+    it join, as vLLM's Responses builds it: the model's template decides whether an
+    earlier turn's thinking is shown to the model again (most leave it out).
     """
     messages: list[ChatMessage] = []
     if instructions:
         messages.append(SystemMessage(role="system", content=instructions))
     for item in items:
-        if isinstance(item, Said):
+        last = messages[-1] if messages else None
+        if isinstance(item, Thought):
+            if isinstance(last, AssistantMessage) and last.reasoning is None:
+                last.reasoning = item.text
+            else:
+                messages.append(AssistantMessage(role="assistant", reasoning=item.text))
+        elif isinstance(item, Said):
             if item.role == "assistant":
-                messages.append(AssistantMessage(role="assistant", content=item.text))
+                if isinstance(last, AssistantMessage) and _thought_only(last):
+                    last.content = item.text
+                else:
+                    messages.append(AssistantMessage(role="assistant", content=item.text))
             elif item.role == "user" and item.images:
                 parts: list[ContentPart] = [
                     ImageContentPart(type="image_url", image_url=ImageURL(url=url))
@@ -85,7 +104,6 @@ def to_messages(instructions: str | None, items: Sequence[ContextItem]) -> list[
             call = ToolCall(
                 id=item.call_id, function=FunctionCall(name=item.name, arguments=item.arguments)
             )
-            last = messages[-1] if messages else None
             if isinstance(last, AssistantMessage):
                 last.tool_calls = [*(last.tool_calls or []), call]
             else:
@@ -95,6 +113,10 @@ def to_messages(instructions: str | None, items: Sequence[ContextItem]) -> list[
                 ToolMessage(role="tool", content=item.output, tool_call_id=item.call_id)
             )
     return messages
+
+
+def _thought_only(message: AssistantMessage) -> bool:
+    return message.reasoning is not None and message.content is None and not message.tool_calls
 
 
 def oldest_to_drop(items: Sequence[ContextItem]) -> int:

@@ -50,7 +50,15 @@ class CallItem:
     status: Status = "in_progress"
 
 
-OutputItem = TextItem | CallItem
+@dataclass(slots=True)
+class ThoughtItem:
+    """The model's thinking (`delta.reasoning`), told apart from its answer."""
+
+    index: int
+    status: Status = "in_progress"
+
+
+OutputItem = TextItem | CallItem | ThoughtItem
 
 
 # Events are plain slotted classes, not frozen ones: a frozen dataclass pays for
@@ -72,6 +80,14 @@ class TextAdded:
 
 
 @dataclass(slots=True)
+class ThoughtAdded:
+    """More thinking."""
+
+    item: ThoughtItem
+    text: str
+
+
+@dataclass(slots=True)
 class ArgumentsAdded:
     item: CallItem
     text: str
@@ -85,7 +101,7 @@ class ItemDone:
     logprobs: Sequence[ChatCompletionTokenLogprob]
 
 
-ItemUpdate = ItemAdded | TextAdded | ArgumentsAdded | ItemDone
+ItemUpdate = ItemAdded | TextAdded | ThoughtAdded | ArgumentsAdded | ItemDone
 
 
 @dataclass
@@ -93,9 +109,13 @@ class ItemStream:
     """Folds one answer's chat events into item events; `items` are the answer's so far."""
 
     one_open: bool
+    # Whether the thinking becomes thought items; otherwise it is left out (Realtime's
+    # answer is its text, not the thinking).
+    reasoning: bool = False
     items: list[OutputItem] = field(default_factory=list)
     finish_reason: str | None = None
     _text: TextItem | None = None
+    _thought: ThoughtItem | None = None
     _calls: dict[int, CallItem] = field(default_factory=dict)
     # Logprobs of tokens whose text has not come out yet (held back by the tool-call parser).
     _logprobs: list[ChatCompletionTokenLogprob] = field(default_factory=list)
@@ -134,6 +154,8 @@ class ItemStream:
         delta = choice.delta
         if choice.logprobs is not None and choice.logprobs.content:
             self._logprobs += choice.logprobs.content
+        if delta.reasoning and self.reasoning:
+            self._add_thought(delta.reasoning, out)
         if delta.content:
             self._add_text(delta.content, out)
         for call in delta.tool_calls or ():
@@ -154,6 +176,16 @@ class ItemStream:
             self.items.append(item)
             out.append(ItemAdded(item))
         out.append(TextAdded(item, text, self._take_logprobs()))
+
+    def _add_thought(self, text: str, out: list[ItemUpdate]) -> None:
+        item = self._thought
+        if item is None or item.status != "in_progress":
+            if self.one_open:
+                out += self.close("completed")
+            item = self._thought = ThoughtItem(len(self.items))
+            self.items.append(item)
+            out.append(ItemAdded(item))
+        out.append(ThoughtAdded(item, text))
 
     def _start_call(self, index: int, call_id: str, name: str, out: list[ItemUpdate]) -> None:
         if self.one_open:

@@ -17,7 +17,7 @@ from pydantic import TypeAdapter
 
 from oai_server.errors import InvalidRequestError, UnsupportedParameterError
 from oai_server.ids import new_id
-from oai_server.items.context import Call, CallOutput, ContextItem, Said
+from oai_server.items.context import Call, CallOutput, ContextItem, Said, Thought
 from schemas.responses import (
     FunctionCallInput,
     FunctionCallItem,
@@ -33,6 +33,10 @@ from schemas.responses import (
     Item,
     MessageItem,
     OutputTextContent,
+    ReasoningInput,
+    ReasoningItem,
+    ReasoningTextContent,
+    SummaryTextContent,
 )
 
 ITEM = TypeAdapter[Item](Item)
@@ -92,6 +96,23 @@ def _message(item: InputMessage, param: str) -> MessageItem:
     )
 
 
+def _reasoning(item: ReasoningInput, param: str) -> ReasoningItem:
+    """An earlier turn's reasoning; its text (or, lacking one, its summary's) goes back
+    to the model's template as vLLM's Responses sends it."""
+    if item.encrypted_content is not None:
+        raise UnsupportedParameterError(
+            "Encrypted reasoning content is not supported by this server; send the "
+            "reasoning item's 'content' as this server returned it.",
+            param=f"{param}.encrypted_content",
+        )
+    return ReasoningItem(
+        id=item.id or new_id("rs"),
+        summary=[SummaryTextContent(text=p.text) for p in item.summary],
+        content=[ReasoningTextContent(text=p.text) for p in item.content or ()],
+        status=item.status or "completed",
+    )
+
+
 def to_item(item: InputItem, index: int) -> Item:
     """One input item in its stored shape; items the model cannot take raise a 400."""
     param = f"input[{index}]"
@@ -117,9 +138,11 @@ def to_item(item: InputItem, index: int) -> Item:
             output=output,
             status=item.status or "completed",
         )
+    if isinstance(item, ReasoningInput):
+        return _reasoning(item, param)
     raise UnsupportedParameterError(
         f"Input items of type '{item.type}' are not supported by this server; it takes "
-        "messages, 'function_call' and 'function_call_output' items.",
+        "messages, 'function_call', 'function_call_output' and 'reasoning' items.",
         param=param,
     )
 
@@ -181,6 +204,9 @@ def to_context(items: Sequence[Item], files: Mapping[str, str] | None = None) ->
             out.append(Said(item.role, text, images))
         elif isinstance(item, FunctionCallItem):
             out.append(Call(item.call_id, item.name, item.arguments))
+        elif isinstance(item, ReasoningItem):
+            parts = item.content or item.summary
+            out.append(Thought(parts[0].text if parts else ""))
         else:
             out.append(CallOutput(item.call_id, _output_text(item.output)))
     return out

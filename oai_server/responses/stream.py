@@ -1,7 +1,8 @@
 """One response's events: the answer's item events as Responses stream events.
 
 The text item becomes an assistant message (`response.output_text.delta` ...), each call
-item a `function_call` item (`response.function_call_arguments.delta` ...), in OpenAI's
+item a `function_call` item (`response.function_call_arguments.delta` ...), the thinking
+(with a reasoning parser) a `reasoning` item (`response.reasoning_text.delta` ...), in OpenAI's
 order: an item is added, its content grows, it is done, and only then does the next
 item start. The last event carries the whole response, which is
 exactly what a non-streamed call returns: that is the fold of these same events.
@@ -25,6 +26,8 @@ from oai_server.items.stream import (
     OutputItem,
     TextAdded,
     TextItem,
+    ThoughtAdded,
+    ThoughtItem,
 )
 from oai_server.responses.logprobs import event_logprobs, part_logprobs
 from oai_server.services.chat import ChatRequest, ChatService
@@ -36,6 +39,8 @@ from schemas.response_events import (
     OutputItemEvent,
     OutputTextDeltaEvent,
     OutputTextDoneEvent,
+    ReasoningTextDeltaEvent,
+    ReasoningTextDoneEvent,
     ResponseLifecycleEvent,
     ResponseStreamEvent,
 )
@@ -44,6 +49,8 @@ from schemas.responses import (
     IncompleteDetails,
     MessageItem,
     OutputTextContent,
+    ReasoningItem,
+    ReasoningTextContent,
     Response,
     ResponseError,
 )
@@ -85,7 +92,7 @@ class ResponseRun:
     response: Response
     error: Exception | None = None
     _sequence: int = 0
-    _items: ItemStream = field(default_factory=lambda: ItemStream(one_open=True))
+    _items: ItemStream = field(default_factory=lambda: ItemStream(one_open=True, reasoning=True))
     # Each message's id and text part, by output index: found once per token.
     _parts: dict[int, tuple[str, OutputTextContent]] = field(default_factory=dict)
 
@@ -141,6 +148,8 @@ class ResponseRun:
         for event in batch:
             if isinstance(event, TextAdded):
                 out.append(self._text_delta(event))
+            elif isinstance(event, ThoughtAdded):
+                out.append(self._thought_delta(event))
             elif isinstance(event, ArgumentsAdded):
                 call = self.response.output[event.item.index]
                 assert isinstance(call, FunctionCallItem)
@@ -160,9 +169,11 @@ class ResponseRun:
         return out
 
     def _added(self, added: OutputItem, out: list[RunEvent]) -> None:
-        item: MessageItem | FunctionCallItem
+        item: MessageItem | FunctionCallItem | ReasoningItem
         if isinstance(added, TextItem):
             item = MessageItem(id=new_id("msg"), role="assistant", status="in_progress", content=[])
+        elif isinstance(added, ThoughtItem):
+            item = ReasoningItem(id=new_id("rs"), status="in_progress")
         else:
             item = FunctionCallItem(
                 id=new_id("fc"),
@@ -185,6 +196,22 @@ class ResponseRun:
             item.content.append(part)
             self._parts[added.index] = (item.id, part)
             out.append(self._part_event("response.content_part.added", item, added.index))
+        elif isinstance(item, ReasoningItem):
+            # As vLLM streams it: the reasoning text is the item's content part 0.
+            item.content.append(ReasoningTextContent(text=""))
+            out.append(self._part_event("response.content_part.added", item, added.index))
+
+    def _thought_delta(self, event: ThoughtAdded) -> ReasoningTextDeltaEvent:
+        item = self.response.output[event.item.index]
+        assert isinstance(item, ReasoningItem)
+        item.content[0].text += event.text
+        return ReasoningTextDeltaEvent(
+            item_id=item.id,
+            output_index=event.item.index,
+            content_index=0,
+            delta=event.text,
+            sequence_number=self._next(),
+        )
 
     def _text_delta(self, event: TextAdded) -> RunEvent:
         item_id, part = self._parts[event.item.index]
@@ -209,14 +236,17 @@ class ResponseRun:
         assert isinstance(part, OutputTextContent)
         return part
 
-    def _part_event(self, kind: str, item: MessageItem, index: int) -> ContentPartEvent:
+    def _part_event(
+        self, kind: str, item: MessageItem | ReasoningItem, index: int
+    ) -> ContentPartEvent:
+        part = item.content[0] if isinstance(item, ReasoningItem) else self._part(item)
         return ContentPartEvent.model_validate(
             {
                 "type": kind,
                 "item_id": item.id,
                 "output_index": index,
                 "content_index": 0,
-                "part": self._part(item),
+                "part": part,
                 "sequence_number": self._next(),
             }
         )
@@ -237,6 +267,17 @@ class ResponseRun:
                     text=part.text,
                     sequence_number=self._next(),
                     logprobs=event_logprobs(part.logprobs),
+                )
+            )
+            out.append(self._part_event("response.content_part.done", item, index))
+        elif isinstance(item, ReasoningItem):
+            out.append(
+                ReasoningTextDoneEvent(
+                    item_id=item.id,
+                    output_index=index,
+                    content_index=0,
+                    text=item.content[0].text,
+                    sequence_number=self._next(),
                 )
             )
             out.append(self._part_event("response.content_part.done", item, index))

@@ -31,7 +31,7 @@ from schemas.responses import (
     ToolChoiceFunction,
 )
 
-# `include` values that ask for nothing this server produces (no reasoning, no built-in
+# `include` values that ask for nothing this server produces (no encrypted reasoning, no built-in
 # tools ran): accepted, since there is nothing they would add.
 HARMLESS_INCLUDES = frozenset(
     {

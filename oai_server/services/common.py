@@ -28,7 +28,7 @@ from schemas.common import (
 from schemas.completions import CreateCompletionRequest
 from schemas.realtime import InputTokenDetails, OutputTokenDetails
 from schemas.realtime import Usage as RealtimeUsage
-from schemas.responses import InputTokensDetails, ResponseUsage
+from schemas.responses import InputTokensDetails, OutputTokensDetails, ResponseUsage
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +174,7 @@ def response_usage(usage: Usage) -> ResponseUsage:
         input_tokens=usage.prompt_tokens,
         input_tokens_details=InputTokensDetails(cached_tokens=usage.cached_tokens),
         output_tokens=usage.completion_tokens,
+        output_tokens_details=OutputTokensDetails(reasoning_tokens=usage.reasoning_tokens or 0),
         total_tokens=usage.total_tokens,
     )
 

@@ -136,7 +136,7 @@ def test_text_format_reaches_the_engine() -> None:
             {"input": [{"role": "user", "content": [{"type": "input_audio", "data": "x"}]}]},
             "input[0].content",
         ),
-        ({"input": [{"type": "reasoning", "summary": []}]}, "input[0]"),
+        ({"input": [{"type": "item_reference", "id": "msg_1"}]}, "input[0]"),
         ({"model": "gpt-4o"}, "model"),
         ({"max_output_tokens": 100000}, "input"),
         ({"max_output_tokens": 0}, "max_output_tokens"),
