@@ -190,7 +190,15 @@ class ToolUseBlock(ResponseModel):
     input: dict[str, Any]
 
 
-ContentBlock = TextBlock | ToolUseBlock
+class ThinkingBlock(ResponseModel):
+    """The model's thinking, before its answer (a model served with a reasoning parser)."""
+
+    type: Literal["thinking"] = "thinking"
+    thinking: str
+    signature: str
+
+
+ContentBlock = TextBlock | ToolUseBlock | ThinkingBlock
 
 
 class Usage(ResponseModel):
@@ -243,10 +251,22 @@ class InputJSONDelta(ResponseModel):
     partial_json: str
 
 
+class ThinkingDelta(ResponseModel):
+    type: Literal["thinking_delta"] = "thinking_delta"
+    thinking: str
+
+
+class SignatureDelta(ResponseModel):
+    """A thinking block's signature, sent just before the block stops."""
+
+    type: Literal["signature_delta"] = "signature_delta"
+    signature: str
+
+
 class ContentBlockDeltaEvent(ResponseModel):
     type: Literal["content_block_delta"] = "content_block_delta"
     index: int
-    delta: TextDelta | InputJSONDelta
+    delta: TextDelta | InputJSONDelta | ThinkingDelta | SignatureDelta
 
 
 class ContentBlockStopEvent(ResponseModel):

@@ -1,8 +1,10 @@
 """One message's events: the answer's item events as Anthropic's stream events.
 
 The text item becomes a `text` content block, each call item a `tool_use` block whose
-input streams as `input_json_delta`; a block starts, grows and stops before the next
-starts (`ItemStream(one_open=True)`, as Responses orders its items). `message_start`
+input streams as `input_json_delta`, the thinking (with a reasoning parser) a `thinking`
+block (`thinking_delta`, then its `signature_delta` just before it stops); a block
+starts, grows and stops before the next starts (`ItemStream(one_open=True)`, as
+Responses orders its items). `message_start`
 comes first, `message_delta` (the stop reason, the counts) and `message_stop` last.
 `message` is the message as it stands: whole once the events are over, which is what
 a call without `stream` returns, so both answers are one fold of the same events.
@@ -16,6 +18,7 @@ once, when it stops.
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +32,8 @@ from oai_server.items.stream import (
     ItemStream,
     ItemUpdate,
     TextAdded,
+    ThoughtAdded,
+    ThoughtItem,
 )
 from oai_server.services.events import EventStream
 from schemas.anthropic import (
@@ -42,10 +47,13 @@ from schemas.anthropic import (
     MessageDeltaUsage,
     MessageStartEvent,
     MessageStopEvent,
+    SignatureDelta,
     StopReason,
     StreamEvent,
     TextBlock,
     TextDelta,
+    ThinkingBlock,
+    ThinkingDelta,
     ToolUseBlock,
     Usage,
 )
@@ -76,7 +84,7 @@ class MessageRun:
     """Streams one message; `message` is whole once `events` has ended."""
 
     message: Message
-    _items: ItemStream = field(default_factory=lambda: ItemStream(one_open=True))
+    _items: ItemStream = field(default_factory=lambda: ItemStream(one_open=True, reasoning=True))
     _counts: Counts | None = None
     _stop_string: str | None = None
     _arguments: dict[int, str] = field(default_factory=dict)
@@ -175,16 +183,24 @@ class MessageRun:
             if type(event) is TextAdded:
                 self._texts[index].append(event.text)
                 out.append(event)
+            elif isinstance(event, ThoughtAdded):
+                self._texts[index].append(event.text)
+                out.append(
+                    ContentBlockDeltaEvent(index=index, delta=ThinkingDelta(thinking=event.text))
+                )
             elif isinstance(event, ArgumentsAdded):
                 self._arguments[index] += event.text
                 delta = InputJSONDelta(partial_json=event.text)
                 out.append(ContentBlockDeltaEvent(index=index, delta=delta))
             elif isinstance(event, ItemAdded):
                 item = event.item
-                started: TextBlock | ToolUseBlock
+                started: TextBlock | ToolUseBlock | ThinkingBlock
                 if isinstance(item, CallItem):
                     started = ToolUseBlock(id=item.call_id, name=item.name, input={})
                     self._arguments[index] = ""
+                elif isinstance(item, ThoughtItem):
+                    started = ThinkingBlock(thinking="", signature="")
+                    self._texts[index] = []
                 else:
                     started = TextBlock(text="")
                     self._texts[index] = []
@@ -198,5 +214,12 @@ class MessageRun:
                     block.input = parsed_input(self._arguments[index])
                 elif isinstance(block, TextBlock):
                     block.text = "".join(self._texts.pop(index))
+                else:
+                    block.thinking = "".join(self._texts.pop(index))
+                    # As vLLM signs it: an opaque token (nothing here checks it when the
+                    # block comes back; the SDKs need one to send the block back).
+                    block.signature = uuid.uuid4().hex
+                    signed = SignatureDelta(signature=block.signature)
+                    out.append(ContentBlockDeltaEvent(index=index, delta=signed))
                 out.append(ContentBlockStopEvent(index=index))
         return out

@@ -5,9 +5,12 @@ Anthropic's turns become the neutral conversation items Responses and Realtime u
 the model's template as any other API's function calls do; the chat service then
 validates, renders, and limits the prompt as it does every chat request's.
 
-Thinking: there is no reasoning parser yet, so `thinking` is accepted (and checked) but
-asks for nothing, and earlier turns' `thinking` blocks are left out of the prompt, as
-most chat templates leave out earlier reasoning.
+Thinking, as `vllm serve` maps it: `disabled` is chat's `reasoning_effort: "none"` (so
+`enable_thinking` is off for templates that have the switch), `enabled` turns the switch
+on (`budget_tokens` is checked against `max_tokens`, not enforced: the engine has no
+thinking budget here). An earlier turn's `thinking` block goes back to the template as
+that turn's reasoning (the template keeps or drops it); `redacted_thinking` is opaque
+and left out.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from collections.abc import Iterator, Sequence
 
 from oai_server.errors import InvalidRequestError, UnsupportedParameterError
 from oai_server.generation.chat_template import TranslatedChatRequest
-from oai_server.items.context import Call, CallOutput, ContextItem, Said, to_messages
+from oai_server.items.context import Call, CallOutput, ContextItem, Said, Thought, to_messages
 from schemas.anthropic import (
     CountTokensRequest,
     ImageBlockParam,
@@ -25,6 +28,8 @@ from schemas.anthropic import (
     MessagesRequest,
     System,
     TextBlockParam,
+    ThinkingBlockParam,
+    ThinkingDisabled,
     ThinkingEnabled,
     ToolChoiceAny,
     ToolChoiceAuto,
@@ -110,9 +115,11 @@ def _turn(message: MessageParam, param: str) -> Iterator[ContextItem]:
         elif isinstance(block, ToolResultBlockParam):
             # Anthropic's client sends a call's results first in its next user turn.
             yield CallOutput(block.tool_use_id, _result_text(block, where))
+        elif isinstance(block, ThinkingBlockParam) and role == "assistant":
+            yield Thought(block.thinking)
         elif block.type in ("image", "document"):
             raise _no_images(where)
-        # `thinking` and `redacted_thinking` of earlier turns: not part of the prompt.
+        # `redacted_thinking` of earlier turns: opaque, not part of the prompt.
     if texts or images:
         yield Said(role, "\n".join(texts), tuple(images))
 
@@ -190,6 +197,10 @@ def chat_request(req: CountTokensRequest) -> TranslatedChatRequest:
         tool_choice=choice,
         parallel_tool_calls=parallel,
     ).name_images(_image_params(req))
+    if isinstance(req.thinking, ThinkingDisabled):
+        chat.reasoning_effort = "none"
+    elif isinstance(req.thinking, ThinkingEnabled):
+        chat.chat_template_kwargs = {"enable_thinking": True}
     if isinstance(req, MessagesRequest):
         _check_thinking(req)
         # Assigned, not validated again: Anthropic allows more stop sequences than OpenAI.
