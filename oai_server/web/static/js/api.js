@@ -48,8 +48,10 @@ export async function listModels({ baseUrl, apiKey, signal }) {
 }
 
 /**
- * Streams a chat completion. Yields {type: "delta", text} for each piece of content
- * and {type: "usage", usage} for the final usage chunk; throws ApiError on an error
+ * Streams a chat completion. Yields {type: "delta", text} for each piece of content,
+ * {type: "reasoning", text} for each piece of the model's thinking (`delta.reasoning`,
+ * a model served with a reasoning parser) and {type: "usage", usage} for the final
+ * usage chunk; throws ApiError on an error
  * response or an error event, and the fetch's AbortError when `signal` aborts.
  */
 export async function* streamChat({ baseUrl, apiKey, body, signal }) {
@@ -64,8 +66,9 @@ export async function* streamChat({ baseUrl, apiKey, body, signal }) {
     if (data === "[DONE]") return;
     const chunk = JSON.parse(data);
     if (chunk.error) throw new ApiError(null, chunk.error);
-    const text = chunk.choices?.[0]?.delta?.content;
-    if (text) yield { type: "delta", text };
+    const delta = chunk.choices?.[0]?.delta;
+    if (delta?.reasoning) yield { type: "reasoning", text: delta.reasoning };
+    if (delta?.content) yield { type: "delta", text: delta.content };
     if (chunk.usage) yield { type: "usage", usage: chunk.usage };
   }
 }

@@ -5,7 +5,7 @@
 import { ApiError, listModels, streamChat } from "./api.js";
 import * as store from "./store.js";
 import { VirtualList } from "./vlist.js";
-import { estimateHeight, fillContent, renderRow, replyStats } from "./view.js";
+import { estimateHeight, fillReply, renderRow, replyStats } from "./view.js";
 import { askKey } from "./keydialog.js";
 import { Attachments, apiMessage } from "./attach.js";
 
@@ -186,7 +186,7 @@ function paint(index) {
   const row = list.element(index);
   if (!row) return;
   const began = performance.now();
-  fillContent(row.querySelector(".content"), conversation.messages[index]);
+  fillReply(row, conversation.messages[index]);
   if (stick) list.scrollToEnd();
   stats.updates.push(performance.now() - began);
   if (stats.updates.length > 5000) stats.updates.shift();
@@ -220,8 +220,12 @@ async function generate(index) {
           continue;
         }
         if (first === null) first = performance.now();
-        message.content += event.text;
-        announce(event.text);
+        if (event.type === "reasoning") {
+          message.reasoning = (message.reasoning || "") + event.text;
+        } else {
+          message.content += event.text;
+          announce(event.text);
+        }
         if (!streaming.frame) streaming.frame = requestAnimationFrame(() => paint(index));
       }
     });

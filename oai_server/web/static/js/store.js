@@ -29,7 +29,7 @@ export const DEFAULT_SETTINGS = {
   apiKey: "",
   model: "",
   system: "",
-  temperature: 0.7,
+  temperature: "", // empty: not sent, so the model's own default (its generation config) applies
   maxTokens: 512,
 };
 

@@ -1,5 +1,6 @@
 // One message as a row of the list: who spoke, the text (markdown for replies, plain
-// text for the user), and under a reply its figures, its error and its actions.
+// text for the user), above a reply its thinking (collapsed), and under a reply its
+// figures, its error and its actions.
 // Every piece of text goes in as text; markdown goes through the safe renderer.
 
 import { renderMarkdown } from "./markdown.js";
@@ -19,10 +20,35 @@ export function renderRow(message) {
   row.setAttribute("aria-label", ROLE_NAMES[message.role] || message.role);
   row.append(node("div", "role", ROLE_NAMES[message.role] || message.role));
   const content = node("div", "content");
+  if (message.role === "assistant") {
+    const thinking = thinkingBlock();
+    row.append(thinking);
+    fillThinking(thinking, message);
+  }
   row.append(content);
   fillContent(content, message);
   if (message.role === "assistant") row.append(footer(message));
   return row;
+}
+
+/** Re-renders what streams in a reply row: its thinking and its text. The thinking's
+ * block is kept, not rebuilt, so a reader who opened it keeps it open. */
+export function fillReply(row, message) {
+  const thinking = row.querySelector(".thinking");
+  if (thinking) fillThinking(thinking, message);
+  fillContent(row.querySelector(".content"), message);
+}
+
+// The model's thinking (`delta.reasoning`), apart from its answer: collapsed, as plain text.
+function thinkingBlock() {
+  const details = node("details", "thinking");
+  details.append(node("summary", "", "Thinking"), node("div", "thought"));
+  return details;
+}
+
+function fillThinking(details, message) {
+  details.hidden = !message.reasoning;
+  details.querySelector(".thought").textContent = message.reasoning || "";
 }
 
 /** Re-renders the text of a row (a reply streaming): only this row's content changes. */
