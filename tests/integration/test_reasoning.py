@@ -91,3 +91,29 @@ def test_an_r1_distill_answers_as_reasoning(r1_server: Server) -> None:
     assert "".join(d.get("reasoning") or "" for d in deltas) == message["reasoning"]
     assert not any(d.get("content") for d in deltas)
     assert chunks[-1]["usage"] == usage
+
+
+def test_responses_and_messages_carry_the_thinking_apart(r1_server: Server) -> None:
+    with httpx.Client(transport=ValidatingTransport(), timeout=SDK_TIMEOUT_S) as http:
+        response = http.post(
+            f"{r1_server.base_url}/responses",
+            json={"model": MODEL, "input": QUESTION, "max_output_tokens": 8, "temperature": 0},
+        )
+        message = http.post(
+            f"{r1_server.base_url}/messages",
+            json={"model": MODEL, "messages": QUESTION, "max_tokens": 8, "temperature": 0},
+        )
+    assert response.status_code == 200, response.text
+    (thought,) = response.json()["output"]  # all thinking: no message item
+    assert thought["type"] == "reasoning"
+    assert thought["content"][0]["type"] == "reasoning_text"
+    assert thought["content"][0]["text"].strip()
+    usage = response.json()["usage"]
+    assert usage["output_tokens_details"]["reasoning_tokens"] == usage["output_tokens"] == 8
+
+    assert message.status_code == 200, message.text
+    (block,) = message.json()["content"]
+    assert block["type"] == "thinking"
+    assert block["thinking"] == thought["content"][0]["text"]  # greedy: the same thinking
+    assert block["signature"]
+    assert message.json()["stop_reason"] == "max_tokens"
