@@ -18,6 +18,7 @@ from oai_server.error_responses import to_openai_error
 from oai_server.ids import new_id
 from oai_server.items.stream import (
     ArgumentsAdded,
+    CallItem,
     ItemAdded,
     ItemStream,
     ItemUpdate,
@@ -133,6 +134,8 @@ class Responder:
                 status="in_progress",
             )
         else:
+            # No thought items: this item stream leaves the thinking out (`reasoning` off).
+            assert isinstance(added, CallItem)
             item = FunctionCallItem(
                 id=new_id("item"),
                 type="function_call",

@@ -64,12 +64,15 @@ def test_thinking_block_before_the_text_whole_and_streamed() -> None:
     events = [EVENT.validate_python(d) for d in data if d["type"] != "ping"]
     kinds = [(e.type, getattr(getattr(e, "delta", None), "type", None)) for e in events]
     thinking = kinds.count(("content_block_delta", "thinking_delta"))
-    assert kinds[: 3 + thinking] == [
-        ("message_start", None),
-        ("content_block_start", None),
-        *[("content_block_delta", "thinking_delta")] * thinking,
-        ("content_block_delta", "signature_delta"),
-    ][: 3 + thinking]
+    assert (
+        kinds[: 3 + thinking]
+        == [
+            ("message_start", None),
+            ("content_block_start", None),
+            *[("content_block_delta", "thinking_delta")] * thinking,
+            ("content_block_delta", "signature_delta"),
+        ][: 3 + thinking]
+    )
     assert kinds[2 + thinking : 5 + thinking] == [
         ("content_block_delta", "signature_delta"),
         ("content_block_stop", None),
