@@ -109,11 +109,11 @@ def test_responses_and_messages_carry_the_thinking_apart(r1_server: Server) -> N
     assert thought["content"][0]["type"] == "reasoning_text"
     assert thought["content"][0]["text"].strip()
     usage = response.json()["usage"]
-    assert usage["output_tokens_details"]["reasoning_tokens"] == usage["output_tokens"] == 8
+    assert usage["output_tokens_details"]["reasoning_tokens"] == usage["output_tokens"] > 0
 
     assert message.status_code == 200, message.text
     (block,) = message.json()["content"]
     assert block["type"] == "thinking"
     assert block["thinking"] == thought["content"][0]["text"]  # greedy: the same thinking
     assert block["signature"]
-    assert message.json()["stop_reason"] == "max_tokens"
+    assert message.json()["usage"]["output_tokens"] == usage["output_tokens"]
