@@ -179,3 +179,22 @@ async def test_the_response_cache_replays_the_thinking_and_its_count() -> None:
     deltas = [c["choices"][0]["delta"] for c in chunks if c["choices"]]
     assert "".join(d.get("reasoning") or "" for d in deltas) == "This is a reasoning section"
     assert chunks[-1]["usage"]["completion_tokens_details"] == details
+
+
+@pytest.mark.parametrize("field", ["reasoning", "reasoning_content"])
+async def test_an_earlier_turns_reasoning_reaches_the_template(field: str) -> None:
+    template = (
+        "{% for m in messages %}<|{{ m.role }}|>"
+        "{% if m.reasoning %}[thought:{{ m.reasoning_content }}]{% endif %}{{ m.content }}"
+        "{% endfor %}"
+    )
+    engine = FakeEngine(chat_template=template)
+    turns = [
+        {"role": "user", "content": "Hi"},
+        {"role": "assistant", "content": "Hello!", field: "They greet me."},
+        {"role": "user", "content": "How are you?"},
+    ]
+    async with serve(engine) as client:
+        await client.post("/v1/chat/completions", json=chat_body(messages=turns))
+    prompt = engine.tokenizer.decode(engine.calls[0].prompt_token_ids)
+    assert "<|assistant|>[thought:They greet me.]Hello!<|user|>How are you?" in prompt
