@@ -7,7 +7,8 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from schemas.common import Metadata, RequestModel, ResponseModel
-from schemas.responses import InputItem, Item
+from schemas.response_items import Item
+from schemas.responses import InputItem
 
 
 class CreateConversation(RequestModel):

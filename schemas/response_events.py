@@ -11,7 +11,8 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from schemas.common import ResponseModel
-from schemas.responses import Item, OutputTextContent, ReasoningTextContent, Response
+from schemas.response_items import Item, OutputTextContent, ReasoningTextContent
+from schemas.responses import Response
 
 
 class ResponseTopLogProb(ResponseModel):

@@ -4,8 +4,8 @@ Items come in two shapes. What a client sends (`InputItem`: an easy message with
 string, a typed message, a `function_call`, a `function_call_output`, ...) is parsed
 leniently enough to say precisely what this server cannot take. What the server
 sends and stores (`Item`: a message, function call, function call output or reasoning, each
-with an id and a status) is the one shape of items in responses, in their input
-item lists and in conversations.
+with an id and a status) is `schemas.response_items`: the one shape of items in responses,
+in their input item lists and in conversations.
 """
 
 from __future__ import annotations
@@ -24,8 +24,7 @@ from schemas.common import (
     TokenCount,
     TopP,
 )
-
-ItemStatus = Literal["in_progress", "completed", "incomplete"]
+from schemas.response_items import Item, ItemStatus
 
 # --- what a client sends --------------------------------------------------------
 
@@ -242,97 +241,6 @@ class InputTokensRequest(RequestModel):
 
 
 # --- what the server sends and stores ----------------------------------------------
-
-
-class InputTextContent(ResponseModel):
-    type: Literal["input_text"] = "input_text"
-    text: str
-
-
-class InputImageContent(ResponseModel):
-    """An image as a stored item keeps it: the URL or the uploaded file it came from."""
-
-    type: Literal["input_image"] = "input_image"
-    image_url: str | None = None
-    file_id: str | None = None
-    detail: Literal["auto", "low", "high"] = "auto"
-
-
-class TopLogProb(ResponseModel):
-    token: str
-    logprob: float
-    bytes: list[int]
-
-
-class LogProb(ResponseModel):
-    """One output token's log probability, and its likeliest alternatives."""
-
-    token: str
-    logprob: float
-    bytes: list[int]
-    top_logprobs: list[TopLogProb]
-
-
-class OutputTextContent(ResponseModel):
-    type: Literal["output_text"] = "output_text"
-    text: str
-    annotations: list[dict[str, Any]] = Field(default_factory=list)
-    logprobs: list[LogProb] = Field(default_factory=list)
-
-
-class MessageItem(ResponseModel):
-    id: str
-    type: Literal["message"] = "message"
-    role: Literal["user", "assistant", "system", "developer"]
-    status: ItemStatus
-    content: list[
-        Annotated[
-            InputTextContent | InputImageContent | OutputTextContent, Field(discriminator="type")
-        ]
-    ]
-
-
-class FunctionCallItem(ResponseModel):
-    id: str
-    type: Literal["function_call"] = "function_call"
-    call_id: str
-    name: str
-    arguments: str
-    status: ItemStatus
-
-
-class FunctionCallOutputItem(ResponseModel):
-    id: str
-    type: Literal["function_call_output"] = "function_call_output"
-    call_id: str
-    output: str | list[dict[str, Any]]
-    status: ItemStatus
-
-
-class ReasoningTextContent(ResponseModel):
-    type: Literal["reasoning_text"] = "reasoning_text"
-    text: str
-
-
-class SummaryTextContent(ResponseModel):
-    type: Literal["summary_text"] = "summary_text"
-    text: str
-
-
-class ReasoningItem(ResponseModel):
-    """The model's thinking, before its answer (a model served with a reasoning parser)."""
-
-    id: str
-    type: Literal["reasoning"] = "reasoning"
-    summary: list[SummaryTextContent] = Field(default_factory=list)
-    content: list[ReasoningTextContent] = Field(default_factory=list)
-    status: ItemStatus
-
-
-Item = Annotated[
-    MessageItem | FunctionCallItem | FunctionCallOutputItem | ReasoningItem,
-    Field(discriminator="type"),
-]
 
 
 class InputTokensDetails(ResponseModel):

@@ -18,25 +18,27 @@ from pydantic import TypeAdapter
 from oai_server.errors import InvalidRequestError, UnsupportedParameterError
 from oai_server.ids import new_id
 from oai_server.items.context import Call, CallOutput, ContextItem, Said, Thought
-from schemas.responses import (
-    FunctionCallInput,
+from schemas.response_items import (
     FunctionCallItem,
-    FunctionCallOutputInput,
     FunctionCallOutputItem,
     InputImageContent,
+    InputTextContent,
+    Item,
+    MessageItem,
+    OutputTextContent,
+    ReasoningItem,
+    ReasoningTextContent,
+    SummaryTextContent,
+)
+from schemas.responses import (
+    FunctionCallInput,
+    FunctionCallOutputInput,
     InputImagePart,
     InputItem,
     InputMessage,
     InputPart,
-    InputTextContent,
     InputTextPart,
-    Item,
-    MessageItem,
-    OutputTextContent,
     ReasoningInput,
-    ReasoningItem,
-    ReasoningTextContent,
-    SummaryTextContent,
 )
 
 ITEM = TypeAdapter[Item](Item)

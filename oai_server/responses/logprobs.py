@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from schemas.chat import ChatCompletionTokenLogprob
 from schemas.response_events import ResponseLogProb, ResponseTopLogProb
-from schemas.responses import LogProb, TopLogProb
+from schemas.response_items import LogProb, TopLogProb
 
 
 def part_logprobs(entries: Sequence[ChatCompletionTokenLogprob]) -> list[LogProb]:

@@ -24,13 +24,13 @@ from oai_server.responses.translate import chat_request, reject_unsupported
 from oai_server.services.chat import ChatJob, ChatRequest, ChatService
 from oai_server.services.metadata import check_metadata
 from schemas.response_events import ResponseLifecycleEvent
+from schemas.response_items import Item
 from schemas.responses import (
     ConversationId,
     ConversationRef,
     CreateResponse,
     FunctionTool,
     InputTokensRequest,
-    Item,
     Response,
 )
 

@@ -20,7 +20,8 @@ from oai_server.errors import NotFoundError
 from oai_server.responses.items import ITEM
 from oai_server.store.interface import ListQuery, Record, StoredItem, StoredObject
 from oai_server.store.service import StoreService
-from schemas.responses import Item, Response
+from schemas.response_items import Item
+from schemas.responses import Response
 
 RESPONSE = "response"
 CONVERSATION = "conversation"

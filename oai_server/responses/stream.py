@@ -44,16 +44,14 @@ from schemas.response_events import (
     ResponseLifecycleEvent,
     ResponseStreamEvent,
 )
-from schemas.responses import (
+from schemas.response_items import (
     FunctionCallItem,
-    IncompleteDetails,
     MessageItem,
     OutputTextContent,
     ReasoningItem,
     ReasoningTextContent,
-    Response,
-    ResponseError,
 )
+from schemas.responses import IncompleteDetails, Response, ResponseError
 
 logger = logging.getLogger(__name__)
 

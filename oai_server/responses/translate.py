@@ -22,11 +22,11 @@ from schemas.chat import (
     ToolChoice,
 )
 from schemas.common import ResponseFormat, StreamOptions
+from schemas.response_items import Item
 from schemas.responses import (
     CreateResponse,
     FunctionTool,
     InputTokensRequest,
-    Item,
     TextConfig,
     ToolChoiceFunction,
 )
