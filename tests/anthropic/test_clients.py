@@ -1,5 +1,5 @@
 """Anthropic-first clients, unchanged, against the server: LangChain's `ChatAnthropic`,
-and a request shaped as Claude Code sends them."""
+pydantic-ai's `AnthropicModel`, and a request shaped as Claude Code sends them."""
 
 from __future__ import annotations
 
@@ -8,8 +8,15 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from langchain_anthropic import ChatAnthropic
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from pydantic_ai import Agent
+from pydantic_ai.models import Model
+from pydantic_ai.models.anthropic import AnthropicModel
+from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.providers.anthropic import AnthropicProvider
+from pydantic_ai.providers.openai import OpenAIProvider
 
 from oai_server.engine.fake import FakeEngine
 from tests.anthropic.conftest import KEY, MODEL, WEATHER, prompt_of, server
@@ -49,6 +56,33 @@ def test_langchain_tools_and_a_tool_result_turn(template: Path) -> None:
         answer = llm.invoke([question, called, ToolMessage("sunny", tool_call_id=call["id"] or "")])
     assert answer.text == "It is sunny in Paris."
     assert f"<|tool|>sunny[for {call['id']}]" in prompt_of(engine)
+
+
+def _pydantic_ai_model(api: str, root: str) -> Model:
+    if api == "anthropic":
+        return AnthropicModel(MODEL, provider=AnthropicProvider(base_url=root, api_key=KEY))
+    return OpenAIChatModel(MODEL, provider=OpenAIProvider(base_url=f"{root}/v1", api_key=KEY))
+
+
+@pytest.mark.parametrize("api", ["anthropic", "openai"])
+def test_a_pydantic_ai_agent_calls_its_tool_and_answers_from_it(api: str, template: Path) -> None:
+    engine = FakeEngine(reply_for=weather_reply)
+    with server(engine, chat_template=template) as root:
+        agent = Agent(_pydantic_ai_model(api, root), model_settings={"max_tokens": 64})
+        cities = []
+
+        @agent.tool_plain
+        def get_weather(city: str) -> str:
+            """The weather in a city."""
+            cities.append(city)
+            return "sunny"
+
+        result = agent.run_sync("Weather in Paris?")
+    assert cities == ["Paris"]
+    assert result.output == "It is sunny in Paris."
+    assert "<|tool|>sunny" in prompt_of(engine)  # the tool's result reached the model
+    assert len(engine.calls) == 2  # the call, then the answer from its result
+    assert result.usage.input_tokens == sum(len(c.prompt_token_ids) for c in engine.calls)
 
 
 def _claude_code_body(session: str) -> dict[str, Any]:
