@@ -263,7 +263,8 @@ def _wire(
     embedded = embeddings.feature(core, admit)
     cached = cache.feature(core, embedded.service)
     answered = responses.feature(core, stored.service)
-    batched = batch.feature(core, stored.service, embedded.service, traced.service)
+    messages = {anthropic.batches.URL: anthropic.MessagesEndpoint(core)}
+    batched = batch.feature(core, stored.service, embedded.service, traced.service, messages)
     used = usage.feature(core, stored.service)
     if batched.service is not None:
         # The one hook bound after the core: the runner is built on the core's services, and
@@ -277,7 +278,7 @@ def _wire(
         stored,
         cached,
         answered,
-        anthropic.feature(core, chain),
+        anthropic.feature(core, chain, stored.service, batched.service),
         batched,
         used,
         realtime.feature(None if limiter is None else limiter.settle),

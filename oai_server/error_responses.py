@@ -106,8 +106,9 @@ def error_body(error: OpenAIError) -> ErrorResponse:
     )
 
 
-# The routes that answer errors as Anthropic does, by exact path.
+# The routes that answer errors as Anthropic does: by exact path, and Message Batches' by prefix.
 ANTHROPIC_ROUTES = frozenset({"/v1/messages", "/v1/messages/count_tokens"})
+ANTHROPIC_PREFIX = "/v1/messages/batches"
 # Anthropic's status for load shedding: its clients retry it.
 OVERLOADED = 529
 _ANTHROPIC_TYPES = {
@@ -126,14 +127,17 @@ def anthropic_error(exc: BaseException) -> tuple[int, anthropic.ErrorResponse]:
     own errors are typed; an overloaded engine is Anthropic's 529."""
     error = to_openai_error(exc)
     status = OVERLOADED if isinstance(error, EngineOverloadedError) else error.status_code
+    return status, anthropic_body(status, error.message)
+
+
+def anthropic_body(status: int, message: str) -> anthropic.ErrorResponse:
+    """Anthropic's error body for an answer of `status`, typed from it as Anthropic types it."""
     kind = _ANTHROPIC_TYPES.get(status, "api_error" if status >= 500 else "invalid_request_error")
-    return status, anthropic.ErrorResponse(
-        error=anthropic.ErrorDetail(type=kind, message=error.message)
-    )
+    return anthropic.ErrorResponse(error=anthropic.ErrorDetail(type=kind, message=message))
 
 
 def _shaped(error: OpenAIError, path: str | None) -> tuple[int, bytes]:
-    if path in ANTHROPIC_ROUTES:
+    if path is not None and (path in ANTHROPIC_ROUTES or path.startswith(ANTHROPIC_PREFIX)):
         status, body = anthropic_error(error)
         return status, body.to_json()
     return error.status_code, error_body(error).to_json()

@@ -3,7 +3,8 @@
 On the engine path chat, Responses and Realtime share, in process: `translate` (a
 Messages request as conversation items, then a chat request), `stream` (the chat
 service's item events as Anthropic's stream events, and the whole message as their
-fold), `sse` (the event framing, with pings), `routes`. Its errors come out in
+fold), `sse` (the event framing, with pings), `routes`, `batches` (Message Batches, on the
+Batch API's runner). Its errors come out in
 Anthropic's envelope (`oai_server.error_responses`), its keys as `x-api-key` or
 `Authorization: Bearer` (`oai_server.auth`); `GET /v1/models` answers in Anthropic's
 list shape to a request that carries `anthropic-version` (`oai_server.routes.models`).
@@ -11,15 +12,24 @@ list shape to a request that carries `anthropic-version` (`oai_server.routes.mod
 
 from __future__ import annotations
 
-from oai_server.anthropic import routes
+from oai_server.anthropic import batches, routes
+from oai_server.anthropic.batches import MessagesEndpoint
+from oai_server.batch import BatchRunner
 from oai_server.features import Feature
 from oai_server.http.answering import Answering
 from oai_server.state import ServerState
+from oai_server.store.service import StoreService
 
-__all__ = ["feature"]
+__all__ = ["MessagesEndpoint", "feature"]
 
 
-def feature(core: ServerState, answering: Answering) -> Feature[None]:
+def feature(
+    core: ServerState, answering: Answering, store: StoreService, runner: BatchRunner | None
+) -> Feature[None]:
     """The routes; they answer through the app's answering chain (the response cache when it
-    is on) on the core's chat service, and keep nothing of their own."""
-    return Feature(None, routes.routes(core, answering))
+    is on) on the core's chat service, and keep nothing of their own. With the Batch API's
+    `runner` (a store with a database), Message Batches too, on its `/v1/messages` lines."""
+    mounted = routes.routes(core, answering)
+    if runner is not None and batches.URL in runner.endpoints:
+        mounted += batches.routes(store, runner, runner.traces.created).routes
+    return Feature(None, mounted)

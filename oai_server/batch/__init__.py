@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Mapping
 
 from opentelemetry.trace import Tracer
 
@@ -37,10 +38,12 @@ def feature(
     store: StoreService,
     embeddings: EmbeddingService | None,
     tracer: Tracer | None = None,
+    more: Mapping[str, Endpoint] | None = None,
 ) -> Feature[BatchRunner | None]:
     """The Files and Batch routes and this replica's runner, on the store's SQL database
     (None when the store has none); `embeddings` answers `/v1/embeddings` lines; `tracer`
-    (tracing on) gives each line a trace linked to the request that created its batch."""
+    (tracing on) gives each line a trace linked to the request that created its batch;
+    `more`: the endpoints of features above this one (Anthropic's `/v1/messages`)."""
     database = store.database
     if database is None:
         return Feature(None)
@@ -56,6 +59,7 @@ def feature(
         endpoints["/v1/embeddings"] = ServiceEndpoint(
             CreateEmbeddingRequest, embeddings, shares_chat_engine=False
         )
+    endpoints.update(more or {})
     records = BatchRecords(database)
     traces = LineTraces(tracer)
 

@@ -18,12 +18,13 @@ from oai_server.responses.service import ResponsesService
 from oai_server.responses.state import ResponseState
 from oai_server.services.chat import ChatService
 from oai_server.store.service import StoreService
+from schemas.anthropic import MessagesRequest
 from schemas.common import GenerationRequest, ResponseModel
 from schemas.embeddings import CreateEmbeddingRequest
 from schemas.responses import CreateResponse
 
 # A batch line's body, as its endpoint's schema reads it.
-Body = GenerationRequest | CreateEmbeddingRequest | CreateResponse
+Body = GenerationRequest | CreateEmbeddingRequest | CreateResponse | MessagesRequest
 
 
 class Endpoint(ABC):

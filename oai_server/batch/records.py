@@ -128,11 +128,30 @@ class BatchRecords:
             owner: str | None = (await conn.execute(query)).scalar()
         return owner
 
-    async def batches(self, owner: str, query: ListQuery) -> Page[dict[str, Any]]:
-        rows = await self._page(
-            batches, [batches.c.owner == owner], query, (batches.c.body,), "batch"
-        )
+    async def batches(
+        self, owner: str, query: ListQuery, id_prefix: str | None = None
+    ) -> Page[dict[str, Any]]:
+        """One page of `owner`'s batches (only those whose id starts with `id_prefix`)."""
+        where = [batches.c.owner == owner]
+        if id_prefix is not None:
+            where.append(batches.c.id.startswith(id_prefix, autoescape=True))
+        rows = await self._page(batches, where, query, (batches.c.body,), "batch")
         return Page([row.body for row in rows[: query.limit]], len(rows) > query.limit)
+
+    async def delete_batch(self, batch_id: str, owner: str) -> None:
+        """Delete an ended batch of `owner`, with its input, output and error files."""
+        async with self.engine.begin() as conn:
+            body = (
+                await conn.execute(
+                    select(batches.c.body).where(batches.c.id == batch_id, batches.c.owner == owner)
+                )
+            ).scalar()
+            if body is None:
+                return
+            ids = [body.get(k) for k in ("input_file_id", "output_file_id", "error_file_id")]
+            await conn.execute(delete(files).where(files.c.id.in_([i for i in ids if i])))
+            await conn.execute(delete(batch_lines).where(batch_lines.c.batch_id == batch_id))
+            await conn.execute(delete(batches).where(batches.c.id == batch_id))
 
     async def set_batch(
         self,

@@ -7,7 +7,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+import anthropic
 import httpx
+import openai
 import pytest
 from langchain_anthropic import ChatAnthropic
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
@@ -58,17 +60,23 @@ def test_langchain_tools_and_a_tool_result_turn(template: Path) -> None:
     assert f"<|tool|>sunny[for {call['id']}]" in prompt_of(engine)
 
 
-def _pydantic_ai_model(api: str, root: str) -> Model:
+def _pydantic_ai_model(api: str, root: str) -> tuple[Model, Any]:
+    """pydantic-ai's model of `api` on the server, and the SDK client it uses (to close)."""
     if api == "anthropic":
-        return AnthropicModel(MODEL, provider=AnthropicProvider(base_url=root, api_key=KEY))
-    return OpenAIChatModel(MODEL, provider=OpenAIProvider(base_url=f"{root}/v1", api_key=KEY))
+        client: Any = anthropic.AsyncAnthropic(base_url=root, api_key=KEY, max_retries=0)
+        return AnthropicModel(MODEL, provider=AnthropicProvider(anthropic_client=client)), client
+    client = openai.AsyncOpenAI(base_url=f"{root}/v1", api_key=KEY, max_retries=0)
+    return OpenAIChatModel(MODEL, provider=OpenAIProvider(openai_client=client)), client
 
 
 @pytest.mark.parametrize("api", ["anthropic", "openai"])
-def test_a_pydantic_ai_agent_calls_its_tool_and_answers_from_it(api: str, template: Path) -> None:
+async def test_a_pydantic_ai_agent_calls_its_tool_and_answers_from_it(
+    api: str, template: Path
+) -> None:
     engine = FakeEngine(reply_for=weather_reply)
     with server(engine, chat_template=template) as root:
-        agent = Agent(_pydantic_ai_model(api, root), model_settings={"max_tokens": 64})
+        model, client = _pydantic_ai_model(api, root)
+        agent = Agent(model, model_settings={"max_tokens": 64})
         cities = []
 
         @agent.tool_plain
@@ -77,7 +85,10 @@ def test_a_pydantic_ai_agent_calls_its_tool_and_answers_from_it(api: str, templa
             cities.append(city)
             return "sunny"
 
-        result = agent.run_sync("Weather in Paris?")
+        try:
+            result = await agent.run("Weather in Paris?")
+        finally:
+            await client.close()
     assert cities == ["Paris"]
     assert result.output == "It is sunny in Paris."
     assert "<|tool|>sunny" in prompt_of(engine)  # the tool's result reached the model
