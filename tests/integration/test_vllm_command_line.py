@@ -184,3 +184,33 @@ def test_vllm_serve_answers_the_same_line_the_same_way(reference: Served) -> Non
     seen = _answers(reference)
     _check(seen)
     assert [seen[m]["model"] for m in MODELS] == ["smol", "smol", "a", "b"]
+
+
+def _message(served: Served) -> dict[str, Any]:
+    base, context, _ = served
+    reply = httpx.post(
+        f"{base}/v1/messages",
+        json={
+            "model": "smol",
+            "max_tokens": MAX_TOKENS,
+            "temperature": 0,
+            "system": "Answer in one short sentence.",
+            "messages": [{"role": "user", "content": "What is the capital of France?"}],
+        },
+        headers={"x-api-key": "unused", "anthropic-version": "2023-06-01"},
+        verify=context,
+        timeout=120,
+    )
+    assert reply.status_code == 200, reply.text
+    return dict(reply.json())
+
+
+def test_anthropic_messages_answer_as_vllm_serves_them(served: Served, reference: Served) -> None:
+    ours, theirs = _message(served), _message(reference)
+    assert ours["content"] == theirs["content"]  # the same greedy text, block for block
+    assert ours["content"][0]["text"]
+    assert (ours["stop_reason"], ours["usage"]["input_tokens"], ours["usage"]["output_tokens"]) == (
+        theirs["stop_reason"],
+        theirs["usage"]["input_tokens"],
+        theirs["usage"]["output_tokens"],
+    )
