@@ -96,10 +96,15 @@ def test_the_engines_compute_on_the_replicas_own_cores(client: openai.OpenAI) ->
     the only replica (rank 0) of one CPU computes on its slice, the first allowed core."""
     client.chat.completions.create(model=MODEL, messages=QUESTION, max_tokens=2)  # type: ignore[arg-type]
     own = set(replica_cores(os.sched_getaffinity(0), 0, 1))
-    # The replica's engine processes are under this test's Ray (its raylet is our child).
+    # The replica's engine processes are under this test's Ray: its raylet is our child, and
+    # Ray's workers are the raylet's. Other engines of the run (the shared server's, also our
+    # children) compute on every core.
+    raylets = [p for p in psutil.Process().children(recursive=True) if p.name() == "raylet"]
+    assert raylets, "no raylet under this test's process"
     engines = [
         p
-        for p in psutil.Process().children(recursive=True)
+        for raylet in raylets
+        for p in raylet.children(recursive=True)
         if p.name().startswith("VLLM::") or "VLLM::" in " ".join(p.cmdline())
     ]
     assert engines, "no vLLM engine process under this Ray"
