@@ -144,32 +144,27 @@ def routes(store: StoreService, runner: BatchRunner, announce: Callable[[str], N
 
     async def view(request: Request, body: dict[str, Any]) -> MessageBatch:
         status = body["status"]
+        ended = status in ENDED
+        # Every request counts as processing until the batch ends, as Anthropic counts;
+        # then each as its result says (one reading of the finished lines, as `results`).
         counts = MessageBatchRequestCounts()
-        if status in ENDED:
+        if ended:
             for r in await results(body):
                 kind = r.result.type
                 setattr(counts, kind, getattr(counts, kind) + 1)
         else:
-            total = body.get("request_counts", {}).get("total") or len(
-                _custom_ids(await content(body["input_file_id"]))
-            )
-            counts.processing = total
-        ended = status in ENDED
+            counts.processing = body["request_counts"]["total"]
+        processing = "ended" if ended else "canceling" if status == "cancelling" else "in_progress"
+        root = str(request.base_url).rstrip("/")
         return MessageBatch(
             id=body["id"],
-            processing_status="ended"
-            if ended
-            else "canceling"
-            if status == "cancelling"
-            else "in_progress",
+            processing_status=processing,
             request_counts=counts,
             created_at=_at(body["created_at"]),
             expires_at=_at(body["expires_at"]),
             ended_at=_at(body.get(f"{status}_at")) if ended else None,
             cancel_initiated_at=_at(body.get("cancelling_at")),
-            results_url=f"{str(request.base_url).rstrip('/')}{URL}/batches/{body['id']}/results"
-            if ended
-            else None,
+            results_url=f"{root}{URL}/batches/{body['id']}/results" if ended else None,
         )
 
     @router.post(f"{URL}/batches")
