@@ -15,6 +15,7 @@
 - embeddings: /v1/embeddings against `vllm serve --runner pooling`, start-up, PSS (`embeddings`).
 - lora: LoRA adapters mixed with the base model, and an adapter's first request (`lora`).
 - bigprompts: streams' inter-chunk gaps while big prompts arrive; refusal time (`big_prompts`).
+- tokenizing: long prompts' tokenizing rate in threads and in processes (`tokenizing`).
 
 A subcommand lives in a module with a `register(subparsers)` function that sets `handler`, a
 function of the parsed arguments returning the exit status; add it to `_REGISTRARS` below.
@@ -49,6 +50,7 @@ from benchmarks import (
     response_cache,
     responses,
     store,
+    tokenizing,
 )
 from benchmarks.client import discover_model, make_client
 from benchmarks.publish import publish, show
@@ -190,6 +192,7 @@ _REGISTRARS: Sequence[Callable[[Subparsers], None]] = (
     batch.register,
     lora.register,
     big_prompts.register,
+    tokenizing.register,
 )
 
 
