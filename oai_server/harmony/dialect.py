@@ -53,6 +53,12 @@ class Harmony:
     reasoning: bool = True
     tools: bool = True
 
+    def describe(self) -> str:
+        """For the ready line: `harmony: reasoning openai_gptoss, tool calls openai (gpt-oss)`."""
+        reasoning = "openai_gptoss" if self.reasoning else NONE
+        tools = "openai" if self.tools else NONE
+        return f"harmony: reasoning {reasoning}, tool calls {tools} ({FAMILY})"
+
     def render(self, req: CreateChatCompletionRequest) -> HarmonyRequest:
         """`req` rendered as `vllm serve` renders it for gpt-oss; raises a 400 for what it
         refuses."""
@@ -96,7 +102,9 @@ def _refuse_constraints(req: CreateChatCompletionRequest) -> None:
         )
 
 
-def harmony_of(engine: Engine, reasoning_parser: str, tool_call_parser: str) -> Harmony | None:
+def harmony_of(
+    engine: Engine, reasoning_parser: str = "auto", tool_call_parser: str = "auto"
+) -> Harmony | None:
     """The harmony of `engine`'s model, if it is gpt-oss; `reasoning_parser` and
     `tool_call_parser` are the server's settings for it (`none` leaves that part out)."""
     tokenizer = engine.tokenizer

@@ -270,6 +270,11 @@ class ChatService:
             self.limits.check_total(total, param="max_tokens", at_least=True)
         return text, encode_prompt(text, engine.tokenizer)
 
+    def describe(self, model: str) -> str:
+        """How the chat model `model`'s output is read, for the ready line."""
+        harmony = self.harmony(model)
+        return self.tool_parsing(model).describe() if harmony is None else harmony.describe()
+
     def tool_parsing(self, model: str) -> ToolParsing:
         """How the chat model `model` (a base model's name) has its tool calls read."""
         return self.tool_parsers.of(model, self.engine.serving(model))

@@ -12,6 +12,7 @@ prompt what vLLM's own renderer makes of the same request.
 from __future__ import annotations
 
 import json
+import logging
 from types import SimpleNamespace
 from typing import Any
 
@@ -22,6 +23,7 @@ from oai_server.engine.fake import FakeEngine
 from tests.unit.conftest import chat_body, serve
 from tests.unit.harmony_outputs import (
     OUTPUTS,
+    PLAIN,
     THOUGHT_THEN_ANSWER,
     TOOLS,
     TWO_CALLS,
@@ -387,4 +389,37 @@ async def test_responses_items_are_vllms_parse(text: str) -> None:
     assert (
         whole.usage.output_tokens_details.reasoning_tokens
         == vllm_whole(chat_tools, text)["reasoning_tokens"]
+    )
+
+
+async def test_tokenize_counts_the_harmony_prompt() -> None:
+    engine = _engine(PLAIN)
+    body = _body(reasoning_effort="low")
+    async with serve(engine) as client:
+        await client.post("/v1/chat/completions", json=body)
+        counted = await client.post(
+            "/tokenize", json={"model": body["model"], "messages": MESSAGES, "tools": TOOLS}
+        )
+    assert counted.status_code == 200, counted.text
+    assert counted.json()["tokens"] == _vllm_prompt(_body())
+
+
+async def test_ready_line_says_harmony(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO, logger="oai_server.app"):
+        async with serve(_engine(PLAIN), reasoning_parser="none"):
+            pass
+    line = "harmony: reasoning none, tool calls openai (gpt-oss)"
+    assert f"smollm2-135m-instruct: {line}" in caplog.text
+
+
+async def test_reasoning_parser_none_leaves_the_thinking_out_uncounted() -> None:
+    """As `vllm serve --tool-call-parser openai` without `--reasoning-parser`."""
+    async with serve(_engine(THOUGHT_THEN_ANSWER), reasoning_parser="none") as client:
+        reply = (await client.post("/v1/chat/completions", json=_body())).json()
+    message = reply["choices"][0]["message"]
+    assert message["content"] == "2 + 2 = 4."
+    assert message.get("reasoning") is None
+    assert (reply["usage"].get("completion_tokens_details") or {}).get("reasoning_tokens") in (
+        None,
+        0,
     )
