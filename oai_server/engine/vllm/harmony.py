@@ -13,6 +13,8 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+from pydantic import ValidationError
+
 from oai_server.errors import InvalidRequestError
 
 # What vLLM's harmony code reads of a chat request; the rest is the server's business.
@@ -32,7 +34,12 @@ def vllm_request(request: dict[str, Any]) -> Any:
     from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
 
     fields = {key: request[key] for key in _FIELDS if request.get(key) is not None}
-    return ChatCompletionRequest.model_validate(fields)
+    try:
+        return ChatCompletionRequest.model_validate(fields)
+    except ValidationError as exc:  # what our schema takes and vLLM's does not
+        error = exc.errors()[0]
+        param = ".".join(str(part) for part in error["loc"][:1]) or None
+        raise InvalidRequestError(f"{error['msg']} (gpt-oss, harmony)", param=param) from exc
 
 
 def render_prompt(request: dict[str, Any]) -> list[int]:
