@@ -53,7 +53,7 @@ from oai_server.services.events import (
     TextDelta,
     Usage,
 )
-from oai_server.tool_calls.parsers import Content
+from oai_server.tool_calls.parsers import Content, ContentOnly
 from oai_server.tool_calls.plan import ToolPlan, plan_tools
 from oai_server.tool_calls.selection import ToolParsers, ToolParsing
 from schemas.chat import (
@@ -101,6 +101,8 @@ class ChatRequest:
         make = plan.make_whole if whole and plan.make_whole is not None else plan.make_parser
         reasoner, show = self.job.reasoner, self.job.req.include_reasoning
         harmony = self.job.harmony
+        if harmony is not None:  # its stage reads the calls: the plan's parser is never fed
+            make = ContentOnly
         return [
             ChoiceState(
                 make(),
@@ -141,10 +143,8 @@ class ChatService:
     def reasoner(self, model: str) -> Reasoner | None:
         """The reasoning parser of the chat model `model` (made once per model); none for
         a harmony model, whose harmony parser reads its thinking."""
-        engine = self.engine.serving(model)
-        reasoner = None
-        if self.harmony(model) is None:
-            reasoner = choose(self.reasoning_parser, engine.tokenizer)
+        tokenizer = self.engine.serving(model).tokenizer
+        reasoner = None if self.harmony(model) else choose(self.reasoning_parser, tokenizer)
         self._reasoners[model] = reasoner
         return reasoner
 
@@ -174,21 +174,14 @@ class ChatService:
         param = "max_completion_tokens"
         if requested is None:
             requested, param = req.max_tokens, "max_tokens"
-        harmony = self.harmony(target.model)
-        rendered = None
-        if harmony is not None:
-            rendered = await off_loop(prompt_chars(req.messages), harmony.render, req)
+        harmony, size = self.harmony(target.model), prompt_chars(req.messages)
+        # gpt-oss's prompt is harmony's, not its template's (as `vllm serve` renders it).
+        rendered = None if harmony is None else await off_loop(size, harmony.render, req)
+        if rendered is not None:
             text, prompt = rendered.prompt_text, rendered.prompt_token_ids
         else:
             text, prompt = await off_loop(
-                prompt_chars(req.messages),
-                self._prompt,
-                req,
-                engine,
-                template,
-                tools.template_tools,
-                requested,
-                param,
+                size, self._prompt, req, engine, template, tools.template_tools, requested, param
             )
         model = engine.model_info
         max_tokens = resolve_max_tokens(
