@@ -106,7 +106,7 @@ async def _start_engine(
         embedding_model=None if embedder is None else embedding,
         embedding_dtype=None if embedder is None else embedder.model_info.dtype,
         more_models=[(name, engine.serving(name).model_info.dtype) for name in chat[1:]],
-        dialects=[(name, state.chat.tool_parsing(name).describe()) for name in chat],
+        dialects=[(name, state.chat.describe(name)) for name in chat],
     )
     for line in lines:
         logger.info("%s", line)

@@ -28,6 +28,7 @@ from oai_server.generation.offload import INLINE_CHARS, off_loop
 from oai_server.generation.prompt_bound import tokens_at_least
 from oai_server.generation.sampling import build_options, resolve_max_tokens
 from oai_server.generation.work_limits import WorkLimits, check_options_token_ids
+from oai_server.harmony import Harmony, HarmonyRequest, harmony_of
 from oai_server.ids import new_request_id
 from oai_server.media.errors import MediaError
 from oai_server.media.loader import ImageLoader, ImageRef
@@ -52,7 +53,7 @@ from oai_server.services.events import (
     TextDelta,
     Usage,
 )
-from oai_server.tool_calls.parsers import Content
+from oai_server.tool_calls.parsers import Content, ContentOnly
 from oai_server.tool_calls.plan import ToolPlan, plan_tools
 from oai_server.tool_calls.selection import ToolParsers, ToolParsing
 from schemas.chat import (
@@ -78,6 +79,8 @@ class ChatJob:
     prompt_text: str
     # The model's reasoning parser (--reasoning-parser), if it has one.
     reasoner: Reasoner | None = None
+    # A harmony model's (gpt-oss) request: its parser reads thinking, content and calls.
+    harmony: HarmonyRequest | None = None
 
 
 @dataclass
@@ -97,11 +100,15 @@ class ChatRequest:
         plan = self.job.tools
         make = plan.make_whole if whole and plan.make_whole is not None else plan.make_parser
         reasoner, show = self.job.reasoner, self.job.req.include_reasoning
+        harmony = self.job.harmony
+        if harmony is not None:  # its stage reads the calls: the plan's parser is never fed
+            make = ContentOnly
         return [
             ChoiceState(
                 make(),
                 reasoning=None if reasoner is None else reasoner.make(),
                 show_reasoning=show,
+                harmony=None if harmony is None else harmony.make(whole),
             )
             for _ in range(self.req.n or 1)
         ]
@@ -131,12 +138,23 @@ class ChatService:
     # vLLM's name of the reasoning parser (--reasoning-parser), or `auto`.
     reasoning_parser: str = AUTO
     _reasoners: dict[str, Reasoner | None] = field(default_factory=dict)
+    _harmonies: dict[str, Harmony | None] = field(default_factory=dict)
 
     def reasoner(self, model: str) -> Reasoner | None:
-        """The reasoning parser of the chat model `model` (made once per model)."""
-        reasoner = choose(self.reasoning_parser, self.engine.serving(model).tokenizer)
+        """The reasoning parser of the chat model `model` (made once per model); none for
+        a harmony model, whose harmony parser reads its thinking."""
+        tokenizer = self.engine.serving(model).tokenizer
+        reasoner = None if self.harmony(model) else choose(self.reasoning_parser, tokenizer)
         self._reasoners[model] = reasoner
         return reasoner
+
+    def harmony(self, model: str) -> Harmony | None:
+        """The harmony of the chat model `model`, if it is gpt-oss (found once per model)."""
+        if model not in self._harmonies:
+            tools = self.tool_parsers.per_model.get(model, self.tool_parsers.setting)
+            engine = self.engine.serving(model)
+            self._harmonies[model] = harmony_of(engine, self.reasoning_parser, tools)
+        return self._harmonies[model]
 
     async def prepare(self, req: CreateChatCompletionRequest) -> ChatJob:
         """Validate `req` and convert it into the engine's prompt and options."""
@@ -156,16 +174,15 @@ class ChatService:
         param = "max_completion_tokens"
         if requested is None:
             requested, param = req.max_tokens, "max_tokens"
-        text, prompt = await off_loop(
-            prompt_chars(req.messages),
-            self._prompt,
-            req,
-            engine,
-            template,
-            tools.template_tools,
-            requested,
-            param,
-        )
+        harmony, size = self.harmony(target.model), prompt_chars(req.messages)
+        # gpt-oss's prompt is harmony's, not its template's (as `vllm serve` renders it).
+        rendered = None if harmony is None else await off_loop(size, harmony.render, req)
+        if rendered is not None:
+            text, prompt = rendered.prompt_text, rendered.prompt_token_ids
+        else:
+            text, prompt = await off_loop(
+                size, self._prompt, req, engine, template, tools.template_tools, requested, param
+            )
         model = engine.model_info
         max_tokens = resolve_max_tokens(
             requested,
@@ -191,7 +208,7 @@ class ChatService:
         # Looked up in place, not through `reasoner`: every request passes here.
         known = self._reasoners
         reasoner = known[target.model] if target.model in known else self.reasoner(target.model)
-        return ChatJob(req, prompt, options, tools, text, reasoner)
+        return ChatJob(req, prompt, options, tools, text, reasoner, rendered)
 
     async def count_prompt_tokens(self, job: ChatJob) -> int:
         """`job`'s prompt in tokens as its answer's `usage.prompt_tokens` counts it: each
@@ -245,6 +262,11 @@ class ChatService:
             total = least + (req.n or 1) * (requested or 0)
             self.limits.check_total(total, param="max_tokens", at_least=True)
         return text, encode_prompt(text, engine.tokenizer)
+
+    def describe(self, model: str) -> str:
+        """How the chat model `model`'s output is read, for the ready line."""
+        harmony = self.harmony(model)
+        return self.tool_parsing(model).describe() if harmony is None else harmony.describe()
 
     def tool_parsing(self, model: str) -> ToolParsing:
         """How the chat model `model` (a base model's name) has its tool calls read."""
@@ -363,10 +385,9 @@ class ChatService:
                     out = choice_of(d.index, ChatCompletionDelta(content=""))
                     out.logprobs = chat_logprobs(pending)
                     yield chunk(out)
-        if chat.job.reasoner is not None:
-            generation.usage.reasoning_tokens = sum(
-                s.reasoning.reasoning_tokens for s in states if s.reasoning is not None
-            )
+        harmony = chat.job.harmony
+        if chat.job.reasoner is not None or (harmony is not None and harmony.reasoning):
+            generation.usage.reasoning_tokens = sum(s.reasoning_tokens for s in states)
         if opts.include_usage and generation.usage.reasoning_tokens is not None:
             # A chunk of its own: the light usage's encoding has no reasoning details.
             last = chunk(None)

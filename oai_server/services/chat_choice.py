@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from oai_server.engine.types import FinishReason
+from oai_server.harmony import HarmonyStage
 from oai_server.reasoning.stage import Reasoning, ReasoningStage
 from oai_server.services.common import finish_reason
 from oai_server.tool_calls.parsers import CallStart, Content, ContentOnly, Event, OutputParser
@@ -24,7 +25,8 @@ class ChoiceState:
     """The tool calls made so far in one choice; fed text, it returns the events to send.
 
     With a reasoning parser, its stage comes first, as in vLLM's chat service: the
-    tool-call parser sees only what it calls content.
+    tool-call parser sees only what it calls content. A harmony model's (gpt-oss) stage
+    reads thinking, content and calls at once, from the token ids, in place of both.
     """
 
     parser: OutputParser
@@ -32,16 +34,26 @@ class ChoiceState:
     reasoning: ReasoningStage | None = None
     # False (the request's `include_reasoning`): the thinking is counted, not sent.
     show_reasoning: bool = True
+    harmony: HarmonyStage | None = None
 
     @property
     def plain(self) -> bool:
         """Whether every piece of text is content as it comes (no tools, no reasoning)."""
-        return self.reasoning is None and type(self.parser) is ContentOnly
+        return self.reasoning is None and self.harmony is None and type(self.parser) is ContentOnly
+
+    @property
+    def reasoning_tokens(self) -> int:
+        """The tokens of the choice's thinking so far."""
+        if self.harmony is not None:
+            return self.harmony.reasoning_tokens
+        return 0 if self.reasoning is None else self.reasoning.reasoning_tokens
 
     def feed(
         self, text: str, token_ids: Sequence[int] = (), token_count: int = 0
     ) -> list[Event | Reasoning]:
         """Parse the next text; the events it makes are recorded and returned."""
+        if self.harmony is not None:
+            return self._record_harmony(self.harmony.feed(token_ids))
         if self.reasoning is None:
             return list(self._record(self.parser.feed(text, token_ids)))
         split = self.reasoning.feed(text, token_ids, token_count)
@@ -54,8 +66,14 @@ class ChoiceState:
             events += self._record(self.parser.feed(split.content, ids))
         return events
 
-    def finish(self) -> list[Event]:
-        return self._record(self.parser.finish())
+    def finish(self) -> list[Event | Reasoning]:
+        if self.harmony is not None:
+            return self._record_harmony(self.harmony.finish())
+        return list(self._record(self.parser.finish()))
+
+    def _record_harmony(self, events: list[Event | Reasoning]) -> list[Event | Reasoning]:
+        self._record([e for e in events if not isinstance(e, Reasoning)])
+        return events
 
     def _record(self, events: list[Event]) -> list[Event]:
         for event in events:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from oai_server.engine.protocol import Engine, Tokenizer
+from oai_server.engine.protocol import Engine
 from oai_server.errors import InvalidRequestError, UnsupportedParameterError
 from oai_server.generation.chat_template import image_refs, render_prompt
 from oai_server.generation.offload import off_loop
+from oai_server.harmony import Harmony, harmony_of
 from oai_server.models import ModelRegistry
 from oai_server.services.common import Target, check_model
 from schemas.chat import CreateChatCompletionRequest
@@ -28,6 +29,8 @@ class TokenizeService:
     model_name: str
     chat_template: str | None = None
     models: ModelRegistry | None = None
+    # Each model's harmony (gpt-oss), or None, found on first use.
+    _harmonies: dict[str, Harmony | None] = field(default_factory=dict)
 
     def _target(self, model: str | None) -> Target:
         if model is None:
@@ -49,7 +52,7 @@ class TokenizeService:
                 raise InvalidRequestError(
                     "Give either 'prompt' or 'messages', not both.", param="prompt"
                 )
-            tokens = self._chat_tokens(req, tokenizer, target)
+            tokens = self._chat_tokens(req, engine, target)
         elif req.prompt is not None:
             add_special = req.add_special_tokens is not False
             tokens = tokenizer.encode(req.prompt, add_special_tokens=add_special)
@@ -68,7 +71,7 @@ class TokenizeService:
             token_strs=[tokenizer.decode([t]) for t in tokens] if req.return_token_strs else None,
         )
 
-    def _chat_tokens(self, req: TokenizeRequest, tokenizer: Tokenizer, target: Target) -> list[int]:
+    def _chat_tokens(self, req: TokenizeRequest, engine: Engine, target: Target) -> list[int]:
         if req.chat_template is not None:
             raise UnsupportedParameterError(
                 "A per-request 'chat_template' is not accepted; the server's template is used.",
@@ -100,10 +103,15 @@ class TokenizeService:
                 "completion's usage.prompt_tokens.",
                 param=refs[0].param,
             )
+        if target.model not in self._harmonies:
+            self._harmonies[target.model] = harmony_of(engine)
+        harmony = self._harmonies[target.model]
+        if harmony is not None:  # gpt-oss: rendered with harmony, as its chat completions are
+            return harmony.render(chat).prompt_token_ids
         # As vLLM does, tools are shown to the template whatever a later tool_choice would be.
         tools = [t.model_dump(exclude_none=True) for t in chat.tools] if chat.tools else None
         template = self.chat_template if target.model == self.model_name else None
-        return render_prompt(chat, tokenizer, template, tools)
+        return render_prompt(chat, engine.tokenizer, template, tools)
 
     async def detokenize(self, req: DetokenizeRequest) -> DetokenizeResponse:
         """The text that `req.tokens` stand for, off the event loop when they are many."""

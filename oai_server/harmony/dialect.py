@@ -1,0 +1,119 @@
+"""Whether a model speaks harmony, and how its chat requests are served if it does.
+
+`vllm serve` serves gpt-oss (`model_type: gpt_oss`) through harmony whatever the chat
+template says: the prompt is rendered with harmony's messages, the answer read by the
+harmony parser. The family is recognised here as for every other (`oai_server.dialects`:
+`<|channel|>` in the template or tokens, or the `GptOss` architecture). The parsers are
+vLLM's gpt-oss pair, `openai_gptoss` for the thinking and `openai` for the calls, each
+left out where the server was started with `none` for it, as `vllm serve` without that
+flag leaves it out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from oai_server.dialects import ModelTraits, detect
+from oai_server.engine.protocol import Engine
+from oai_server.errors import UnsupportedParameterError
+from oai_server.harmony.stage import HarmonyStage
+from schemas.chat import CreateChatCompletionRequest, NamedToolChoice
+
+FAMILY = "gpt-oss"
+NONE = "none"
+
+
+@dataclass(frozen=True)
+class HarmonyRequest:
+    """A chat request rendered with harmony: its prompt, and how its choices are read."""
+
+    prompt_token_ids: list[int]
+    # The rendered prompt, special tokens written out (what the response cache's key hashes).
+    prompt_text: str
+    parser_class: Any
+    tokenizer: Any
+    # The request as vLLM's chat request (its tools, `include_reasoning`).
+    request: Any
+    parallel: bool
+    # Whether the thinking is read (and counted in `reasoning_tokens`).
+    reasoning: bool
+
+    def make(self, whole: bool) -> HarmonyStage:
+        """The harmony stage of one choice (`whole`: of an answer not streamed)."""
+        parser = self.parser_class(self.tokenizer, self.request.tools)
+        return HarmonyStage(parser, self.request, whole=whole, parallel=self.parallel)
+
+
+@dataclass(frozen=True)
+class Harmony:
+    """A harmony model's parsers: thinking (`reasoning`) and calls (`tools`) read or not."""
+
+    tokenizer: Any
+    reasoning: bool = True
+    tools: bool = True
+
+    def describe(self) -> str:
+        """For the ready line: `harmony: reasoning openai_gptoss, tool calls openai (gpt-oss)`."""
+        reasoning = "openai_gptoss" if self.reasoning else NONE
+        tools = "openai" if self.tools else NONE
+        return f"harmony: reasoning {reasoning}, tool calls {tools} ({FAMILY})"
+
+    def render(self, req: CreateChatCompletionRequest) -> HarmonyRequest:
+        """`req` rendered as `vllm serve` renders it for gpt-oss; raises a 400 for what it
+        refuses."""
+        from oai_server.engine.vllm.harmony import (
+            decode,
+            harmony_parser_class,
+            render_prompt,
+            vllm_request,
+        )
+
+        _refuse_constraints(req)
+        body = req.model_dump(mode="json", exclude_none=True)
+        ids = render_prompt(body)
+        return HarmonyRequest(
+            ids,
+            decode(ids),
+            harmony_parser_class(self.reasoning, self.tools),
+            self.tokenizer,
+            vllm_request(body),
+            req.parallel_tool_calls is not False,
+            self.reasoning,
+        )
+
+
+def _refuse_constraints(req: CreateChatCompletionRequest) -> None:
+    """Refuse what would constrain decoding: a grammar over the whole output would keep
+    the model from writing harmony's channels (`vllm serve` builds a structural tag
+    around them, which this server does not)."""
+    choice = req.tool_choice
+    if choice == "required" or isinstance(choice, NamedToolChoice):
+        raise UnsupportedParameterError(
+            "tool_choice 'required' or a named function is not supported for gpt-oss "
+            "(harmony) models; use 'auto'.",
+            param="tool_choice",
+        )
+    if req.response_format is not None and req.response_format.type != "text":
+        raise UnsupportedParameterError(
+            f"response_format '{req.response_format.type}' is not supported for gpt-oss "
+            "(harmony) models.",
+            param="response_format",
+        )
+
+
+def harmony_of(
+    engine: Engine, reasoning_parser: str = "auto", tool_call_parser: str = "auto"
+) -> Harmony | None:
+    """The harmony of `engine`'s model, if it is gpt-oss; `reasoning_parser` and
+    `tool_call_parser` are the server's settings for it (`none` leaves that part out)."""
+    tokenizer = engine.tokenizer
+    traits = ModelTraits(
+        tokenizer.chat_template_source() or "",
+        tokenizer.special_tokens(),
+        engine.model_info.architectures,
+    )
+    dialect = detect(traits)
+    if dialect is None or dialect.family != FAMILY:
+        return None
+    return Harmony(tokenizer.backend, reasoning_parser != NONE, tool_call_parser != NONE)
