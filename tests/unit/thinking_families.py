@@ -32,6 +32,11 @@ class Thinker:
     # chat_template_kwargs the family's thinking is switched on with (DeepSeek V3.1's is off
     # unless asked for, as in vLLM).
     template_kwargs: tuple[tuple[str, bool], ...] = ()
+    # Whether vLLM 0.32's pair streams a call after the thinking as it reads it whole. Its
+    # granite pair does not (a vLLM bug): the tool phase never starts after Granite's
+    # "Here is my response:", so `vllm serve` streams the call as content text while its
+    # whole answer has the call. This server streams the call, as the whole answer has it.
+    vllm_streams_call: bool = True
 
     @property
     def name(self) -> str:
@@ -109,5 +114,6 @@ THINKERS = [
         "granite",
         "Here is my thought process: ",
         " Here is my response: ",
+        vllm_streams_call=False,
     ),
 ]
