@@ -152,7 +152,8 @@ async def test_streamed_deltas_add_up_to_vllms(thinker: Thinker, text: str) -> N
         assert answer == expected_stream(thinker, body, text)
     else:  # vLLM's stream loses the call (see `Thinker.vllm_streams_call`): its whole answer
         vllm_reasoning, vllm_content, vllm_calls = expected_stream(thinker, body, text)
-        assert not vllm_calls and thinker.family.one in vllm_content
+        assert not vllm_calls
+        assert thinker.family.one in vllm_content
         reasoning, content, calls = answer
         made = [(name, json.loads(arguments)) for name, arguments in calls]
         assert (reasoning, content, made) == expected_whole(thinker, body, text)
@@ -177,4 +178,5 @@ async def test_deepseek_v31_thinks_apart_only_when_asked() -> None:
     message = reply.json()["choices"][0]["message"]
     answer = (message.get("reasoning") or "", message["content"] or "", [])
     assert answer == expected_whole(unasked, body, unasked.answer)
-    assert not answer[0] and REASONING in answer[1]
+    assert not answer[0]
+    assert REASONING in answer[1]
