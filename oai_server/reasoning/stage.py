@@ -91,10 +91,14 @@ class ReasoningStage:
 
 @dataclass(frozen=True)
 class Reasoner:
-    """Makes the reasoning stage of each choice of a model, for a parser named as vLLM names it."""
+    """Makes the reasoning stage of each choice of a model, for a parser named as vLLM names it.
+
+    `make` takes the request's chat template kwargs, as `vllm serve` gives them to the
+    parser it makes per request: some parsers think only when asked (DeepSeek V3.1's
+    `thinking`)."""
 
     name: str
-    make: Callable[[], ReasoningStage]
+    make: Callable[[dict[str, Any] | None], ReasoningStage]
 
 
 def choose(name: str, tokenizer: Tokenizer) -> Reasoner | None:
@@ -117,7 +121,10 @@ def choose(name: str, tokenizer: Tokenizer) -> Reasoner | None:
         except (RuntimeError, ValueError, KeyError) as exc:  # as vLLM's parsers raise
             logger.warning("reasoning parser %s not used: %s", name, exc)
             return None
-    return Reasoner(name, lambda: ReasoningStage(parser_class(shared)))
+    return Reasoner(
+        name,
+        lambda kwargs: ReasoningStage(parser_class(shared, chat_template_kwargs=kwargs or {})),
+    )
 
 
 def detected_parser(tokenizer: Tokenizer) -> str | None:

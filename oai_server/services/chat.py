@@ -21,6 +21,7 @@ from oai_server.generation.chat_template import (
     image_refs,
     prompt_chars,
     render_prompt_text,
+    template_kwargs,
 )
 from oai_server.generation.engine_request import Generation
 from oai_server.generation.logprobs import chat_logprobs
@@ -103,10 +104,11 @@ class ChatRequest:
         harmony = self.job.harmony
         if harmony is not None:  # its stage reads the calls: the plan's parser is never fed
             make = ContentOnly
+        kwargs = template_kwargs(self.req)
         return [
             ChoiceState(
                 make(),
-                reasoning=None if reasoner is None else reasoner.make(),
+                reasoning=None if reasoner is None else reasoner.make(kwargs),
                 show_reasoning=show,
                 harmony=None if harmony is None else harmony.make(whole),
             )
