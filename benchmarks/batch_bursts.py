@@ -42,9 +42,10 @@ async def after_quiet(http: httpx.AsyncClient, model: str, args: argparse.Namesp
     beside: list[float] = []
     spell_lines = burst_lines = 0
     spell_s = burst_s = 0.0
-    for _turn in range(args.burst_turns):
+    for turn in range(args.burst_turns):
         await asyncio.sleep(args.idle_spell)
-        alone += await _bursts(http, model, args)
+        turn_alone = await _bursts(http, model, args)
+        alone += turn_alone
         batch_id = await start_batch(http, model, args.burst_lines, args.line_max_tokens)
         # The spell counts from the batch's first line done: its lines hold the engine then.
         while await completed(http, batch_id) < 1:  # noqa: ASYNC110
@@ -54,8 +55,15 @@ async def after_quiet(http: httpx.AsyncClient, model: str, args: argparse.Namesp
         ended, done = time.perf_counter(), await completed(http, batch_id)
         spell_s += ended - began
         spell_lines += done - 1
-        beside += await _bursts(http, model, args)
+        turn_beside = await _bursts(http, model, args)
+        beside += turn_beside
         burst_s += time.perf_counter() - ended
+        # Each turn as it ends: a run cut short on a loaded machine still says something.
+        print(
+            f"turn {turn + 1}: TTFT alone {latency_summary(turn_alone)}, "
+            f"beside {latency_summary(turn_beside)}; {done - 1} lines in the quiet",
+            flush=True,
+        )
         burst_lines += await completed(http, batch_id) - done
         await cancel(http, batch_id)  # what is left would only delay the next turn
     shape = (
