@@ -380,6 +380,15 @@ def split_table(costs: Mapping[str, tuple[float, float]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _served_by(checkout: Path, name: str) -> bool:
+    """Whether the other checkout has our app `name` (an app added since is measured here only)."""
+    if not name.startswith("ours"):
+        return False
+    function = APPS[name].rpartition(":")[2]
+    source = (checkout / "benchmarks" / "floor.py").read_text(encoding="utf-8")
+    return f"def {function}(" in source
+
+
 def _command(args: argparse.Namespace) -> int:
     settings = options.run_settings(args)
     stamp = run_stamp()
@@ -393,7 +402,7 @@ def _command(args: argparse.Namespace) -> int:
         if not (args.before / "oai_server" / "__init__.py").is_file():
             # Python would fall back on whatever copy is installed, and measure that.
             raise SystemExit(f"floor: --before {args.before} is not a checkout of this project")
-        names += [BEFORE + name for name in args.apps if name.startswith("ours")]
+        names += [BEFORE + name for name in args.apps if _served_by(args.before, name)]
     # runs[name][i]: that app's records at lengths[i], one per round.
     runs: dict[str, list[list[dict[str, Any]]]] = {name: [[], []] for name in names}
     with pinned(args.pin) as server_cpus:
