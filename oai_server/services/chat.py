@@ -330,9 +330,9 @@ class ChatService:
     ) -> AsyncIterator[ChatEvent]:
         generation = chat.generation
         want_logprobs = bool(chat.req.logprobs)
-        # Plain text goes out as a bare `TextDelta` (thinking as a `ReasoningDelta`), a
-        # choice's opening and plain finish as `Opening` and `Finish`, the usage as the
-        # counts, unless each chunk differs anyway.
+        # Plain text goes out as a bare `TextDelta` (thinking a `ReasoningDelta`), a choice's
+        # opening and plain finish as `Opening` and `Finish`, the usage as the counts, unless
+        # each chunk differs anyway.
         light = not want_logprobs and not opts.continuous_usage
 
         def chunk(choice: ChatCompletionChunkChoice | None) -> CreateChatCompletionStreamResponse:
@@ -367,11 +367,8 @@ class ChatService:
                     # so it never reaches the client as an ordinary, truncated answer.
                     finish = state.finish_reason(d.finish_reason)
                 for e in events:
-                    if light and isinstance(e, Content):
-                        yield TextDelta(d.index, e.text)
-                        continue
-                    if light and isinstance(e, Reasoning):
-                        yield ReasoningDelta(d.index, e.text)
+                    if light and isinstance(e, Content | Reasoning):
+                        yield (TextDelta if type(e) is Content else ReasoningDelta)(d.index, e.text)
                         continue
                     out = choice_of(d.index, state.delta(e))
                     if pending:
