@@ -69,9 +69,7 @@ async def started(engine: FakeEngine | None = None, **settings: Any) -> AsyncIte
         yield app
 
 
-async def stream_calls(
-    app: ASGIApp, max_tokens: int, prompt: str, field: str = "content"
-) -> int:
+async def stream_calls(app: ASGIApp, max_tokens: int, prompt: str, field: str = "content") -> int:
     """Function calls (Python and built-in) made to answer one streamed chat request, each
     of whose `max_tokens` chunks carries "tok" as `field`."""
     body = json.dumps(
