@@ -12,6 +12,9 @@ for all) with nothing computing behind it, and gets the same closed loop of stre
 - ours-prod: ours with the production features on: API keys, rate limits (in memory, never
   reached), the response cache (in memory, every request a miss); the store stays off (no
   request asks for `store`). Its difference to `ours` is what those features cost.
+- ours-reasoning, ours-tools: ours with a parser on, vLLM's `deepseek_r1` reasoning parser
+  over an R1-style answer, or vLLM's `hermes` tool-call parser over an answer that is one
+  call (its requests carry a tool): what a parser costs per chunk.
 - before-ours, before-ours-prod (with `--before DIR`): the same apps served from another
   checkout of the project (say, `git worktree add /tmp/floor-before main`), so a change is
   measured against the code before it in the same turns.
@@ -57,11 +60,21 @@ APPS: Mapping[str, str] = {
     "ours-cache": "benchmarks.floor:make_fake_app_cached",
     "ours-prod": "benchmarks.floor:make_fake_app_production",
     "ours-reasoning": "benchmarks.floor:make_fake_app_reasoning",
+    "ours-tools": "benchmarks.floor:make_fake_app_tools",
     "raw": "benchmarks.floor:make_raw_app",
 }
 BASELINE = "raw"
 # The key `ours-prod` requires; the load generator sends it to every app (the others ignore it).
 API_KEY = "sk-floor"
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+    },
+}
+# What an app's requests carry besides the workload's (a tool, for a tool-call answer).
+EXTRA_BODY: Mapping[str, Mapping[str, Any]] = {"ours-tools": {"tools": [WEATHER]}}
 
 
 def make_fake_app() -> Any:
@@ -96,6 +109,31 @@ def make_fake_app_reasoning() -> Any:
     # "tok" a token of its own, as a real tokenizer's word: one id per step, not three bytes.
     engine = FakeEngine(tokens=pieces, added_tokens=("<think>", "</think>", "tok"))
     return create_app(Settings(reasoning_parser="deepseek_r1"), engine)
+
+
+def make_fake_app_tools() -> Any:
+    """`make_fake_app` with vLLM's `hermes` tool-call parser on (`tool_choice` auto: the
+    requests carry a tool), answering one call whose arguments are the rest of the answer:
+    at 256 chunks, 235 go out as fragments of its arguments, every one through vLLM's
+    streaming parser. Its difference to `ours` is what the parser costs."""
+    from transformers import AutoTokenizer
+
+    from oai_server.app import create_app
+    from oai_server.engine.fake import FakeEngine
+    from oai_server.engine.vllm.holder import VLLMTokenizer
+    from oai_server.models.embedded_model import ensure_embedded_model
+    from oai_server.settings import Settings
+
+    # vLLM's tool parsers need a real tokenizer: the embedded model's, with Hermes's tags.
+    tokenizer = AutoTokenizer.from_pretrained(
+        ensure_embedded_model(Path.home() / ".cache" / "oai-server", "float32")
+    )
+    tokenizer.add_special_tokens({"additional_special_tokens": ["<tool_call>", "</tool_call>"]})
+    call = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "%s"}}\n</tool_call>'
+    ids = tokenizer.encode(call % (" tok" * 235), add_special_tokens=False)
+    pieces = [str(tokenizer.decode([token])) for token in ids]
+    engine = FakeEngine(tokens=pieces, model_tokenizer=VLLMTokenizer(tokenizer))
+    return create_app(Settings(tool_call_parser="hermes"), engine)
 
 
 def make_fake_app_production() -> Any:
@@ -171,6 +209,7 @@ def measure_app(
         model=MODEL,
         api=workload.api,
         continuous_usage=continuous_usage,
+        extra_body=EXTRA_BODY.get(app, {}),
     )
     target = HttpTarget(api, api_key=API_KEY)
     measured = dataclasses.replace(settings, label=name, warmup=0)
@@ -239,7 +278,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--apps",
         type=_apps,
         default=["ours", "raw"],
-        help="of ours, ours-cache, ours-prod, ours-reasoning, raw (default: ours,raw)",
+        help="of ours, ours-cache, ours-prod, ours-reasoning, ours-tools, raw (default: ours,raw)",
     )
     parser.add_argument(
         "--before",
@@ -341,6 +380,15 @@ def split_table(costs: Mapping[str, tuple[float, float]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _served_by(checkout: Path, name: str) -> bool:
+    """Whether the other checkout has our app `name` (an app added since is measured here only)."""
+    if not name.startswith("ours"):
+        return False
+    function = APPS[name].rpartition(":")[2]
+    source = (checkout / "benchmarks" / "floor.py").read_text(encoding="utf-8")
+    return f"def {function}(" in source
+
+
 def _command(args: argparse.Namespace) -> int:
     settings = options.run_settings(args)
     stamp = run_stamp()
@@ -354,7 +402,7 @@ def _command(args: argparse.Namespace) -> int:
         if not (args.before / "oai_server" / "__init__.py").is_file():
             # Python would fall back on whatever copy is installed, and measure that.
             raise SystemExit(f"floor: --before {args.before} is not a checkout of this project")
-        names += [BEFORE + name for name in args.apps if name.startswith("ours")]
+        names += [BEFORE + name for name in args.apps if _served_by(args.before, name)]
     # runs[name][i]: that app's records at lengths[i], one per round.
     runs: dict[str, list[list[dict[str, Any]]]] = {name: [[], []] for name in names}
     with pinned(args.pin) as server_cpus:

@@ -24,7 +24,15 @@ from oai_server.services.common import StreamSettings
 from oai_server.services.completion_assembler import CompletionAssembler
 from oai_server.services.completion_batch import Batch, CompletionJob
 from oai_server.services.completions import CompletionService
-from oai_server.services.events import Chunks, Finish, Light, Opening, TextDelta, Usage
+from oai_server.services.events import (
+    Chunks,
+    Finish,
+    Light,
+    Opening,
+    ReasoningDelta,
+    TextDelta,
+    Usage,
+)
 from schemas.chat import (
     CreateChatCompletionRequest,
     CreateChatCompletionStreamResponse,
@@ -200,7 +208,8 @@ class ChatEndpoint(Streamed[CreateChatCompletionRequest, ChatJob, ChatRequest]):
         assembler = ChatAssembler(with_logprobs=bool(req.logprobs))
         for event in events:
             assert isinstance(
-                event, TextDelta | Opening | Finish | CreateChatCompletionStreamResponse
+                event,
+                TextDelta | ReasoningDelta | Opening | Finish | CreateChatCompletionStreamResponse,
             )
             assembler.add(event)
         # The light events carry no identity: the answer's comes with its usage chunk.

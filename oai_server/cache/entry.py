@@ -3,7 +3,9 @@
 The entry is what a stream sends, not a whole response: chunks without their `id`,
 `created` and `usage` (a replay gives them its own), and the light events as lists:
 plain text as `[index, text]`, at the granularity the engine produced it, a choice's
-opening as `[index]`, its plain finish as `[index, null, reason]`. A streamed replay
+thinking as `[index, null, null, text]`, its opening as `[index]`, its plain finish as
+`[index, null, reason]`. (A server from before the thinking's form reads such an entry as
+malformed: a miss.) A streamed replay
 sends these events again; a whole response is their fold by the service's own
 assembler. So either kind of request fills an entry that serves both.
 """
@@ -19,7 +21,7 @@ import pydantic
 import pydantic_core
 
 from oai_server.http.templates import json_text
-from oai_server.services.events import Finish, Light, Opening, TextDelta, Usage
+from oai_server.services.events import Finish, Light, Opening, ReasoningDelta, TextDelta, Usage
 from schemas.common import ResponseModel
 
 logger = logging.getLogger(__name__)
@@ -71,7 +73,7 @@ def encode(events: Sequence[Light | ResponseModel], usage: Usage) -> bytes:
     )
 
 
-def _stored(event: Opening | Finish | Usage | ResponseModel) -> bytes | None:
+def _stored(event: ReasoningDelta | Opening | Finish | Usage | ResponseModel) -> bytes | None:
     """An event other than text as stored; None for the usage that ends a stream (the
     entry keeps the counts once, and a replay reports its own)."""
     if isinstance(event, Opening):
@@ -80,6 +82,8 @@ def _stored(event: Opening | Finish | Usage | ResponseModel) -> bytes | None:
         return pydantic_core.to_json([event.index, None, event.reason])
     if isinstance(event, Usage):
         return None
+    if isinstance(event, ReasoningDelta):
+        return b"[%d,null,null,%s]" % (event.index, json_text(event.text))
     chunk = event
     if getattr(chunk, "usage", None) is not None and not getattr(chunk, "choices", True):
         return None
@@ -113,4 +117,14 @@ def _light(item: list[Any]) -> Light:
         return Opening(item[0])
     if len(item) == 3 and type(item[0]) is int and item[1] is None and isinstance(item[2], str):
         return Finish(item[0], item[2])
-    raise TypeError("a light event is [index, text], [index] or [index, null, reason]")
+    if (
+        len(item) == 4
+        and type(item[0]) is int
+        and item[1] is item[2] is None
+        and isinstance(item[3], str)
+    ):
+        return ReasoningDelta(item[0], item[3])
+    raise TypeError(
+        "a light event is [index, text], [index, null, null, text], [index] or "
+        "[index, null, reason]"
+    )

@@ -11,7 +11,14 @@ from starlette.types import Receive, Scope, Send
 from oai_server.error_responses import error_body, to_openai_error
 from oai_server.http.disconnect import Disconnect
 from oai_server.http.templates import LightEvents, event, json_text
-from oai_server.services.events import EventStream, Finish, Opening, TextDelta, Usage
+from oai_server.services.events import (
+    EventStream,
+    Finish,
+    Opening,
+    ReasoningDelta,
+    TextDelta,
+    Usage,
+)
 from schemas.common import ResponseModel
 
 logger = logging.getLogger(__name__)
@@ -83,6 +90,7 @@ class EventStreamResponse(Response):
         stream = self.stream
         light = LightEvents(stream.chunks)
         index, around, before, tail = -1, None, b"", b""
+        thinking: dict[int, tuple[bytes, bytes] | None] = {}  # by choice: a thought's parts
         sending = False
         held = b""  # bytes waiting for the next event's
         open_choices, ending = 0, False
@@ -106,6 +114,14 @@ class EventStreamResponse(Response):
                     ending = open_choices == 0
                 elif isinstance(item, Usage):
                     body = light.encode(item)
+                elif isinstance(item, ReasoningDelta):
+                    if item.index not in thinking:
+                        thinking[item.index] = light.reasoning_around(item.index)
+                    parts = thinking[item.index]
+                    if parts is not None:
+                        body = parts[0] + json_text(item.text) + parts[1]
+                    else:
+                        body = event(stream.chunks.of(item))
                 else:
                     body = event(item)
                 if held:

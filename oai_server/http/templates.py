@@ -1,7 +1,7 @@
 """A stream's light events as SSE bytes, without building a chunk per event.
 
-Most of a stream is light events (`oai_server.services.events`): a choice's next text,
-a plain choice's opening and finish, and the usage that ends it. Building and
+Most of a stream is light events (`oai_server.services.events`): a choice's next text
+or piece of thinking, a plain choice's opening and finish, and the usage that ends it. Building and
 serializing a pydantic chunk for each was most of the server's own cost, per token and
 per request. Here each kind of event's bytes are cut from a sample chunk that
 `Chunks.build` makes and serializes with marker values (the answer's `id` and `created`,
@@ -18,7 +18,15 @@ from collections.abc import Hashable, Sequence
 
 import pydantic_core
 
-from oai_server.services.events import Chunks, Finish, Light, Opening, TextDelta, Usage
+from oai_server.services.events import (
+    Chunks,
+    Finish,
+    Light,
+    Opening,
+    ReasoningDelta,
+    TextDelta,
+    Usage,
+)
 from schemas.common import ResponseModel
 
 # Values no real chunk carries, marking where a sample chunk's values sit.
@@ -82,10 +90,12 @@ def _cuts_of(shape: Hashable) -> Cuts:
 
 
 def _sample(kind: str) -> tuple[Light, tuple[bytes, ...]]:
-    """The sample event of `kind` ("text", "opening", "usage", "finish <reason>"), and its
-    holes."""
+    """The sample event of `kind` ("text", "reasoning", "opening", "usage", "finish
+    <reason>"), and its holes."""
     if kind == "text":
         return TextDelta(_INDEX_MARK, _TEXT_MARK), (_INDEX_BYTES, _TEXT_BYTES)
+    if kind == "reasoning":
+        return ReasoningDelta(_INDEX_MARK, _TEXT_MARK), (_INDEX_BYTES, _TEXT_BYTES)
     if kind == "opening":
         return Opening(_INDEX_MARK), (_INDEX_BYTES,)
     if kind == "usage":
@@ -105,6 +115,7 @@ class LightEvents:
         # The parts with this answer's identity in, by part: the kinds share their head.
         self._filled: dict[bytes, bytes] = {}
         self._text: list[bytes] | None = None
+        self._reasoning: list[bytes] | None = None
         self._opening: list[bytes] | None = None
         self._finishes: dict[str, list[bytes] | None] = {}
         self._usage: list[bytes] | None = None
@@ -146,6 +157,16 @@ class LightEvents:
         parts = self._text
         if parts is None:
             parts = self._text = self._own("text")
+            if parts is None:
+                return None
+        return b"%s%d%s" % (parts[0], index, parts[1]), parts[2]
+
+    def reasoning_around(self, index: int) -> tuple[bytes, bytes] | None:
+        """What goes before and after a piece of thinking of choice `index`; None where
+        the thinking's chunks must be built."""
+        parts = self._reasoning
+        if parts is None:
+            parts = self._reasoning = self._own("reasoning")
             if parts is None:
                 return None
         return b"%s%d%s" % (parts[0], index, parts[1]), parts[2]

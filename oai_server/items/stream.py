@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from oai_server.services.events import Finish, Light, Opening, TextDelta, Usage
+from oai_server.services.events import Finish, Light, Opening, ReasoningDelta, TextDelta, Usage
 from schemas.chat import (
     ChatCompletionChunkChoice,
     ChatCompletionTokenLogprob,
@@ -138,6 +138,10 @@ class ItemStream:
             return out
         if isinstance(event, Opening | Usage):
             return out  # the role, and no content yet; or the counts, read from the engine's
+        if isinstance(event, ReasoningDelta):
+            if self.reasoning:
+                self._add_thought(event.text, out)
+            return out
         for choice in event.choices:
             self._choice(choice, out)
         return out

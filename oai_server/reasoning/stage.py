@@ -18,6 +18,7 @@ from typing import Any
 
 from oai_server.dialects import ModelTraits, detect
 from oai_server.engine.protocol import Tokenizer
+from oai_server.engine.token_ids import TokenIds, TokenIdsView
 
 logger = logging.getLogger(__name__)
 
@@ -61,19 +62,30 @@ class _SharedVocab:
 
 @dataclass
 class ReasoningStage:
-    """vLLM's reasoning parser for one choice; `feed` splits each delta."""
+    """vLLM's reasoning parser for one choice; `feed` splits each delta.
+
+    The ids so far reach the parser as views of one growing record (`TokenIds`), not as a
+    new list per delta: its look-ups for its tags then cost the same at every token, where
+    a copy and a scan per delta made an answer's cost grow with its length squared.
+    """
 
     parser: Any
     text: str = ""
-    token_ids: list[int] = field(default_factory=list)
+    token_ids: TokenIds = field(default_factory=TokenIds)
     reasoning_tokens: int = 0
+    # The ids up to the last delta: the next delta's `previous_token_ids`.
+    _seen: TokenIdsView = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._seen = self.token_ids.view()
 
     def feed(self, text: str, token_ids: Sequence[int], token_count: int) -> Split:
-        previous_text, previous_ids = self.text, list(self.token_ids)
-        self.text += text
-        self.token_ids += token_ids
+        previous_text, previous_ids = self.text, self._seen
+        self.text = current_text = previous_text + text
+        self.token_ids.extend(token_ids)
+        self._seen = current_ids = self.token_ids.view()
         message = self.parser.extract_reasoning_streaming(
-            previous_text, self.text, text, previous_ids, self.token_ids, token_ids
+            previous_text, current_text, text, previous_ids, current_ids, token_ids
         )
         if message is None:  # a tag alone: nothing to send
             return Split("", "")

@@ -34,7 +34,7 @@ from oai_server.ids import new_request_id
 from oai_server.media.errors import MediaError
 from oai_server.media.loader import ImageLoader, ImageRef
 from oai_server.models import ModelRegistry
-from oai_server.reasoning.stage import AUTO, Reasoner, choose
+from oai_server.reasoning.stage import AUTO, Reasoner, Reasoning, choose
 from oai_server.services.chat_assembler import ChatAssembler
 from oai_server.services.chat_choice import ChoiceState
 from oai_server.services.chat_chunks import chat_chunk, chat_chunks, choice_of, light_choice
@@ -51,6 +51,7 @@ from oai_server.services.events import (
     Finish,
     Light,
     Opening,
+    ReasoningDelta,
     TextDelta,
     Usage,
 )
@@ -329,8 +330,9 @@ class ChatService:
     ) -> AsyncIterator[ChatEvent]:
         generation = chat.generation
         want_logprobs = bool(chat.req.logprobs)
-        # Plain text goes out as a bare `TextDelta`, a choice's opening and plain finish as
-        # `Opening` and `Finish`, the usage as the counts, unless each chunk differs anyway.
+        # Plain text goes out as a bare `TextDelta` (thinking a `ReasoningDelta`), a choice's
+        # opening and plain finish as `Opening` and `Finish`, the usage as the counts, unless
+        # each chunk differs anyway.
         light = not want_logprobs and not opts.continuous_usage
 
         def chunk(choice: ChatCompletionChunkChoice | None) -> CreateChatCompletionStreamResponse:
@@ -365,8 +367,8 @@ class ChatService:
                     # so it never reaches the client as an ordinary, truncated answer.
                     finish = state.finish_reason(d.finish_reason)
                 for e in events:
-                    if light and isinstance(e, Content):
-                        yield TextDelta(d.index, e.text)
+                    if light and isinstance(e, Content | Reasoning):
+                        yield (TextDelta if type(e) is Content else ReasoningDelta)(d.index, e.text)
                         continue
                     out = choice_of(d.index, state.delta(e))
                     if pending:

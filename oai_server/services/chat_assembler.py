@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import cast
 
 from oai_server.services.common import usage_of
-from oai_server.services.events import Finish, Light, Opening, TextDelta, Usage
+from oai_server.services.events import Finish, Light, Opening, ReasoningDelta, TextDelta, Usage
 from schemas.chat import (
     ChatCompletionChoice,
     ChatCompletionChunkChoice,
@@ -99,6 +99,10 @@ class ChatAssembler:
             return
         if isinstance(event, Usage):
             self._usage = usage_of(event)
+            return
+        if isinstance(event, ReasoningDelta):
+            thinking = self._choices[event.index]
+            thinking.reasoning = (thinking.reasoning or "") + event.text
             return
         if self._head is None:
             self._head = event

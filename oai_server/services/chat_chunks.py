@@ -3,7 +3,15 @@
 from __future__ import annotations
 
 from oai_server.services.common import StreamSettings, usage_of
-from oai_server.services.events import Chunks, Finish, Light, Opening, TextDelta, Usage
+from oai_server.services.events import (
+    Chunks,
+    Finish,
+    Light,
+    Opening,
+    ReasoningDelta,
+    TextDelta,
+    Usage,
+)
 from schemas.chat import (
     ChatCompletionChunkChoice,
     ChatCompletionDelta,
@@ -62,7 +70,9 @@ def choice_of(index: int, delta: ChatCompletionDelta) -> ChatCompletionChunkChoi
     return ChatCompletionChunkChoice(index=index, delta=delta, logprobs=None, finish_reason=None)
 
 
-def light_choice(event: TextDelta | Opening | Finish) -> ChatCompletionChunkChoice:
+def light_choice(
+    event: TextDelta | ReasoningDelta | Opening | Finish,
+) -> ChatCompletionChunkChoice:
     """The choice of the chunk a light event stands for."""
     if isinstance(event, Opening):
         return choice_of(event.index, ChatCompletionDelta(role="assistant", content=""))
@@ -70,4 +80,6 @@ def light_choice(event: TextDelta | Opening | Finish) -> ChatCompletionChunkChoi
         choice = choice_of(event.index, ChatCompletionDelta())
         choice.finish_reason = event.reason  # type: ignore[assignment]
         return choice
+    if isinstance(event, ReasoningDelta):
+        return choice_of(event.index, ChatCompletionDelta(reasoning=event.text))
     return choice_of(event.index, ChatCompletionDelta(content=event.text))

@@ -2,9 +2,11 @@
 
 A stream is mostly one kind of event, a choice's next piece of text; `TextDelta` (the
 engine's `ChoiceDelta` is one) carries just that, so no pydantic model is built per token.
-A plain chat choice's first and last chunks are as bare: `Opening` (the assistant's role)
-and `Finish` (its finish reason), and so is the chunk that ends a stream asking for usage:
-the request's `Usage`, the counts themselves. Everything else is the typed chunk itself.
+A chat choice's thinking (`delta.reasoning`, from a reasoning parser) is as bare a
+`ReasoningDelta`. A plain chat choice's first and last chunks are as bare: `Opening`
+(the assistant's role) and `Finish` (its finish reason), and so is the chunk that ends a
+stream asking for usage: the request's `Usage`, the counts themselves. Everything else
+is the typed chunk itself.
 
 `Chunks` turns a light event back into the chunk it stands for, so every consumer (the
 SSE encoder, the Realtime socket, the cache, the store) can see full chunks. It builds
@@ -23,9 +25,28 @@ from oai_server.engine.types import TextDelta
 from oai_server.generation.engine_request import Usage
 from schemas.common import ResponseModel
 
-__all__ = ["LIGHT", "Chunks", "EventStream", "Finish", "Light", "Opening", "TextDelta", "Usage"]
+__all__ = [
+    "LIGHT",
+    "Chunks",
+    "EventStream",
+    "Finish",
+    "Light",
+    "Opening",
+    "ReasoningDelta",
+    "TextDelta",
+    "Usage",
+]
 
 Chunk = TypeVar("Chunk", bound=ResponseModel, covariant=True)
+
+
+@dataclass(slots=True)
+class ReasoningDelta:
+    """A chat choice's next piece of thinking (`delta.reasoning`), as light as its text:
+    half of a reasoning model's answer."""
+
+    index: int
+    text: str
 
 
 @dataclass(slots=True)
@@ -47,8 +68,8 @@ class Finish:
     reason: str
 
 
-Light = TextDelta | Opening | Finish | Usage
-LIGHT = (TextDelta, Opening, Finish, Usage)  # for `isinstance`
+Light = TextDelta | ReasoningDelta | Opening | Finish | Usage
+LIGHT = (TextDelta, ReasoningDelta, Opening, Finish, Usage)  # for `isinstance`
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from oai_server.cache.entry import decode, encode
 from oai_server.engine.fake import FakeEngine
 from oai_server.services.chat import ChatService
 from oai_server.services.common import StreamSettings
-from oai_server.services.events import Finish, Light, Opening, TextDelta, Usage
+from oai_server.services.events import Finish, Light, Opening, ReasoningDelta, TextDelta, Usage
 from schemas.chat import CreateChatCompletionStreamResponse
 from schemas.common import CompletionUsage, ResponseModel
 
@@ -45,6 +45,18 @@ def test_light_and_typed_events_come_back_as_they_went_in() -> None:
     assert (entry.prompt_tokens, entry.completion_tokens) == (7, 3)
 
 
+def test_thinking_comes_back_as_it_went_in() -> None:
+    events: list[Light | ResponseModel] = [
+        Opening(0),
+        ReasoningDelta(0, 'so "x"'),
+        TextDelta(0, "x"),
+        Finish(0, "stop"),
+    ]
+    entry = decode(encode(events, USAGE), restore)
+    assert entry is not None
+    assert entry.events == events
+
+
 def test_the_usage_only_chunk_is_left_out() -> None:
     usage_chunk = CreateChatCompletionStreamResponse(
         id="chatcmpl-1",
@@ -67,6 +79,8 @@ def test_the_usage_only_chunk_is_left_out() -> None:
         {"format": 2, "events": [[0, "x", "stop"]], "usage": [1, 1]},
         {"format": 2, "events": [[0, None, 3]], "usage": [1, 1]},
         {"format": 2, "events": [[]], "usage": [1, 1]},
+        {"format": 2, "events": [[0, None, None, 3]], "usage": [1, 1]},
+        {"format": 2, "events": [[0, None, "x", "y"]], "usage": [1, 1]},
     ],
 )
 def test_an_entry_of_another_format_or_malformed_is_a_miss(raw: dict[str, Any]) -> None:

@@ -9,7 +9,15 @@ from oai_server.http.templates import LightEvents, event, json_text
 from oai_server.services.chat import ChatService
 from oai_server.services.common import StreamSettings
 from oai_server.services.completions import CompletionService
-from oai_server.services.events import Chunks, Finish, Light, Opening, TextDelta, Usage
+from oai_server.services.events import (
+    Chunks,
+    Finish,
+    Light,
+    Opening,
+    ReasoningDelta,
+    TextDelta,
+    Usage,
+)
 from schemas.common import ResponseModel
 
 TEXTS = [
@@ -46,6 +54,10 @@ def encoded(light: LightEvents, item: Light) -> bytes:
         around = light.text_around(item.index)
         assert around is not None
         return around[0] + json_text(item.text) + around[1]
+    if isinstance(item, ReasoningDelta):
+        around = light.reasoning_around(item.index)
+        assert around is not None
+        return around[0] + json_text(item.text) + around[1]
     return light.encode(item)
 
 
@@ -56,6 +68,17 @@ def test_chat_text_events_match_typed_chunks(text: str, index: int, opts: Stream
     chunks = chat_chunks(opts)
     item = TextDelta(index, text)
     assert encoded(LightEvents(chunks), item) == event(chunks.of(item))
+
+
+@pytest.mark.parametrize("text", TEXTS)
+@pytest.mark.parametrize("index", [0, 3])
+@pytest.mark.parametrize("tier", [None, "flex"])
+def test_chat_reasoning_events_match_typed_chunks(text: str, index: int, tier: str | None) -> None:
+    chunks = chat_chunks(StreamSettings(True, False), tier)
+    item = ReasoningDelta(index, text)
+    light = LightEvents(chunks)
+    assert encoded(light, item) == event(chunks.of(item))
+    assert b'"reasoning":' + json_text(text) in encoded(light, item)
 
 
 @pytest.mark.parametrize("opts", OPTIONS)

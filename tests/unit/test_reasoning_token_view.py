@@ -1,0 +1,164 @@
+"""Every vLLM reasoning parser reads the stage's views of the ids as it reads lists.
+
+The reasoning stage hands vLLM's parsers the ids so far as views of one growing record
+(`oai_server.engine.token_ids`), not as a fresh list per delta as `vllm serve` does. Each
+parser in vLLM's registry streams the same answers both ways, token by token, and every
+delta's split must be the same: what the parser makes of plain lists is what a client
+gets from `vllm serve --reasoning-parser NAME`.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import pytest
+
+from oai_server.engine.token_ids import TokenIds
+from oai_server.engine.vllm.reasoning import reasoning_parser_class, reasoning_parser_names
+from oai_server.reasoning.stage import ReasoningStage, Split
+from tests.unit.tool_families import _embedded_dir
+
+# The tags of the registry's families, each one token (as in the family's vocabulary).
+TAGS = (
+    ("<think>", "</think>"),
+    ("[THINK]", "[/THINK]"),
+    ("<seed:think>", "</seed:think>"),
+    ("<mm:think>", "</mm:think>"),
+    ("<ifm|think>", "</ifm|think>"),
+)
+EXTRA = ("<ifm|tool_calls>", "<assistant>", "<tool_call>", "</tool_call>")
+# Parsers that need more of a model than tags (its tokenizer's metadata, a tool-call
+# token of its own format): vLLM refuses to make them over this tokenizer at all.
+NEEDS_MORE = {
+    "hf": "a response_template in the tokenizer's configuration",
+    "mistral": "Mistral's tekken tokenizer",
+}
+
+
+@functools.cache
+def tokenizer() -> Any:
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(_embedded_dir())
+    tok.add_special_tokens(
+        {"additional_special_tokens": [t for pair in TAGS for t in pair] + list(EXTRA)}
+    )
+    return tok
+
+
+def answers(start: str, end: str) -> list[str]:
+    return [
+        f"{start}Two and two: four.\nSo four.{end}The answer is 4.",
+        f"Two and two: four.{end}The answer is 4.",  # as R1's distills: no opening tag
+        f"{start}Still thinking about it",  # never ends
+        f"{start}a{end}b{start}c{end}d",  # a second block
+        "No thinking at all.",
+    ]
+
+
+def deltas(text: str, size: int) -> list[tuple[str, list[int]]]:
+    """`text` streamed `size` tokens a delta (more than one where the reader lags), each
+    delta's text and ids."""
+    tok = tokenizer()
+    ids = tok.encode(text, add_special_tokens=False)
+    out, before = [], ""
+    for end in range(size, len(ids) + size, size):
+        now = tok.decode(ids[:end])
+        out.append((now[len(before) :], ids[end - size : end]))
+        before = now
+    assert "".join(piece for piece, _ in out) == text
+    return out
+
+
+def tags_of(parser: Any) -> tuple[str, str]:
+    for start_attr, end_attr in (("start_token", "end_token"), ("think_start", "think_end")):
+        start, end = getattr(parser, start_attr, None), getattr(parser, end_attr, None)
+        if isinstance(start, str) and isinstance(end, str):
+            return start, end
+    return TAGS[0]
+
+
+def by_lists(parser: Any, parts: list[tuple[str, list[int]]]) -> list[Split]:
+    """Each delta's split as vLLM's parser makes it of plain lists, as `vllm serve` feeds it."""
+    out: list[Split] = []
+    text, ids = "", list[int]()
+    for piece, piece_ids in parts:
+        previous_text, previous_ids = text, list(ids)
+        text, ids = text + piece, ids + piece_ids
+        message = parser.extract_reasoning_streaming(
+            previous_text, text, piece, previous_ids, list(ids), piece_ids
+        )
+        out.append(
+            Split("", "")
+            if message is None
+            else Split(message.reasoning or "", message.content or "")
+        )
+    return out
+
+
+def by_stage(stage: ReasoningStage, parts: list[tuple[str, list[int]]]) -> list[Split]:
+    return [stage.feed(piece, piece_ids, len(piece_ids)) for piece, piece_ids in parts]
+
+
+def made(name: str) -> Any:
+    try:
+        return reasoning_parser_class(name)(tokenizer())
+    except (RuntimeError, ValueError, KeyError):
+        return None
+
+
+@pytest.mark.parametrize("name", reasoning_parser_names())
+def test_each_parser_splits_the_views_as_it_splits_lists(name: str) -> None:
+    parser = made(name)
+    if name in NEEDS_MORE:
+        assert parser is None, f"{name} is made over the tags now: take it off NEEDS_MORE"
+        return
+    assert parser is not None
+    for text in answers(*tags_of(parser)):
+        for size in (1, 3):
+            parts = deltas(text, size)
+            expected = outcome(by_lists, made(name), parts)
+            got = outcome(by_stage, ReasoningStage(made(name)), parts)
+            assert got == expected, (text, size)
+
+
+def outcome(run: Any, *args: Any) -> Any:
+    """What `run` returns, or the kind of error it raises: some of vLLM's parsers stream
+    nothing (gpt-oss's reads harmony elsewhere) or one token a delta only (Hunyuan A13B's),
+    and must fail the same way fed views."""
+    try:
+        return run(*args)
+    except (NotImplementedError, AssertionError) as exc:
+        return type(exc)
+
+
+def test_the_guard_sees_thinking_split_from_the_answer() -> None:
+    """The answers do reach the parsers' tag look-ups: R1's splits them."""
+    splits = by_stage(ReasoningStage(made("deepseek_r1")), deltas(answers(*TAGS[0])[1], 1))
+    assert "".join(s.reasoning for s in splits) == "Two and two: four."
+    assert "".join(s.content for s in splits) == "The answer is 4."
+
+
+def test_a_view_reads_as_the_list_of_its_length() -> None:
+    record = TokenIds()
+    record.extend([5, 7, 5])
+    before = record.view()
+    record.extend([9, 5])
+    after = record.view()
+    assert list(before) == [5, 7, 5]
+    assert list(after) == [5, 7, 5, 9, 5]
+    assert (len(before), len(after), len(record)) == (3, 5, 5)
+    assert [9 in before, 9 in after, 4 in after] == [False, True, False]
+    assert (before.count(5), after.count(5), after.count(4)) == (2, 3, 0)
+    assert (before[-1], after[-1], after[-2], before[0]) == (5, 5, 9, 5)
+    assert (before[1:], after[::-1]) == ([7, 5], [5, 9, 5, 7, 5])
+    assert (after.index(9), after.index(5, 1)) == (3, 2)
+    with pytest.raises(ValueError, match="not in list"):
+        before.index(9)
+    for beyond in (3, -4):
+        with pytest.raises(IndexError):
+            before[beyond]
+    assert before == [5, 7, 5]
+    assert before != after
+    assert before + [1] == [5, 7, 5, 1]  # noqa: RUF005 - the `+` vLLM's parsers use
