@@ -105,7 +105,7 @@ class ChatRequest:
         harmony = self.job.harmony
         if harmony is not None:  # its stage reads the calls: the plan's parser is never fed
             make = ContentOnly
-        kwargs = template_kwargs(self.req)
+        kwargs = None if reasoner is None else template_kwargs(self.req)
         return [
             ChoiceState(
                 make(),
