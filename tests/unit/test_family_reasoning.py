@@ -21,6 +21,7 @@ import pytest
 from oai_server.engine.fake import FakeEngine
 from oai_server.engine.vllm.holder import VLLMTokenizer
 from tests.unit.conftest import chat_body, serve
+from tests.unit.streamed_chat import sum_of_stream
 from tests.unit.thinking_families import REASONING, THINKERS, Thinker
 from tests.unit.tool_families import TOOLS, family_tokenizer, pieces
 
@@ -90,29 +91,6 @@ def _engine(thinker: Thinker, text: str) -> FakeEngine:
     return FakeEngine(tokens=pieces(tokenizer, text), model_tokenizer=VLLMTokenizer(tokenizer))
 
 
-def _sum_of_stream(reply_text: str) -> tuple[Answer, str | None, dict[str, Any]]:
-    reasoning, content, names, arguments = "", "", {}, {}
-    finish, usage = None, {}
-    for line in reply_text.split("\n\n"):
-        if not line.startswith("data: {"):
-            continue
-        event = json.loads(line.removeprefix("data: "))
-        usage = event.get("usage") or usage
-        for choice in event["choices"]:
-            delta = choice["delta"]
-            reasoning += delta.get("reasoning") or ""
-            content += delta.get("content") or ""
-            for call in delta.get("tool_calls") or []:
-                if "id" in call:
-                    names[call["index"]] = call["function"]["name"]
-                arguments[call["index"]] = (
-                    arguments.get(call["index"], "") + call["function"]["arguments"]
-                )
-            finish = choice["finish_reason"] or finish
-    calls = [(names[i], arguments[i]) for i in sorted(names)]
-    return (reasoning, content, calls), finish, usage
-
-
 CASES = [
     pytest.param(t, text, id=f"{t.name}-{what}")
     for t in THINKERS
@@ -147,7 +125,9 @@ async def test_streamed_deltas_add_up_to_vllms(thinker: Thinker, text: str) -> N
     async with serve(_engine(thinker, text)) as client:
         reply = await client.post("/v1/chat/completions", json=body)
     assert reply.status_code == 200, reply.text
-    answer, finish, usage = _sum_of_stream(reply.text)
+    summed = sum_of_stream(reply.text)
+    answer: Answer = (summed.reasoning, summed.content, list(summed.calls))
+    finish, usage = summed.finish, summed.usage or {}
     if thinker.vllm_streams_call or text != thinker.call:
         assert answer == expected_stream(thinker, body, text)
     else:  # vLLM's stream loses the call (see `Thinker.vllm_streams_call`): its whole answer

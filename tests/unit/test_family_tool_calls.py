@@ -20,6 +20,7 @@ import pytest
 from oai_server.engine.fake import FakeEngine
 from oai_server.engine.vllm.holder import VLLMTokenizer
 from tests.unit.conftest import chat_body, serve
+from tests.unit.streamed_chat import sum_of_stream
 from tests.unit.tool_families import FAMILIES, LEAD, PLAIN, TOOLS, Family, family_tokenizer, pieces
 
 
@@ -83,28 +84,6 @@ def _engine(family: Family, text: str) -> FakeEngine:
     return FakeEngine(tokens=pieces(tokenizer, text), model_tokenizer=VLLMTokenizer(tokenizer))
 
 
-def _sum_of_stream(reply_text: str) -> tuple[str, list[Any], str | None]:
-    content, names, arguments, finish = "", {}, {}, None
-    for line in reply_text.split("\n\n"):
-        if not line.startswith("data: {"):
-            continue
-        event = json.loads(line.removeprefix("data: "))
-        for choice in event["choices"]:
-            delta = choice["delta"]
-            content += delta.get("content") or ""
-            for call in delta.get("tool_calls") or []:
-                if "id" in call:
-                    assert call["function"]["name"]
-                    assert call["type"] == "function"
-                    names[call["index"]] = call["function"]["name"]
-                arguments[call["index"]] = (
-                    arguments.get(call["index"], "") + call["function"]["arguments"]
-                )
-            finish = choice["finish_reason"] or finish
-    calls = [(names[i], arguments[i]) for i in sorted(names)]
-    return content, calls, finish
-
-
 # The tool-call parser alone, as `vllm serve --tool-call-parser X` gives it: families that also
 # think (GLM-4.5, MiniMax-M2, Seed-OSS) get their reasoning parser by `auto` otherwise.
 @pytest.mark.parametrize(("family", "text"), CASES)
@@ -129,7 +108,8 @@ async def test_streamed_deltas_add_up_to_vllms(family: Family, text: str) -> Non
     async with serve(_engine(family, text), reasoning_parser="none") as client:
         reply = await client.post("/v1/chat/completions", json=body)
     assert reply.status_code == 200, reply.text
-    content, calls, finish = _sum_of_stream(reply.text)
+    summed = sum_of_stream(reply.text)
+    content, calls, finish = summed.content, summed.calls, summed.finish
     assert (content, calls) == expected_stream(family, body, text)
     if text != PLAIN and family.streams_calls:
         assert calls, f"{family.parser} streamed no call in {text!r}"
@@ -145,6 +125,6 @@ async def test_parallel_tool_calls_false_keeps_the_first(family: Family) -> None
         streamed = await client.post("/v1/chat/completions", json={**body, "stream": True})
     calls = whole.json()["choices"][0]["message"]["tool_calls"]
     assert [c["function"]["name"] for c in calls] == ["get_weather"]
-    _, streamed_calls, _ = _sum_of_stream(streamed.text)
+    streamed_calls = sum_of_stream(streamed.text).calls
     names = [name for name, _ in streamed_calls]
     assert names == ["get_weather"] or (not family.streams_calls and not names)

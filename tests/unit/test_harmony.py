@@ -35,6 +35,7 @@ from tests.unit.harmony_reference import (
     vllm_stream,
     vllm_whole,
 )
+from tests.unit.streamed_chat import sum_of_stream
 
 CASES = [pytest.param(text, id=name) for name, text in OUTPUTS.items()]
 
@@ -53,35 +54,15 @@ def _whole(reply: dict[str, Any]) -> dict[str, Any]:
 
 
 def _streamed(text: str) -> tuple[dict[str, Any], str | None]:
-    reasoning, content, names, arguments, finish, usage = "", "", {}, {}, None, None
-    for line in text.split("\n\n"):
-        if not line.startswith("data: {"):
-            continue
-        event = json.loads(line.removeprefix("data: "))
-        usage = event.get("usage") or usage
-        for choice in event["choices"]:
-            delta = choice["delta"]
-            reasoning += delta.get("reasoning") or ""
-            content += delta.get("content") or ""
-            for call in delta.get("tool_calls") or []:
-                if "id" in call:  # OpenAI's shape: the id, type and name come first
-                    assert call["type"] == "function"
-                    assert call["function"]["name"]
-                    assert call["index"] not in names
-                    names[call["index"]] = call["function"]["name"]
-                assert call["index"] in names
-                arguments[call["index"]] = (
-                    arguments.get(call["index"], "") + call["function"]["arguments"]
-                )
-            finish = choice["finish_reason"] or finish
-    assert usage is not None
-    summed = {
-        "reasoning": reasoning or None,
-        "content": content or None,
-        "calls": [(names[i], arguments[i]) for i in sorted(names)],
-        "reasoning_tokens": usage["completion_tokens_details"]["reasoning_tokens"],
+    summed = sum_of_stream(text)
+    assert summed.usage is not None
+    answer = {
+        "reasoning": summed.reasoning or None,
+        "content": summed.content or None,
+        "calls": summed.calls,
+        "reasoning_tokens": summed.usage["completion_tokens_details"]["reasoning_tokens"],
     }
-    return summed, finish
+    return answer, summed.finish
 
 
 @pytest.mark.parametrize("text", CASES)

@@ -1,0 +1,48 @@
+"""What a client adds up from a streamed chat completion: the sum of its deltas."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Streamed:
+    """A streamed answer summed as a client sums it (one choice)."""
+
+    reasoning: str = ""
+    content: str = ""
+    # (name, arguments) of each call, in index order.
+    calls: list[tuple[str, str]] = field(default_factory=list)
+    finish: str | None = None
+    usage: dict[str, Any] | None = None
+
+
+def sum_of_stream(reply_text: str) -> Streamed:
+    """The deltas of an SSE reply summed; each call's delta must come in OpenAI's shape: the
+    id, type and name first (once), then argument pieces."""
+    summed = Streamed()
+    names: dict[int, str] = {}
+    arguments: dict[int, str] = {}
+    for line in reply_text.split("\n\n"):
+        if not line.startswith("data: {"):
+            continue
+        event = json.loads(line.removeprefix("data: "))
+        summed.usage = event.get("usage") or summed.usage
+        for choice in event["choices"]:
+            delta = choice["delta"]
+            summed.reasoning += delta.get("reasoning") or ""
+            summed.content += delta.get("content") or ""
+            for call in delta.get("tool_calls") or []:
+                index = call["index"]
+                if "id" in call:
+                    assert call["type"] == "function"
+                    assert call["function"]["name"]
+                    assert index not in names
+                    names[index] = call["function"]["name"]
+                assert index in names
+                arguments[index] = arguments.get(index, "") + call["function"]["arguments"]
+            summed.finish = choice["finish_reason"] or summed.finish
+    summed.calls = [(names[i], arguments.get(i, "")) for i in sorted(names)]
+    return summed
