@@ -46,3 +46,26 @@ def sum_of_stream(reply_text: str) -> Streamed:
             summed.finish = choice["finish_reason"] or summed.finish
     summed.calls = [(names[i], arguments.get(i, "")) for i in sorted(names)]
     return summed
+
+
+def sum_of_vllm_stream(parser: Any, request: Any, tokenizer: Any, parts: list[str]) -> Streamed:
+    """What `vllm serve` streams for the text `parts` (one token each) through vLLM's
+    `parser` (its `parse_delta`, reasoning and tool calls in one), summed as above."""
+    summed = Streamed()
+    names: dict[int, str] = {}
+    arguments: dict[int, str] = {}
+    for i, piece in enumerate(parts):
+        ids = tokenizer.encode(piece, add_special_tokens=False)
+        last = i == len(parts) - 1
+        delta = parser.parse_delta(piece, ids, request, prompt_token_ids=[], finished=last)
+        if delta is None:
+            continue
+        summed.reasoning += delta.reasoning or ""
+        summed.content += delta.content or ""
+        for call in delta.tool_calls:
+            if call.function and call.function.name:
+                names[call.index] = call.function.name
+            if call.function and call.function.arguments:
+                arguments[call.index] = arguments.get(call.index, "") + call.function.arguments
+    summed.calls = [(names[i], arguments.get(i, "")) for i in sorted(names)]
+    return summed

@@ -21,7 +21,7 @@ import pytest
 from oai_server.engine.fake import FakeEngine
 from oai_server.engine.vllm.holder import VLLMTokenizer
 from tests.unit.conftest import chat_body, serve
-from tests.unit.streamed_chat import sum_of_stream
+from tests.unit.streamed_chat import sum_of_stream, sum_of_vllm_stream
 from tests.unit.thinking_families import REASONING, THINKERS, Thinker
 from tests.unit.tool_families import TOOLS, family_tokenizer, pieces
 
@@ -68,22 +68,8 @@ def expected_whole(thinker: Thinker, body: dict[str, Any], text: str) -> Answer:
 def expected_stream(thinker: Thinker, body: dict[str, Any], text: str) -> Answer:
     parser, request = vllm_parser(thinker, body)
     tokenizer = family_tokenizer(thinker.family)
-    reasoning, content, names, arguments = "", "", {}, {}
-    parts = pieces(tokenizer, text)
-    for i, piece in enumerate(parts):
-        ids = tokenizer.encode(piece, add_special_tokens=False)
-        last = i == len(parts) - 1
-        delta = parser.parse_delta(piece, ids, request, prompt_token_ids=[], finished=last)
-        if delta is None:
-            continue
-        reasoning += delta.reasoning or ""
-        content += delta.content or ""
-        for call in delta.tool_calls:
-            if call.function and call.function.name:
-                names[call.index] = call.function.name
-            if call.function and call.function.arguments:
-                arguments[call.index] = arguments.get(call.index, "") + call.function.arguments
-    return reasoning, content, [(names[i], arguments.get(i, "")) for i in sorted(names)]
+    summed = sum_of_vllm_stream(parser, request, tokenizer, pieces(tokenizer, text))
+    return summed.reasoning, summed.content, summed.calls
 
 
 def _engine(thinker: Thinker, text: str) -> FakeEngine:

@@ -20,7 +20,7 @@ import pytest
 from oai_server.engine.fake import FakeEngine
 from oai_server.engine.vllm.holder import VLLMTokenizer
 from tests.unit.conftest import chat_body, serve
-from tests.unit.streamed_chat import sum_of_stream
+from tests.unit.streamed_chat import sum_of_stream, sum_of_vllm_stream
 from tests.unit.tool_families import FAMILIES, LEAD, PLAIN, TOOLS, Family, family_tokenizer, pieces
 
 
@@ -52,21 +52,8 @@ def expected_whole(family: Family, body: dict[str, Any], text: str) -> tuple[str
 def expected_stream(family: Family, body: dict[str, Any], text: str) -> tuple[str, list[Any]]:
     parser, request = vllm_parser(family, body)
     tokenizer = family_tokenizer(family)
-    content, names, arguments = "", {}, {}
-    parts = pieces(tokenizer, text)
-    for i, piece in enumerate(parts):
-        ids = tokenizer.encode(piece, add_special_tokens=False)
-        last = i == len(parts) - 1
-        delta = parser.parse_delta(piece, ids, request, prompt_token_ids=[], finished=last)
-        if delta is None:
-            continue
-        content += delta.content or ""
-        for call in delta.tool_calls:
-            if call.function and call.function.name:
-                names[call.index] = call.function.name
-            if call.function and call.function.arguments:
-                arguments[call.index] = arguments.get(call.index, "") + call.function.arguments
-    return content, [(names[i], arguments.get(i, "")) for i in sorted(names)]
+    summed = sum_of_vllm_stream(parser, request, tokenizer, pieces(tokenizer, text))
+    return summed.content, list(summed.calls)
 
 
 def _texts(family: Family) -> list[tuple[str, str]]:
