@@ -114,8 +114,8 @@ class LightEvents:
         self._created = b"%d" % created
         # The parts with this answer's identity in, by part: the kinds share their head.
         self._filled: dict[bytes, bytes] = {}
-        self._text: list[bytes] | None = None
-        self._reasoning: list[bytes] | None = None
+        # A delta's parts by kind ("text", "reasoning"); None where they cannot be cut.
+        self._deltas: dict[str, list[bytes] | None] = {}
         self._opening: list[bytes] | None = None
         self._finishes: dict[str, list[bytes] | None] = {}
         self._usage: list[bytes] | None = None
@@ -154,21 +154,19 @@ class LightEvents:
     def text_around(self, index: int) -> tuple[bytes, bytes] | None:
         """What goes before and after a text of choice `index`; None where the texts'
         chunks must be built."""
-        parts = self._text
-        if parts is None:
-            parts = self._text = self._own("text")
-            if parts is None:
-                return None
-        return b"%s%d%s" % (parts[0], index, parts[1]), parts[2]
+        return self._around("text", index)
 
     def reasoning_around(self, index: int) -> tuple[bytes, bytes] | None:
         """What goes before and after a piece of thinking of choice `index`; None where
         the thinking's chunks must be built."""
-        parts = self._reasoning
+        return self._around("reasoning", index)
+
+    def _around(self, kind: str, index: int) -> tuple[bytes, bytes] | None:
+        if kind not in self._deltas:
+            self._deltas[kind] = self._own(kind)
+        parts = self._deltas[kind]
         if parts is None:
-            parts = self._reasoning = self._own("reasoning")
-            if parts is None:
-                return None
+            return None
         return b"%s%d%s" % (parts[0], index, parts[1]), parts[2]
 
     def encode(self, item: Opening | Finish | Usage) -> bytes:
