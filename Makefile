@@ -57,8 +57,11 @@ $(DEV_STAMP): $(ENGINE_STAMP)
 run: $(ENGINE_STAMP) run-debs
 	$(PY) -m oai_server $(ARGS)
 
+# Two workers: one core each (tests/parallel.py says how the tests are shared).
+TEST_WORKERS ?= 2
+
 test: $(DEV_STAMP) test-debs
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 lint: $(DEV_STAMP)
 	$(VENV)/bin/ruff check .

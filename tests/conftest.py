@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from oai_server.engine.vllm import cpu
 from tests.conformance import ConformanceLog, default_log
 
-pytest_plugins = ("tests.store.fixtures",)
+pytest_plugins = ("tests.store.fixtures", "tests.parallel")
 
 
 def pytest_report_header() -> list[str]:
@@ -48,18 +49,34 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """Say how many documents were checked against the spec, and how it went."""
+    """Say how many documents were checked against the spec, and how it went (under xdist,
+    in every worker: each worker's own session fails on a violation it saw)."""
     terminalreporter.write_line(default_log.report().splitlines()[0])
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """An xdist worker hands its count to the controller, which sums them."""
+    output = getattr(session.config, "workeroutput", None)
+    if output is not None:
+        output["conformance"] = default_log.export()
+
+
+def pytest_testnodedown(node: Any, error: object) -> None:
+    default_log.merge(getattr(node, "workeroutput", {}).get("conformance"))
 
 
 @pytest.fixture(scope="session", autouse=True)
 def _session_server_early(request: pytest.FixtureRequest, data_dir: Path) -> Iterator[None]:
     """Launch the integration tests' session server at the start of the run, when any
     selected test uses it: its engine loads (a minute or two) while the tests before the
-    first that needs it run, instead of after them."""
+    first that needs it run, instead of after them. Under xdist, only on the worker that
+    runs that server's tests (`tests/parallel.py`)."""
+    from tests import parallel
     from tests.integration import conftest as integration
 
-    if integration.needs_session_server(request.session.items):
+    if parallel.launches_session_server() and integration.needs_session_server(
+        request.session.items
+    ):
         factory: pytest.TempPathFactory = request.getfixturevalue("tmp_path_factory")
         integration.launch_session_server(factory.mktemp("server"))
     yield

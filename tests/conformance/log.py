@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 import threading
-from dataclasses import dataclass, field
-from typing import Final, NoReturn
+from dataclasses import asdict, dataclass, field
+from typing import Any, Final, NoReturn
 
 from tests.conformance.schemas import ConformanceError, _nonconformance, _shorten
 
@@ -64,6 +64,19 @@ class ConformanceLog:
         """Raise :class:`ConformanceError` if any violation was recorded."""
         if self.violations:
             raise ConformanceError(self.report())
+
+    def export(self) -> dict[str, Any]:
+        """What another process needs to `merge` this log into its own (plain data)."""
+        with self._lock:
+            return {"checked": self.checked, "violations": [asdict(v) for v in self.violations]}
+
+    def merge(self, exported: dict[str, Any] | None) -> None:
+        """Add what `export` gave in another process (an xdist worker's log)."""
+        if exported is None:
+            return
+        with self._lock:
+            self.checked += exported["checked"]
+            self.violations += [Violation(**fields) for fields in exported["violations"]]
 
     def clear(self) -> None:
         """Forget everything recorded so far."""

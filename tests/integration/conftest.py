@@ -21,6 +21,7 @@ import httpx
 import psutil
 import pytest
 
+from tests import parallel
 from tests.conformance import AsyncValidatingTransport, ValidatingTransport
 from tests.tracing.receiver import Receiver, otlp_grpc_receiver
 
@@ -180,12 +181,7 @@ def _session_flags(receiver: Receiver) -> tuple[str, ...]:
 
 def needs_session_server(items: list[pytest.Item]) -> bool:
     """Whether any of `items` uses the session's `server` (this file's, not a module's own)."""
-    for item in items:
-        info = getattr(item, "_fixtureinfo", None)
-        definitions = info.name2fixturedefs.get("server", ()) if info is not None else ()
-        if definitions and definitions[-1].func.__module__ == __name__:
-            return True
-    return False
+    return any(parallel.shared_group(item) == parallel.SESSION_GROUP for item in items)
 
 
 def launch_session_server(log_dir: Path) -> None:
