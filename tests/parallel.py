@@ -140,11 +140,11 @@ class GroupScheduling(LoadScopeScheduling):
 
     def _assign_work_unit(self, node: WorkerController) -> None:
         if SESSION_GROUP in self.workqueue:
-            others = [scope for scope in self.workqueue if scope != SESSION_GROUP]
+            other = next((scope for scope in self.workqueue if scope != SESSION_GROUP), None)
             if node.gateway.id == FIRST_WORKER:
                 self.workqueue.move_to_end(SESSION_GROUP, last=False)
-            elif others:
-                self.workqueue.move_to_end(others[0], last=False)
+            elif other is not None:
+                self.workqueue.move_to_end(other, last=False)
         super()._assign_work_unit(node)
 
 

@@ -162,9 +162,10 @@ class LightEvents:
         return self._around("reasoning", index)
 
     def _around(self, kind: str, index: int) -> tuple[bytes, bytes] | None:
-        if kind not in self._deltas:
-            self._deltas[kind] = self._own(kind)
-        parts = self._deltas[kind]
+        try:  # one lookup per chunk once the kind's parts are cut
+            parts = self._deltas[kind]
+        except KeyError:
+            parts = self._deltas[kind] = self._own(kind)
         if parts is None:
             return None
         return b"%s%d%s" % (parts[0], index, parts[1]), parts[2]
