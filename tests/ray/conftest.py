@@ -111,10 +111,16 @@ def deployed(name: str, **settings: Any) -> Iterator[None]:
         serve.delete(name)
 
 
+def replica_states(app: str) -> dict[str, int]:
+    """How many replicas of the app's deployment are in each state (STARTING, RUNNING...)."""
+    (deployment,) = serve.status().applications[app].deployments.values()
+    states = deployment.replica_states.items()
+    return {getattr(state, "value", state): int(count) for state, count in states}
+
+
 def running_replicas(app: str) -> int:
     """Replicas of the app's deployment that Serve routes requests to."""
-    (deployment,) = serve.status().applications[app].deployments.values()
-    return int(deployment.replica_states.get("RUNNING", 0))
+    return replica_states(app).get("RUNNING", 0)
 
 
 def kill_replica(app: str, replica: str) -> None:
