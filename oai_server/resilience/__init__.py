@@ -7,7 +7,12 @@ requests stop waiting on it, and probes it in the background until it answers ag
 
 from __future__ import annotations
 
-from oai_server.resilience.breaker import Breaker, DependencyDownError, within
+from oai_server.resilience.breaker import (
+    Breaker,
+    DependencyDownError,
+    abandoned_unwound,
+    within,
+)
 from oai_server.resilience.dependencies import Dependencies
 
-__all__ = ["Breaker", "Dependencies", "DependencyDownError", "within"]
+__all__ = ["Breaker", "Dependencies", "DependencyDownError", "abandoned_unwound", "within"]

@@ -44,6 +44,16 @@ def _abandon(task: asyncio.Future[Any]) -> None:
     task.add_done_callback(_abandoned.discard)
 
 
+async def abandoned_unwound(seconds: float) -> None:
+    """Wait (at most `seconds`) until the calls `within` gave up on in this event loop have
+    unwound: a client closed after that finds their connections checked in and closes them,
+    rather than leaving them to the garbage collector."""
+    loop = asyncio.get_running_loop()
+    mine = [task for task in _abandoned if task.get_loop() is loop]
+    if mine:
+        await asyncio.wait(mine, timeout=seconds)
+
+
 async def within(work: Awaitable[T], seconds: float) -> T:
     """The result of `work`, or `TimeoutError` after `seconds`.
 

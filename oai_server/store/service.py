@@ -16,7 +16,7 @@ from starlette.requests import HTTPConnection
 from oai_server.caller import caller
 from oai_server.errors import NotFoundError, StoreUnavailableError
 from oai_server.observability.spans import span
-from oai_server.resilience import Breaker, DependencyDownError
+from oai_server.resilience import Breaker, DependencyDownError, abandoned_unwound
 from oai_server.services.chat import ChatService
 from oai_server.store.chat_records import completion_record
 from oai_server.store.files import file_content
@@ -43,6 +43,9 @@ T = TypeVar("T")
 # How long a read waits for this replica's own queued writes (read-your-writes).
 SETTLE_TIMEOUT_S = 2.0
 DRAIN_TIMEOUT_S = 5.0
+# At shutdown, how long the calls given up on at their deadline may take to unwind before
+# the pool closes (a hung database never lets them: then their connections are dropped).
+UNWIND_TIMEOUT_S = 0.5
 RETENTION_INTERVAL_S = 3600.0
 DAY_US = 86_400 * 1_000_000
 
@@ -105,6 +108,7 @@ class StoreService:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         await self.breaker.close()
+        await abandoned_unwound(UNWIND_TIMEOUT_S)
         await self.store.close()
 
     async def file_content(self, file_id: str, owner: str) -> bytes | None:
