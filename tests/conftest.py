@@ -50,7 +50,7 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """Say how many documents were checked against the spec, and how it went (under xdist,
-    in every worker: each worker's own session fails on a violation it saw)."""
+    the workers' counts summed: each worker's own session fails on a violation it saw)."""
     terminalreporter.write_line(default_log.report().splitlines()[0])
 
 

@@ -58,8 +58,10 @@ def launches_session_server() -> bool:
 def shared_group(item: pytest.Item) -> str | None:
     """The group of the costly session fixture `item` uses, if any."""
     info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return None
     for name, (group, module) in SHARED_FIXTURES.items():
-        definitions = info.name2fixturedefs.get(name, ()) if info is not None else ()
+        definitions = info.name2fixturedefs.get(name, ())
         if definitions and definitions[-1].func.__module__ == module:
             return group
     return None
