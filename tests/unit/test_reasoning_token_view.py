@@ -39,12 +39,13 @@ NEEDS_MORE = {
 @functools.cache
 def tokenizer() -> Any:
     from transformers import AutoTokenizer
+    from vllm.tokenizers.hf import get_cached_tokenizer
 
     tok = AutoTokenizer.from_pretrained(_embedded_dir())
     tok.add_special_tokens(
         {"additional_special_tokens": [t for pair in TAGS for t in pair] + list(EXTRA)}
     )
-    return tok
+    return get_cached_tokenizer(tok)  # as the engine hands it over: its vocabulary read once
 
 
 def answers(start: str, end: str) -> list[str]:

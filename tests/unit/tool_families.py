@@ -248,8 +248,10 @@ def _embedded_dir() -> Path:
 
 @functools.cache
 def family_tokenizer(family: Family) -> Any:
-    """The embedded model's tokenizer with the family's tokens and template markers."""
+    """The embedded model's tokenizer with the family's tokens and template markers, behind
+    vLLM's cache of its vocabulary (as the engine hands it to the server and its parsers)."""
     from transformers import AutoTokenizer
+    from vllm.tokenizers.hf import get_cached_tokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(_embedded_dir())
     if family.tokens:
@@ -259,7 +261,7 @@ def family_tokenizer(family: Family) -> Any:
         "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n"
         "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
     )
-    return tokenizer
+    return get_cached_tokenizer(tokenizer)
 
 
 def pieces(tokenizer: Any, text: str) -> list[str]:
