@@ -43,7 +43,7 @@ from oai_server.cache import ResponseCache
 from oai_server.embeddings import EmbeddingService
 from oai_server.engine.pooling import EmbeddingEngine
 from oai_server.engine.protocol import Engine
-from oai_server.engine.router import EngineRouter
+from oai_server.engine.router import EngineRouter, Stoppable, stop_all
 from oai_server.engine.wrapper import EngineWrapper
 from oai_server.error_responses import install_error_handlers
 from oai_server.features import Feature, FeatureFactory
@@ -371,9 +371,10 @@ def create_app(
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+            engines: dict[str, Stoppable] = {"chat": state.engine}
             if embedder is not None:
-                await embedder.stop()
-            await state.engine.stop()
+                engines["embedding"] = embedder
+            await stop_all(engines)
 
     app = ServerApp(
         title="oai-server",

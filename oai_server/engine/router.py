@@ -9,8 +9,10 @@ template and context length.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Protocol
 
 from oai_server.engine.protocol import Engine, Tokenizer
 from oai_server.engine.types import GenerationStep, ImageInput, ModelInfo, SamplingOptions
@@ -41,13 +43,7 @@ class EngineRouter(Engine):
             await engine.start()
 
     async def stop(self) -> None:
-        # Every engine is stopped, whatever another's stop raised: each holds processes
-        # that must not outlive the server.
-        for name, engine in self.engines.items():
-            try:
-                await engine.stop()
-            except Exception:
-                logger.exception("stopping the engine of '%s' failed", name)
+        await stop_all(self.engines)
 
     @property
     def model_info(self) -> ModelInfo:
@@ -91,3 +87,20 @@ class EngineRouter(Engine):
 
     def running_requests(self) -> int:
         return sum(engine.running_requests() for engine in self.engines.values())
+
+
+class Stoppable(Protocol):
+    async def stop(self) -> None: ...
+
+
+async def stop_all(engines: Mapping[str, Stoppable]) -> None:
+    """Stop `engines` (by name) all at once: each waits seconds on its processes' exit.
+    Every one is stopped whatever another's stop raised (logged): each holds processes that
+    must not outlive the server."""
+    names = list(engines)
+    results = await asyncio.gather(*(engines[n].stop() for n in names), return_exceptions=True)
+    for name, result in zip(names, results, strict=True):
+        if isinstance(result, Exception):
+            logger.error("stopping the engine of '%s' failed", name, exc_info=result)
+        elif isinstance(result, BaseException):
+            raise result

@@ -16,7 +16,7 @@ import pytest
 
 from oai_server.app import create_app
 from oai_server.engine.fake import FakeEngine, FakeTokenizer
-from oai_server.engine.router import EngineRouter
+from oai_server.engine.router import EngineRouter, stop_all
 from oai_server.errors import OpenAIError
 from oai_server.settings import Settings
 from oai_server.state import ServerState
@@ -253,3 +253,32 @@ async def test_a_cached_answer_is_counted_under_its_model(engines: dict[str, Fak
         'oai_requests_total{method="POST",model="second",'
         'route="/v1/chat/completions",status="200"} 2.0'
     ) in text
+
+
+class _Stopping:
+    """An engine whose stop waits for `waits_for` (set by another engine's stop), then
+    sets `sets`, or raises."""
+
+    def __init__(self, sets: asyncio.Event, waits_for: asyncio.Event | None = None) -> None:
+        self.sets, self.waits_for, self.stopped = sets, waits_for, False
+
+    async def stop(self) -> None:
+        if self.waits_for is not None:
+            await asyncio.wait_for(self.waits_for.wait(), 5)
+        self.stopped = True
+        self.sets.set()
+        if self.waits_for is None:
+            raise RuntimeError("the engine core would not stop")
+
+
+async def test_engines_stop_at_once_and_each_whatever_another_raised(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The first waits for the second's stop: stopped one after the other, it would time out.
+    second_stopped, first_stopped = asyncio.Event(), asyncio.Event()
+    first = _Stopping(first_stopped, waits_for=second_stopped)
+    second = _Stopping(second_stopped)
+    await stop_all({"first": first, "second": second})
+    assert first.stopped and second.stopped
+    failures = [r for r in caplog.records if r.levelname == "ERROR"]
+    assert [r.getMessage() for r in failures] == ["stopping the engine of 'second' failed"]
