@@ -54,13 +54,16 @@ $(DEV_STAMP): $(ENGINE_STAMP)
 	$(PIP) install --progress-bar off -e '.[dev]'
 	@touch $@
 
-run: $(ENGINE_STAMP) run-debs
+# The Python packages and the Debian ones install side by side (pip mostly works one core).
+run:
+	@$(MAKE) --no-print-directory -j2 $(ENGINE_STAMP) run-debs
 	$(PY) -m oai_server $(ARGS)
 
 # Two workers: one core each (tests/parallel.py says how the tests are shared).
 TEST_WORKERS ?= 2
 
-test: $(DEV_STAMP) test-debs
+test:
+	@$(MAKE) --no-print-directory -j2 $(DEV_STAMP) test-debs
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 lint: $(DEV_STAMP)
