@@ -279,6 +279,6 @@ async def test_engines_stop_at_once_and_each_whatever_another_raised(
     first = _Stopping(first_stopped, waits_for=second_stopped)
     second = _Stopping(second_stopped)
     await stop_all({"first": first, "second": second})
-    assert first.stopped and second.stopped
+    assert (first.stopped, second.stopped) == (True, True)
     failures = [r for r in caplog.records if r.levelname == "ERROR"]
     assert [r.getMessage() for r in failures] == ["stopping the engine of 'second' failed"]
