@@ -71,6 +71,9 @@ def ray_serve() -> Iterator[RayServe]:
 def _local_ray_serve() -> Iterator[RayServe]:
     path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
     metrics_port = free_port()
+    # Ray waits 30 s for its GCS server to bind its port; a full run on a loaded 2-core
+    # machine, from a fresh clone (the binary not yet read from disk), once took longer.
+    os.environ.setdefault("RAY_gcs_server_port_wait_time_s", "180")
     ray.init(
         # What the tests' replicas ask for at most at once (two of 0.5 CPU, or one engine
         # of 1), and no more than a 2-core machine has: Ray must not plan on cores that
