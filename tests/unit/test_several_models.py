@@ -256,17 +256,19 @@ async def test_a_cached_answer_is_counted_under_its_model(engines: dict[str, Fak
 
 
 class _Stopping:
-    """An engine whose stop waits for `waits_for` (set by another engine's stop), then
-    sets `sets`, or raises."""
+    """An engine whose stop waits for `waits_for`'s stop to end, or else raises."""
 
-    def __init__(self, sets: asyncio.Event, waits_for: asyncio.Event | None = None) -> None:
-        self.sets, self.waits_for, self.stopped = sets, waits_for, False
+    def __init__(self, waits_for: _Stopping | None = None) -> None:
+        self.waits_for, self.done = waits_for, asyncio.Event()
+
+    @property
+    def stopped(self) -> bool:
+        return self.done.is_set()
 
     async def stop(self) -> None:
         if self.waits_for is not None:
-            await asyncio.wait_for(self.waits_for.wait(), 5)
-        self.stopped = True
-        self.sets.set()
+            await asyncio.wait_for(self.waits_for.done.wait(), 5)
+        self.done.set()
         if self.waits_for is None:
             raise RuntimeError("the engine core would not stop")
 
@@ -275,9 +277,8 @@ async def test_engines_stop_at_once_and_each_whatever_another_raised(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     # The first waits for the second's stop: stopped one after the other, it would time out.
-    second_stopped, first_stopped = asyncio.Event(), asyncio.Event()
-    first = _Stopping(first_stopped, waits_for=second_stopped)
-    second = _Stopping(second_stopped)
+    second = _Stopping()
+    first = _Stopping(waits_for=second)
     await stop_all({"first": first, "second": second})
     assert (first.stopped, second.stopped) == (True, True)
     failures = [r for r in caplog.records if r.levelname == "ERROR"]
