@@ -20,6 +20,7 @@ import httpx
 import pytest
 import ray
 from ray import serve
+from ray.exceptions import GetTimeoutError, RayActorError
 
 from oai_server.ray_serve import build_app
 
@@ -128,8 +129,7 @@ def running_replicas(app: str) -> int:
 
 def kill_replica(app: str, replica: str) -> None:
     """Kill a replica's actor as a crash would (Serve notices and replaces it)."""
-    actor = ray.get_actor(f"SERVE_REPLICA::{app}#OAIServer#{replica}", namespace="serve")
-    ray.kill(actor, no_restart=True)
+    _kill(ray.get_actor(f"SERVE_REPLICA::{app}#OAIServer#{replica}", namespace="serve"))
 
 
 def kill_deployment(app: str, deployment: str) -> None:
@@ -139,7 +139,26 @@ def kill_deployment(app: str, deployment: str) -> None:
     doomed = [n for n in names if n.startswith(prefix)]
     assert doomed, names
     for name in doomed:
-        ray.kill(ray.get_actor(name, namespace="serve"), no_restart=True)
+        _kill(ray.get_actor(name, namespace="serve"))
+
+
+def _kill(actor: Any, timeout: float = 30) -> None:
+    """Kill `actor` and return once it is dead, as after a crash.
+
+    `ray.kill` only asks: the actor dies a moment later. A request sent in that moment may
+    be taken by it and then cut off mid-answer, which is not what these tests ask about.
+    """
+    ray.kill(actor, no_restart=True)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            ray.get(actor.__ray_ready__.remote(), timeout=5)
+        except RayActorError:
+            return
+        except GetTimeoutError:
+            pass  # dying, or busy: ask again
+        assert time.monotonic() < deadline, "a killed actor still answers"
+        time.sleep(0.05)
 
 
 def wait_for(predicate: Any, timeout: float, what: str) -> None:
