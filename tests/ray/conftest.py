@@ -142,23 +142,24 @@ def kill_deployment(app: str, deployment: str) -> None:
         _kill(ray.get_actor(name, namespace="serve"))
 
 
-def _kill(actor: Any, timeout: float = 30) -> None:
+def _kill(actor: Any) -> None:
     """Kill `actor` and return once it is dead, as after a crash.
 
     `ray.kill` only asks: the actor dies a moment later. A request sent in that moment may
     be taken by it and then cut off mid-answer, which is not what these tests ask about.
     """
     ray.kill(actor, no_restart=True)
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            ray.get(actor.__ray_ready__.remote(), timeout=5)
-        except RayActorError:
-            return
-        except GetTimeoutError:
-            pass  # dying, or busy: ask again
-        assert time.monotonic() < deadline, "a killed actor still answers"
-        time.sleep(0.05)
+    wait_for(lambda: _dead(actor), 30, "a killed actor to die")
+
+
+def _dead(actor: Any) -> bool:
+    try:
+        ray.get(actor.__ray_ready__.remote(), timeout=5)
+    except RayActorError:
+        return True
+    except GetTimeoutError:
+        pass  # dying, or busy
+    return False
 
 
 def wait_for(predicate: Any, timeout: float, what: str) -> None:
