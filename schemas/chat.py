@@ -151,7 +151,7 @@ class CreateChatCompletionRequest(GenerationRequest):
     web_search_options: dict[str, Any] | None = None
     reasoning_effort: str | None = None
     # Groups requests that share a long prefix: the Ray Serve router keeps them on one replica.
-    prompt_cache_key: Annotated[str, Field(max_length=64)] | None = None
+    prompt_cache_key: str | None = None
 
     # vLLM's templating extensions.
     add_generation_prompt: bool | None = None

@@ -88,8 +88,6 @@ BAD_REQUESTS: list[tuple[str, Any, int, str | None]] = [
     *(
         ("/v1/chat/completions", {"model": MODEL, "messages": HI, name: value}, 400, name)
         for name, value in [
-            ("prediction", {"type": "content", "content": "Hello"}),
-            ("web_search_options", {}),
             ("audio", {"voice": "alloy", "format": "mp3"}),
             ("function_call", "auto"),
         ]

@@ -132,8 +132,6 @@ IMAGE = {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"
         ),
         ({"modalities": ["text", "audio"]}, "modalities"),
         ({"audio": {"voice": "alloy", "format": "mp3"}}, "audio"),
-        ({"prediction": {"type": "content", "content": "Hello"}}, "prediction"),
-        ({"web_search_options": {}}, "web_search_options"),
         ({"function_call": "auto"}, "function_call"),
         ({"functions": [{"name": "f", "parameters": {}}]}, "functions"),
     ],
