@@ -21,8 +21,8 @@ from oai_server.engine.fake import FakeEngine
 from oai_server.engine.types import SamplingDefaults
 from oai_server.engine.vllm.engine import sampling_defaults
 from oai_server.settings import Settings
-from tests.realtime.conftest import client_for, events_until, realtime_server
 from tests.live import serve_async
+from tests.realtime.conftest import client_for, events_until, realtime_server
 from tests.unit.conftest import MODEL, serve
 
 CONTEXT = 200
