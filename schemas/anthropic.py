@@ -33,6 +33,18 @@ class ImageBlockParam(RequestModel):
 class DocumentBlockParam(RequestModel):
     type: Literal["document"]
     source: dict[str, Any]
+    title: str | None = None
+    context: str | None = None
+    cache_control: CacheControl = None
+
+
+class SearchResultBlockParam(RequestModel):
+    """A search's result, given to the model with its source and title."""
+
+    type: Literal["search_result"]
+    source: str
+    title: str
+    content: list[TextBlockParam]
     cache_control: CacheControl = None
 
 
@@ -45,7 +57,8 @@ class ToolUseBlockParam(RequestModel):
 
 
 ToolResultPart = Annotated[
-    TextBlockParam | ImageBlockParam | DocumentBlockParam, Field(discriminator="type")
+    TextBlockParam | ImageBlockParam | DocumentBlockParam | SearchResultBlockParam,
+    Field(discriminator="type"),
 ]
 
 
@@ -74,6 +87,7 @@ ContentBlockParam = Annotated[
     TextBlockParam
     | ImageBlockParam
     | DocumentBlockParam
+    | SearchResultBlockParam
     | ToolUseBlockParam
     | ToolResultBlockParam
     | ThinkingBlockParam

@@ -19,15 +19,18 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 
+from oai_server.anthropic.documents import block_text
 from oai_server.errors import InvalidRequestError, UnsupportedParameterError
 from oai_server.generation.chat_template import TranslatedChatRequest
 from oai_server.items.context import Call, CallOutput, ContextItem, Said, Thought, to_messages
 from schemas.anthropic import (
     ClearThinkingEdit,
     CountTokensRequest,
+    DocumentBlockParam,
     ImageBlockParam,
     MessageParam,
     MessagesRequest,
+    SearchResultBlockParam,
     System,
     TextBlockParam,
     ThinkingBlockParam,
@@ -55,8 +58,8 @@ _TIERS: dict[str, ServiceTier] = {"auto": "auto", "standard_only": "default"}
 
 def _no_images(param: str) -> UnsupportedParameterError:
     return UnsupportedParameterError(
-        "Documents, images in tool results and images in assistant turns are not "
-        "supported; images are taken in user turns.",
+        "Images in tool results and in assistant turns are not supported; images are "
+        "taken in user turns.",
         param=param,
     )
 
@@ -89,9 +92,12 @@ def _result_text(block: ToolResultBlockParam, param: str) -> str:
         return block.content or ""
     texts: list[str] = []
     for j, part in enumerate(block.content):
-        if not isinstance(part, TextBlockParam):
+        if isinstance(part, TextBlockParam):
+            texts.append(part.text)
+        elif isinstance(part, DocumentBlockParam | SearchResultBlockParam):
+            texts.append(block_text(part, f"{param}.content[{j}]"))
+        else:
             raise _no_images(f"{param}.content[{j}]")
-        texts.append(part.text)
     return "\n".join(texts)
 
 
@@ -111,6 +117,8 @@ def _turn(message: MessageParam, param: str, thinking: bool = True) -> Iterator[
                 texts.append(block.text)
         elif isinstance(block, ImageBlockParam) and role == "user":
             images.append(_image_url(block, where))
+        elif isinstance(block, DocumentBlockParam | SearchResultBlockParam):
+            texts.append(block_text(block, where))
         elif isinstance(block, ToolUseBlockParam):
             if texts:
                 yield Said(role, "\n".join(texts))
@@ -122,7 +130,7 @@ def _turn(message: MessageParam, param: str, thinking: bool = True) -> Iterator[
         elif isinstance(block, ThinkingBlockParam) and role == "assistant":
             if thinking:
                 yield Thought(block.thinking)
-        elif block.type in ("image", "document"):
+        elif block.type == "image":
             raise _no_images(where)
         # `redacted_thinking` of earlier turns: opaque, not part of the prompt.
     if texts or images:

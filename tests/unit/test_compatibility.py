@@ -258,7 +258,33 @@ MESSAGES: dict[str, Case] = {
             {"role": "user", "content": "Hi"},
         ],
     ),
-    "`document` blocks": refused(
+    "`document` blocks of text": served(
+        shows("Notes\n\nThe meeting is at noon.\nBring a pen."),
+        messages=[
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "document",
+                        "title": "Notes",
+                        "source": {
+                            "type": "text",
+                            "media_type": "text/plain",
+                            "data": "The meeting is at noon.",
+                        },
+                    },
+                    {
+                        "type": "document",
+                        "source": {
+                            "type": "content",
+                            "content": [{"type": "text", "text": "Bring a pen."}],
+                        },
+                    },
+                ],
+            }
+        ],
+    ),
+    "`document` blocks of a PDF": refused(
         "document",
         messages=[
             {
@@ -266,10 +292,41 @@ MESSAGES: dict[str, Case] = {
                 "content": [
                     {
                         "type": "document",
-                        "source": {"type": "text", "media_type": "text/plain", "data": "x"},
+                        "source": {
+                            "type": "base64",
+                            "media_type": "application/pdf",
+                            "data": "JVBERi0=",
+                        },
                     }
                 ],
             }
+        ],
+    ),
+    "`search_result` blocks": served(
+        shows("Weather\n\nhttps://example.com/w\n\nSunny in Paris."),
+        messages=[
+            {"role": "user", "content": "Weather?"},
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "t1", "name": "search", "input": {}}],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "t1",
+                        "content": [
+                            {
+                                "type": "search_result",
+                                "source": "https://example.com/w",
+                                "title": "Weather",
+                                "content": [{"type": "text", "text": "Sunny in Paris."}],
+                            }
+                        ],
+                    }
+                ],
+            },
         ],
     ),
 }
