@@ -32,14 +32,22 @@ class ImageContentPart(RequestModel):
     image_url: ImageURL
 
 
+class RefusalContentPart(RequestModel):
+    """An earlier assistant turn's refusal, sent back: its text, as `vllm serve` reads it."""
+
+    type: Literal["refusal"]
+    refusal: str
+
+
 class OtherContentPart(RequestModel):
-    """An audio, file or refusal part: parsed so the server can say it can't take it."""
+    """An audio or file part: parsed so the server can say it can't take it."""
 
     type: str
 
 
 ContentPart = Annotated[
-    TextContentPart | ImageContentPart | OtherContentPart, Field(union_mode="left_to_right")
+    TextContentPart | ImageContentPart | RefusalContentPart | OtherContentPart,
+    Field(union_mode="left_to_right"),
 ]
 Content = str | list[ContentPart]
 

@@ -167,6 +167,17 @@ CHAT: dict[str, Case] = {
     "`stream_options.include_obfuscation`": ignored(stream_options={"include_obfuscation": True}),
     '`modalities` with `"audio"`': refused("modalities", modalities=["text", "audio"]),
     "`audio`": refused("audio", audio={"voice": "alloy", "format": "mp3"}),
+    "`refusal` content parts": served(
+        shows("<|assistant|>I can't help with that.\n<|user|>ok"),
+        messages=[
+            {"role": "user", "content": "Hi"},
+            {
+                "role": "assistant",
+                "content": [{"type": "refusal", "refusal": "I can't help with that."}],
+            },
+            {"role": "user", "content": "ok"},
+        ],
+    ),
     "`input_audio` and `file` content parts": refused(
         "messages[0].content",
         messages=[
