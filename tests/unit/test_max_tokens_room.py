@@ -215,3 +215,13 @@ def test_the_cap_is_read_as_vllm_serve_reads_it() -> None:
     overridden = sampling_defaults(params, "vllm", {"max_new_tokens": 8})
     assert overridden.max_tokens_cap == 8
     assert sampling_defaults(params, "/models/gen", {}).max_tokens_cap == 64
+
+
+async def test_limits_count_the_budget_as_it_is_cut() -> None:
+    """32,000 asked on a 200-token context reserves at most 200 tokens of the minute's 1,000,
+    and passes a 1,000-token bound on one request's work."""
+    fake = engine()
+    body = {"model": MODEL, "messages": HI, "max_tokens": AGENTS_ASK}
+    async with serve(fake, rate_limit_tpm=1000, max_request_tokens=1000) as http:
+        answers = [await http.post("/v1/chat/completions", json=body) for _ in range(3)]
+    assert [answer.status_code for answer in answers] == [200, 200, 200]
