@@ -38,6 +38,8 @@ def resolve_max_tokens(
             f"{prompt_param} resulted in {_counted(prompt_tokens, at_least)} tokens. "
             f"Please reduce the length of the {prompt_param}.",
             param=prompt_param,
+            prompt_tokens=prompt_tokens,
+            maximum=max_model_len,
         )
     if requested is not None and requested < 1:
         raise InvalidRequestError(
@@ -51,6 +53,9 @@ def resolve_max_tokens(
             f"{requested} in the completion). "
             f"Please reduce the length of the {prompt_param} or completion.",
             param=prompt_param,
+            prompt_tokens=prompt_tokens,
+            max_tokens=requested,
+            maximum=max_model_len,
         )
     asked = default if requested is None else requested
     return min(budget for budget in (room, asked, cap) if budget is not None)

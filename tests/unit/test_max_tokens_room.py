@@ -8,6 +8,7 @@ it as OpenAI does. A prompt that alone fills the context is refused either way.
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -159,7 +160,25 @@ async def test_strict_max_tokens_refuses_a_message_in_anthropics_shape() -> None
                 messages=[{"role": "user", "content": "Hi"}],
                 timeout=30,
             )
-    assert "maximum context length is 200 tokens" in refused.value.message
+    # Anthropic's own words, which agents match to lower their max_tokens.
+    message = refused.value.body["error"]["message"]  # type: ignore[index]
+    assert re.fullmatch(
+        r"input length and `max_tokens` exceed context limit: \d+ \+ 32000 > 200, "
+        r"decrease input length or `max_tokens` and try again",
+        message,
+    )
+
+
+async def test_a_message_whose_prompt_fills_the_context_is_too_long_in_anthropics_words() -> None:
+    fake = engine()
+    async with sdks(fake) as (_, claude):
+        with pytest.raises(anthropic.BadRequestError) as refused:
+            await claude.messages.create(
+                model=MODEL, max_tokens=16, messages=[{"role": "user", "content": "x" * 300}]
+            )
+    message = refused.value.body["error"]["message"]  # type: ignore[index]
+    assert re.fullmatch(r"prompt is too long: 3\d\d tokens > 200 maximum", message)
+    assert refused.value.body["error"]["type"] == "invalid_request_error"  # type: ignore[index]
 
 
 @pytest.mark.parametrize("strict", [False, True])
