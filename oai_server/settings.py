@@ -350,6 +350,14 @@ class Settings(BaseSettings, EngineOptions):
         "(/v1/organization/usage/...) answers (others get 403); repeat the flag for several, "
         "or give them comma-separated in OAI_ADMIN_API_KEY.",
     )
+    secret_key: str | None = Field(
+        None,
+        min_length=16,
+        description="The deployment's secret: keys the API-key ids of logs, metrics and the "
+        "Usage API (HMAC) and the encrypted reasoning of 'reasoning.encrypted_content' "
+        "(AES-GCM); replicas behind one gateway must share it. Unset: generated on the first "
+        "start and kept in --data-dir/secret (mode 0600).",
+    )
     rate_limit_rpm: int | None = Field(
         None, ge=1, description="Requests per key per window (default: no limit); over it, 429."
     )

@@ -1,0 +1,51 @@
+"""The server secret: kept in the data dir, it keys the ids `/metrics` names API keys by."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conformance import async_validating_client
+from tests.live import serve_async
+from tests.production.conftest import chat_body, make_app, new_key
+
+
+async def _label(key: str, data_dir: Path, **settings: object) -> str:
+    """The `api_key_id` label a server on `data_dir` puts on `key`'s usage in /metrics."""
+    app = make_app(api_key=[key], data_dir=data_dir, **settings)
+    auth = {"authorization": f"Bearer {key}"}
+    async with serve_async(app) as root, async_validating_client(base_url=root) as http:
+        assert (await http.post("/v1/chat/completions", json=chat_body(), headers=auth)).is_success
+        metrics = (await http.get("/metrics")).text
+    assert key not in metrics
+    (label,) = set(re.findall(r'oai_usage_requests_total\{api_key_id="([^"]*)"', metrics))
+    return label
+
+
+async def test_key_labels_are_keyed_and_survive_a_restart(tmp_path: Path) -> None:
+    key = new_key()
+    first = await _label(key, tmp_path / "a")
+    assert re.fullmatch(r"key-[0-9a-f]{12}", first)
+    # A scrape gives nothing to test a guessed key against: not the key's plain SHA-256.
+    assert first != "key-" + hashlib.sha256(key.encode()).hexdigest()[:12]
+    secret = tmp_path / "a" / "secret"
+    assert stat.S_IMODE(secret.stat().st_mode) == 0o600
+    # The same data dir after a restart: the same secret, the same label.
+    assert await _label(key, tmp_path / "a") == first
+    # Another deployment's secret names the key otherwise; a given one is used as given.
+    assert await _label(key, tmp_path / "b") != first
+    given = await _label(key, tmp_path / "c", secret_key="a shared secret of replicas")
+    assert await _label(key, tmp_path / "d", secret_key="a shared secret of replicas") == given
+    assert not (tmp_path / "c" / "secret").exists()
+    # The operator's way from a key to its label.
+    printed = subprocess.run(
+        [sys.executable, "-m", "oai_server", "key-id", key, "--data-dir", str(tmp_path / "a")],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert printed.stdout.split() == [first]
