@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from oai_server.auth import key_id
+from oai_server.secret import ServerSecret
 from tests.conformance import async_validating_client
 from tests.live import serve_async
 from tests.production.conftest import chat_body, make_app, new_key
@@ -41,11 +43,21 @@ async def test_key_labels_are_keyed_and_survive_a_restart(tmp_path: Path) -> Non
     given = await _label(key, tmp_path / "c", secret_key="a shared secret of replicas")
     assert await _label(key, tmp_path / "d", secret_key="a shared secret of replicas") == given
     assert not (tmp_path / "c" / "secret").exists()
-    # The operator's way from a key to its label.
-    printed = subprocess.run(
-        [sys.executable, "-m", "oai_server", "key-id", key, "--data-dir", str(tmp_path / "a")],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert printed.stdout.split() == [first]
+    assert first == key_id(key, ServerSecret.load(None, tmp_path / "a"))
+
+
+def test_key_id_prints_the_label_of_a_key(tmp_path: Path) -> None:
+    """The operator's way from a key to its label: the server's data dir, or its secret."""
+    keys = [new_key(), new_key()]
+    expected = [key_id(k, ServerSecret.load(None, tmp_path)) for k in keys]
+    for flags in (
+        ["--data-dir", str(tmp_path)],
+        ["--secret-key", (tmp_path / "secret").read_text().strip()],
+    ):
+        printed = subprocess.run(
+            [sys.executable, "-m", "oai_server", "key-id", *keys, *flags],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert printed.stdout.split() == expected
