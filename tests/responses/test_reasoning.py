@@ -14,6 +14,7 @@ import pytest
 
 from oai_server.app import create_app
 from oai_server.engine.fake import FakeEngine
+from oai_server.secret import ServerSecret
 from oai_server.settings import Settings
 from tests.live import serve
 from tests.store.conftest import MODEL, sdk
@@ -111,3 +112,77 @@ def test_reasoning_items_given_back_reach_the_template(tmp_path: Path) -> None:
     assert "<|assistant|>[thought:This is a reasoning section]This is the rest\n" in remembered
     assert remembered.count("<|assistant|>") == 2
     assert refused.value.body["param"] == "input[0].encrypted_content"  # type: ignore[index]
+
+
+def _sealed_turn(client: openai.OpenAI, **extra: object) -> list[dict[str, object]]:
+    """A stateless turn as Codex sends it; its output items as they would be sent back."""
+    first = client.responses.create(
+        model=MODEL,
+        input="Hi",
+        store=False,
+        include=["reasoning.encrypted_content"],
+        reasoning={"summary": "auto"},
+        **extra,  # type: ignore[arg-type]
+    )
+    return [o.model_dump(exclude_none=True) for o in first.output]
+
+
+def test_encrypted_reasoning_comes_back_into_the_template(tmp_path: Path) -> None:
+    fake = engine()
+    with serve(app(fake, data_dir=tmp_path)) as base, sdk(base) as client:
+        thought, message = _sealed_turn(client)
+        sealed = thought["encrypted_content"]
+        assert isinstance(sealed, str)
+        assert "reasoning section" not in sealed  # not readable by the client
+        assert thought["summary"] == []  # no summariser: the text is the item's content
+        streamed = list(
+            client.responses.create(
+                model=MODEL,
+                input="Hi",
+                store=False,
+                include=["reasoning.encrypted_content"],
+                stream=True,
+            )
+        )
+        done = next(e for e in streamed if e.type == "response.output_item.done")
+        assert done.item.type == "reasoning"  # type: ignore[union-attr]
+        assert done.item.encrypted_content  # type: ignore[union-attr]
+        # Codex sends the reasoning back with its encrypted content only, no text.
+        resent = {"type": "reasoning", "summary": [], "encrypted_content": sealed}
+        history = [{"role": "user", "content": "Hi"}, resent, message]
+        client.responses.create(
+            model=MODEL, input=[*history, {"role": "user", "content": "And?"}], store=False
+        )
+        assert "<|assistant|>[thought:This is a reasoning section]This is the rest\n" in prompt(
+            fake
+        )
+        plain = client.responses.create(model=MODEL, input="Hi", store=False)
+        assert plain.output[0].encrypted_content is None  # only when asked for
+        refusals = {}
+        for name, bad in {
+            "tampered": sealed[:-6] + ("AAAAAA" if not sealed.endswith("AAAAAA") else "BBBBBB"),
+            "not base64": "not!sealed",
+            "another server's": ServerSecret(b"another deployment").seal(
+                "responses.reasoning.encrypted_content", "I never thought this"
+            ),
+        }.items():
+            with pytest.raises(openai.BadRequestError) as refused:
+                client.responses.create(
+                    model=MODEL, input=[history[0], {**resent, "encrypted_content": bad}]
+                )
+            refusals[name] = refused.value.body
+    for body in refusals.values():
+        assert body["param"] == "input[1].encrypted_content"  # type: ignore[index]
+        assert "input[1]" in body["message"]  # type: ignore[index]
+    assert len(fake.calls) == 4  # none of the refused reached the engine
+
+
+def test_encrypted_reasoning_survives_a_restart_on_the_same_data_dir(tmp_path: Path) -> None:
+    with serve(app(engine(), data_dir=tmp_path)) as base, sdk(base) as client:
+        thought, message = _sealed_turn(client)
+    fake = engine()
+    with serve(app(fake, data_dir=tmp_path)) as base, sdk(base) as client:
+        client.responses.create(
+            model=MODEL, input=[{"role": "user", "content": "Hi"}, thought, message], store=False
+        )
+    assert "[thought:This is a reasoning section]" in prompt(fake)
