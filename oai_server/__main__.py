@@ -30,6 +30,7 @@ from oai_server.lifecycle import Lifecycle, Phase
 from oai_server.models.embedded_embedding import EmbeddedEmbeddingModelError
 from oai_server.models.entries import ModelEntry, ModelsFileError, model_entries
 from oai_server.models.registry import DuplicateModelError
+from oai_server.secret import SecretFileError
 from oai_server.settings import EMBEDDED_MODEL_NAME, Settings
 from oai_server.startup import (
     configure_logging,
@@ -117,7 +118,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     """Parse flags and environment, then serve until stopped."""
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["key-id"]:
-        print_key_ids(args[1:])
+        try:
+            print_key_ids(args[1:])
+        except SecretFileError as exc:
+            sys.exit(f"oai-server: {exc}")
         return
     try:
         command_line = parse_command_line(args)
@@ -137,7 +141,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         embedder = build_embedding_engine(settings, entries)
         engine = build_engine(settings, entries)
         app = create_app(settings, engine, embedder=embedder, entries=entries)
-    except (DuplicateModelError, EmbeddedEmbeddingModelError, ModelsFileError) as exc:
+    except (
+        DuplicateModelError,
+        EmbeddedEmbeddingModelError,
+        ModelsFileError,
+        SecretFileError,
+    ) as exc:
         sys.exit(f"oai-server: {exc}")
     if any(e.kind == "chat" and e.model is None for e in entries):
         logger.info("no chat model named: serving the embedded %s", EMBEDDED_MODEL_NAME)

@@ -29,6 +29,12 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 FILE_NAME = "secret"
 _NONCE_BYTES = 12
+# As `--secret-key`'s own bound: a shorter one is too easy to guess to key anything.
+MIN_LENGTH = 16
+
+
+class SecretFileError(ValueError):
+    """The data dir's secret file holds no usable secret (cut short by a crash, say)."""
 
 
 class BrokenSealError(ValueError):
@@ -55,7 +61,15 @@ class ServerSecret:
             else:
                 with os.fdopen(fd, "w") as out:
                     out.write(secrets.token_hex(32) + "\n")
-        return cls(path.read_text().strip().encode())
+        value = path.read_text().strip()
+        if len(value) < MIN_LENGTH:
+            # Not replaced silently: every key's id and all sealed reasoning would change.
+            raise SecretFileError(
+                f"{path} holds no secret of at least {MIN_LENGTH} characters: give "
+                "--secret-key, or delete the file to have a new one generated (every "
+                "API key's id then changes)."
+            )
+        return cls(value.encode())
 
     def _key(self, use: str) -> bytes:
         return hmac.new(self.value, use.encode(), hashlib.sha256).digest()

@@ -352,7 +352,7 @@ class Settings(BaseSettings, EngineOptions):
     )
     secret_key: str | None = Field(
         None,
-        min_length=16,
+        min_length=16,  # oai_server.secret.MIN_LENGTH
         description="The deployment's secret: keys the API-key ids of logs, metrics and the "
         "Usage API (HMAC) and the encrypted reasoning of 'reasoning.encrypted_content' "
         "(AES-GCM); replicas behind one gateway must share it. Unset: generated on the first "

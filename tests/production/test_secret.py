@@ -61,3 +61,18 @@ def test_key_id_prints_the_label_of_a_key(tmp_path: Path) -> None:
             check=True,
         )
         assert printed.stdout.split() == expected
+
+
+def test_a_secret_file_cut_short_stops_the_start_with_a_reason(tmp_path: Path) -> None:
+    (tmp_path / "secret").write_text("")  # a crash between creating and writing it
+    started = subprocess.run(
+        [sys.executable, "-m", "oai_server", "key-id", "sk-any", "--data-dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+    )
+    assert started.returncode == 1
+    assert started.stderr.startswith("oai-server: ")
+    assert "delete the file" in started.stderr
+    assert "Traceback" not in started.stderr
+    # Not replaced behind the operator's back: every key's id would change.
+    assert (tmp_path / "secret").read_text() == ""
