@@ -8,6 +8,7 @@ tests/unit/test_reasoning.py), streamed by the fake engine through vLLM's parser
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import openai
 import pytest
@@ -186,3 +187,49 @@ def test_encrypted_reasoning_survives_a_restart_on_the_same_data_dir(tmp_path: P
             model=MODEL, input=[{"role": "user", "content": "Hi"}, thought, message], store=False
         )
     assert "[thought:This is a reasoning section]" in prompt(fake)
+
+
+def _message(role: str, text: str) -> dict[str, object]:
+    return {"type": "message", "role": role, "content": [{"type": "input_text", "text": text}]}
+
+
+def test_a_codex_turn_and_its_resume_streamed(tmp_path: Path) -> None:
+    """As Codex CLI runs `exec` then `exec resume`: streamed, nothing stored, the item of
+    each `response.output_item.done` kept by the client and sent back (the reasoning by its
+    `encrypted_content` alone, so only the sealed text can bring the thought back)."""
+    fake = engine()
+    codex = {
+        "model": MODEL,
+        "instructions": "You are a coding agent.",
+        "stream": True,
+        "store": False,
+        "include": ["reasoning.encrypted_content"],
+        "reasoning": {"effort": "medium", "summary": "auto"},
+        "prompt_cache_key": "0b9d7a1e-6b0f-4c5e-9a57-3f1f2b7f0c11",
+        "parallel_tool_calls": False,
+        "client_metadata": {"originator": "codex_exec"},
+    }
+    history = [_message("developer", "Be brief."), _message("user", "Hi")]
+    with serve(app(fake, data_dir=tmp_path)) as base, sdk(base) as client:
+        for turn in ("Hi", "And?"):
+            if turn != "Hi":
+                history.append(_message("user", turn))
+            events = client.post(
+                "/responses",
+                body={**codex, "input": history},
+                cast_to=object,
+                stream=True,
+                stream_cls=openai.Stream[dict[str, Any]],
+            )
+            for event in events:
+                if event["type"] == "response.output_item.done":
+                    item = event["item"]
+                    if item["type"] == "reasoning":
+                        assert item["summary"] == []
+                        item = {k: v for k, v in item.items() if k != "content"}
+                    history.append(item)
+    assert [item["type"] for item in history] == [
+        *("message", "message", "reasoning", "message"),
+        *("message", "reasoning", "message"),
+    ]
+    assert "[thought:This is a reasoning section]This is the rest\n<|user|>And?" in prompt(fake)
