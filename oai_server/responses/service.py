@@ -12,6 +12,7 @@ import base64
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from oai_server.errors import ContextLengthExceededError, InvalidRequestError, OpenAIError
@@ -29,7 +30,7 @@ from oai_server.secret import ServerSecret
 from oai_server.services.chat import ChatJob, ChatRequest, ChatService
 from oai_server.services.metadata import check_metadata
 from schemas.response_events import ResponseLifecycleEvent
-from schemas.response_items import Item, ReasoningItem
+from schemas.response_items import Item
 from schemas.responses import (
     ConversationId,
     ConversationRef,
@@ -218,11 +219,7 @@ class ResponsesService:
     def _run(self, job: ResponseJob) -> ResponseRun:
         if ENCRYPTED_REASONING not in (job.req.include or ()):
             return ResponseRun(job.response)
-
-        def seal(item: ReasoningItem) -> str:
-            return seal_reasoning(self.secret, item)
-
-        return ResponseRun(job.response, seal=seal)
+        return ResponseRun(job.response, seal=partial(seal_reasoning, self.secret))
 
     async def _remember(self, job: ResponseJob, response: Response) -> None:
         if self.state is not None and job.background:
