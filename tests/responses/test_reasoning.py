@@ -233,3 +233,19 @@ def test_a_codex_turn_and_its_resume_streamed(tmp_path: Path) -> None:
         *("message", "reasoning", "message"),
     ]
     assert "[thought:This is a reasoning section]This is the rest\n<|user|>And?" in prompt(fake)
+
+
+def test_sealed_reasoning_added_to_a_conversation_reaches_the_template(tmp_path: Path) -> None:
+    fake = engine()
+    store = f"sqlite:///{tmp_path / 'store.db'}"
+    with serve(app(fake, store_url=store, data_dir=tmp_path)) as base, sdk(base) as client:
+        thought, message = _sealed_turn(client)
+        sealed_only = {k: v for k, v in thought.items() if k != "content"}
+        items = [{"role": "user", "content": "Hi"}, sealed_only, message]
+        conversation = client.conversations.create(items=items)  # type: ignore[arg-type]
+        client.responses.create(model=MODEL, input="And?", conversation=conversation.id)
+        assert "[thought:This is a reasoning section]This is the rest\n<|user|>And?" in prompt(fake)
+        forged = {**sealed_only, "encrypted_content": sealed_only["encrypted_content"][:-4]}
+        with pytest.raises(openai.BadRequestError) as refused:
+            client.conversations.create(items=[forged])  # type: ignore[list-item]
+    assert str(refused.value.body["param"]).endswith(".encrypted_content")  # type: ignore[index]
