@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import hashlib
 import hmac
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from oai_server.secret import ServerSecret
+
+logger = logging.getLogger(__name__)
 
 # The HMAC's use name: `key-` and the first 12 hex digits of HMAC-SHA256 under its key.
 KEY_ID_USE = "api-key-id"
@@ -17,6 +21,12 @@ def key_id(key: str, secret: ServerSecret) -> str:
     """A short id for `key` that logs and metrics can show: keyed with the server's secret,
     so that neither the key nor a guess at it can be checked against the id without it."""
     return "key-" + secret.mac(KEY_ID_USE, key)[:12]
+
+
+def legacy_key_id(key: str) -> str:
+    """`key`'s id in releases before the server secret: `key-` and 12 hex digits of its
+    plain SHA-256, which what it stored then is recorded under."""
+    return "key-" + hashlib.sha256(key.encode()).hexdigest()[:12]
 
 
 @dataclass(frozen=True)
@@ -32,6 +42,23 @@ class KeyRing:
 
     def __bool__(self) -> bool:
         return bool(self.keys)
+
+    def renames(self) -> dict[str, str]:
+        """Each key's former id (`legacy_key_id`) and its id now."""
+        return {legacy_key_id(key.decode()): ident for key, ident in self.keys}
+
+    def current_ids(self, ids: Iterable[str], setting: str) -> frozenset[str]:
+        """`ids` (a setting's, named `setting`), a key's former id read as its id now."""
+        renames = self.renames()
+        for ident in ids:
+            if ident in renames:
+                logger.warning(
+                    "%s names %s, a key's id from before the server secret: read as %s, its id now",
+                    setting,
+                    ident,
+                    renames[ident],
+                )
+        return frozenset(renames.get(ident, ident) for ident in ids)
 
     def match(self, given: bytes) -> str | None:
         """The id of the key equal to `given`, or None.
