@@ -277,7 +277,8 @@ class Settings(BaseSettings, EngineOptions):
     service_tier_priority_keys: Annotated[list[str] | None, NoDecode] = Field(
         None,
         description="The API keys, by id ('key-' and 12 hex digits, as the access log names "
-        "them; 'oai-server key-id KEY' prints one), that may ask for service_tier "
+        "them; 'oai-server key-id KEY' prints one; a configured key's id from releases "
+        "before the server secret is read as its id now), that may ask for service_tier "
         "'priority' or a negative 'priority' (repeat, or comma-separated); default: every "
         "key. Another key's 'priority' request is served at the 'default' tier.",
     )
