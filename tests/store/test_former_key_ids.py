@@ -15,6 +15,7 @@ import pytest
 from sqlalchemy import bindparam, text
 from sqlalchemy.ext.asyncio import create_async_engine
 
+from oai_server.store import owners
 from oai_server.store.url import async_url
 from tests.batch.helpers import chat_line, upload, wait
 from tests.keys import former_key_id, served_key_id
@@ -106,8 +107,10 @@ def _moved(caplog: pytest.LogCaptureFixture) -> list[int]:
 
 
 def test_what_a_key_stored_under_its_former_id_is_its_own(
-    store_url: str, caplog: pytest.LogCaptureFixture
+    store_url: str, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # Ranges of two rows, so that the walk over each table crosses many of them.
+    monkeypatch.setattr(owners, "BATCH", 2)
     caplog.set_level(logging.INFO, logger="oai_server.store.owners")
     start = int(time.time()) - 60
     with serve(server(store_url)) as base:
