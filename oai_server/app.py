@@ -69,6 +69,7 @@ from oai_server.resilience import Dependencies
 from oai_server.responses.background import BackgroundRuns
 from oai_server.routes import chat, completions, models, system, tokenize
 from oai_server.routes import embeddings as embedding_routes
+from oai_server.secret import ServerSecret
 from oai_server.services.chat import ChatService
 from oai_server.services.completions import CompletionService
 from oai_server.services.tokenize import TokenizeService
@@ -145,11 +146,14 @@ def _core(
     metrics: Metrics,
     dependencies: Dependencies,
     *,
+    secret: ServerSecret,
+    priority_keys: frozenset[str] | None,
     admit: Admit | None,
     replica: str | None,
 ) -> ServerState:
     """The shared services, before any feature; `admit` reserves each request's tokens as
-    it reaches the engine (the rate limits')."""
+    it reaches the engine (the rate limits'); `priority_keys`: the ids of the keys that
+    may ask for the `priority` tier (None: every key)."""
     # The names clients use: each engine of a router's, else the first chat model's.
     router = _router(engine)
     chat = [first_chat(entries).name] if router is None else list(router.engines)
@@ -171,11 +175,7 @@ def _core(
     work = WorkLimits(
         settings.max_request_tokens, settings.max_request_prompts, settings.strict_max_tokens
     )
-    priority_keys = settings.service_tier_priority_keys
-    tiers = TierPolicy(
-        settings.scheduling_policy == "priority",
-        None if priority_keys is None else frozenset(priority_keys),
-    )
+    tiers = TierPolicy(settings.scheduling_policy == "priority", priority_keys)
     return ServerState(
         settings=settings,
         engine=served,
@@ -195,6 +195,7 @@ def _core(
         lifecycle=Lifecycle(served, settings.drain_timeout),
         created=int(time.time()),
         dependencies=dependencies,
+        secret=secret,
         models=registry,
         adapters=adapters,
         embedder=embedder,
@@ -256,11 +257,26 @@ def _wire(
     limited = limits.feature(settings, metrics, dependencies, OPEN)
     limiter = limited.service
     admit = None if limiter is None or limiter.tpm is None else limiter.reserve_tokens
+    secret = ServerSecret.load(settings.secret_key, settings.data_dir)
+    keys = auth.configured_keys(settings, secret)
+    given = settings.service_tier_priority_keys
+    # A key's id from before the server secret still names that key.
+    priority = None if given is None else keys.current_ids(given, "--service-tier-priority-keys")
     core = _core(
-        settings, entries, engine, embedder, metrics, dependencies, admit=admit, replica=replica
+        settings,
+        entries,
+        engine,
+        embedder,
+        metrics,
+        dependencies,
+        secret=secret,
+        priority_keys=priority,
+        admit=admit,
+        replica=replica,
     )
     traced = tracing.feature(settings)
-    stored = store.feature(core)
+    # What keys own under their ids from before the server secret is theirs still.
+    stored = store.feature(core, keys.renames())
     # Embedding tokens count against the caller's token limit too.
     embedded = embeddings.feature(core, admit)
     cached = cache.feature(core, embedded.service)
@@ -286,7 +302,7 @@ def _wire(
         realtime.feature(None if limiter is None else limiter.settle),
         lora.feature(core),
         # Middleware in this order, inside the core's: keys, then limits (per key).
-        auth.feature(settings, OPEN),
+        auth.feature(keys, OPEN),
         limited,
         embedded,
         *(make(core) for make in extra),

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
 from oai_server.error_responses import to_openai_error
@@ -88,6 +88,8 @@ class ResponseRun:
     """
 
     response: Response
+    # Each finished reasoning item's `encrypted_content`, when the request asked for it.
+    seal: Callable[[ReasoningItem], str] | None = None
     error: Exception | None = None
     _sequence: int = 0
     _items: ItemStream = field(default_factory=lambda: ItemStream(one_open=True, reasoning=True))
@@ -279,6 +281,8 @@ class ResponseRun:
                 )
             )
             out.append(self._part_event("response.content_part.done", item, index))
+            if self.seal is not None:
+                item.encrypted_content = self.seal(item)
         else:
             assert isinstance(item, FunctionCallItem)
             out.append(

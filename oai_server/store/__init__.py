@@ -5,10 +5,13 @@ Layout: `interface` (what a store offers), `sql` + `tables` + `queries` + `migra
 (SQLAlchemy async and Alembic), `writer` (queued writes off the request path), `service`
 (start-up, health, retention, who owns what), `params` (list parameters and envelope),
 `routes` (the HTTP endpoints), `hook` (where chat answers are recorded), `chat_records`
-(answers as records and back). `feature` wires it into the app.
+(answers as records and back), `owners` (API keys' former ids carried over to their ids).
+`feature` wires it into the app.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from oai_server.features import Feature
 from oai_server.state import ServerState
@@ -21,11 +24,12 @@ from oai_server.store.url import async_url
 __all__ = ["StoreService", "feature"]
 
 
-def feature(core: ServerState) -> Feature[StoreService]:
-    """The store's routes, and its service: migrated at start-up, its writes drained at the
-    end; `/health` says whether it keeps up."""
+def feature(core: ServerState, renames: Mapping[str, str]) -> Feature[StoreService]:
+    """The store's routes, and its service: migrated at start-up (what API keys own under
+    their former ids, `renames`' keys, carried over to their ids now), its writes drained
+    at the end; `/health` says whether it keeps up."""
     settings = core.settings
-    store = SQLStore(async_url(settings.store_url, settings.data_dir))
+    store = SQLStore(async_url(settings.store_url, settings.data_dir), renames)
     service = StoreService(
         store,
         StoreMetrics(core.metrics.registry),

@@ -19,7 +19,9 @@ T = TypeVar("T")
 
 READ_S = 1.5
 WRITE_S = 10.0  # off the request path; a stall shows sooner as a stale queue
-MIGRATE_S = 15.0
+# The schema, then API keys' former ids carried over (`owners`): a walk of every owner row,
+# in statements each within the driver's own deadline.
+MIGRATE_S = 120.0
 RETENTION_S = 60.0  # one pass deleting a day's worth of old objects
 PROBE_S = 1.0
 

@@ -81,7 +81,8 @@ class Store(Protocol):
     """A database of stored objects; every method is a coroutine that never blocks the loop."""
 
     async def migrate(self) -> None:
-        """Create or upgrade the schema to the newest revision."""
+        """Create or upgrade the schema to the newest revision; then carry what configured
+        API keys own under their former ids over to their ids now."""
 
     async def ping(self) -> None:
         """Raise unless the database answers."""

@@ -11,7 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 from sqlalchemy.pool import AsyncAdaptedQueuePool
 
 from oai_server.store import images as stored_images
-from oai_server.store import migrate, queries
+from oai_server.store import migrate, owners, queries
 from oai_server.store.interface import (
     CursorNotFoundError,
     ListQuery,
@@ -115,13 +115,17 @@ def _metadata_rows(obj: StoredObject, metadata: Mapping[str, str]) -> list[dict[
 class SQLStore:
     """`Store` on one SQLAlchemy async engine (a connection pool; no blocking I/O on the loop)."""
 
-    def __init__(self, url: URL) -> None:
+    def __init__(self, url: URL, renames: Mapping[str, str] | None = None) -> None:
+        """`renames`: each configured API key's former id and its id now, carried over
+        (`oai_server.store.owners`) when the schema is migrated."""
         self.url = url
         self.engine = create_engine(url)
+        self.renames = dict(renames or {})
 
     async def migrate(self) -> None:
         ensure_directory(self.url)
         await migrate.upgrade(self.engine)
+        await owners.carry_over(self.engine, self.renames)
 
     async def ping(self) -> None:
         async with self.engine.connect() as conn:

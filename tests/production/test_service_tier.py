@@ -13,10 +13,10 @@ from typing import Any
 
 import httpx
 
-from oai_server.auth import key_id
 from oai_server.engine.fake import FakeEngine
 from oai_server.generation.service_tier import FLEX_PRIORITY, PRIORITY_TIER
 from tests.conformance import async_validating_client
+from tests.keys import former_key_id, served_key_id
 from tests.live import serve_async
 from tests.production.conftest import MODEL, chat_body, make_app, new_key
 
@@ -89,7 +89,7 @@ async def test_only_the_named_keys_may_jump_the_queue() -> None:
     allowed, other = new_key(), new_key()
     engine = FakeEngine(scheduling_policy="priority")
     app = _priority_app(
-        engine, api_key=[allowed, other], service_tier_priority_keys=[key_id(allowed)]
+        engine, api_key=[allowed, other], service_tier_priority_keys=[served_key_id(allowed)]
     )
     async with serve_async(app) as root, async_validating_client(base_url=root) as http:
 
@@ -111,6 +111,24 @@ async def test_only_the_named_keys_may_jump_the_queue() -> None:
         FLEX_PRIORITY,
         -1,
     ]
+
+
+async def test_a_priority_key_named_by_its_former_id_is_that_key() -> None:
+    """An id from before the server secret (a plain SHA-256) still names its key."""
+    allowed, other = new_key(), new_key()
+    engine = FakeEngine(scheduling_policy="priority")
+    app = _priority_app(
+        engine, api_key=[allowed, other], service_tier_priority_keys=[former_key_id(allowed)]
+    )
+    async with serve_async(app) as root, async_validating_client(base_url=root) as http:
+        for key, served in ((allowed, "priority"), (other, "default")):
+            answer = await http.post(
+                CHAT,
+                json=chat_body(service_tier="priority"),
+                headers={"authorization": f"Bearer {key}"},
+            )
+            assert answer.json()["service_tier"] == served
+    assert [call.options.priority for call in engine.calls] == [PRIORITY_TIER, 0]
 
 
 async def test_an_unknown_tier_is_a_400() -> None:

@@ -125,7 +125,6 @@ def test_text_format_reaches_the_engine() -> None:
 @pytest.mark.parametrize(
     ("options", "param"),
     [
-        ({"reasoning": {"summary": "auto"}}, "reasoning.summary"),
         ({"tools": [{"type": "web_search"}]}, "tools[0]"),
         (
             # This model takes no images (the vision tests serve one that does).
