@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Discriminator, Field, Tag
+from pydantic import ConfigDict, Discriminator, Field, Tag
 
 from schemas.common import (
     CacheSalt,
@@ -92,7 +92,24 @@ class FunctionCallInput(RequestModel):
     call_id: str
     name: str
     arguments: str
+    namespace: str | None = None
     status: ItemStatus | None = None
+
+
+class CustomToolCallInput(RequestModel):
+    type: Literal["custom_tool_call"]
+    id: str | None = None
+    call_id: str
+    name: str
+    input: str
+    namespace: str | None = None
+
+
+class CustomToolCallOutputInput(RequestModel):
+    type: Literal["custom_tool_call_output"]
+    id: str | None = None
+    call_id: str
+    output: str | list[InputPart]
 
 
 class FunctionCallOutputInput(RequestModel):
@@ -125,15 +142,26 @@ class OtherItem(RequestModel):
     type: str
 
 
+_ITEM_TYPES = frozenset(
+    {
+        "message",
+        "function_call",
+        "function_call_output",
+        "custom_tool_call",
+        "custom_tool_call_output",
+        "reasoning",
+    }
+)
+
 InputItem = Annotated[
     Annotated[InputMessage, Tag("message")]
     | Annotated[FunctionCallInput, Tag("function_call")]
     | Annotated[FunctionCallOutputInput, Tag("function_call_output")]
+    | Annotated[CustomToolCallInput, Tag("custom_tool_call")]
+    | Annotated[CustomToolCallOutputInput, Tag("custom_tool_call_output")]
     | Annotated[ReasoningInput, Tag("reasoning")]
     | Annotated[OtherItem, Tag("other")],
-    _type_tag(
-        frozenset({"message", "function_call", "function_call_output", "reasoning"}), "message"
-    ),
+    _type_tag(_ITEM_TYPES, "message"),
 ]
 
 
@@ -145,15 +173,54 @@ class FunctionTool(RequestModel):
     strict: bool | None = None
 
 
+class TextInputFormat(RequestModel):
+    """Unconstrained free-form text."""
+
+    type: Literal["text"]
+
+
+class GrammarInputFormat(RequestModel):
+    """A custom tool's input constrained by a Lark grammar or a regular expression."""
+
+    type: Literal["grammar"]
+    syntax: Literal["lark", "regex"]
+    definition: str
+
+
+class CustomTool(RequestModel):
+    """A tool whose input is free text, optionally in a grammar's language."""
+
+    type: Literal["custom"]
+    name: str
+    description: str | None = None
+    format: Annotated[TextInputFormat | GrammarInputFormat, Field(discriminator="type")] | None = (
+        None
+    )
+
+
+class NamespaceTool(RequestModel):
+    """Function and custom tools grouped under a name (their calls carry `namespace`)."""
+
+    type: Literal["namespace"]
+    name: str
+    description: str
+    tools: list[Annotated[FunctionTool | CustomTool, Field(discriminator="type")]]
+
+
 class OtherTool(RequestModel):
-    """A built-in tool (web search, file search, ...), refused by name."""
+    """A hosted tool (web search, file search, MCP, ...): kept as sent, for the echo."""
+
+    model_config = ConfigDict(extra="allow")
 
     type: str
 
 
 Tool = Annotated[
-    Annotated[FunctionTool, Tag("function")] | Annotated[OtherTool, Tag("other")],
-    _type_tag(frozenset({"function"})),
+    Annotated[FunctionTool, Tag("function")]
+    | Annotated[CustomTool, Tag("custom")]
+    | Annotated[NamespaceTool, Tag("namespace")]
+    | Annotated[OtherTool, Tag("other")],
+    _type_tag(frozenset({"function", "custom", "namespace"})),
 ]
 
 
@@ -162,15 +229,36 @@ class ToolChoiceFunction(RequestModel):
     name: str
 
 
+class ToolChoiceCustom(RequestModel):
+    type: Literal["custom"]
+    name: str
+
+
+class ToolChoiceAllowed(RequestModel):
+    """Only these tools are offered (`{"type": "function", "name": ...}`, ...);
+    `required`: one of them must be called."""
+
+    type: Literal["allowed_tools"]
+    mode: Literal["auto", "required"]
+    tools: list[dict[str, Any]]
+
+
 class OtherToolChoice(RequestModel):
+    """A hosted tool forced (`web_search_preview`, `mcp`, ...): kept as sent, for the echo."""
+
+    model_config = ConfigDict(extra="allow")
+
     type: str
 
 
 ToolChoice = (
     Literal["none", "auto", "required"]
     | Annotated[
-        Annotated[ToolChoiceFunction, Tag("function")] | Annotated[OtherToolChoice, Tag("other")],
-        _type_tag(frozenset({"function"})),
+        Annotated[ToolChoiceFunction, Tag("function")]
+        | Annotated[ToolChoiceCustom, Tag("custom")]
+        | Annotated[ToolChoiceAllowed, Tag("allowed_tools")]
+        | Annotated[OtherToolChoice, Tag("other")],
+        _type_tag(frozenset({"function", "custom", "allowed_tools"})),
     ]
 )
 
