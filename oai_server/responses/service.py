@@ -19,7 +19,12 @@ from oai_server.items.context import oldest_to_drop
 from oai_server.responses.items import image_files, to_context, to_items
 from oai_server.responses.state import ResponseState, now_us
 from oai_server.responses.stream import ResponseRun, RunEvent
-from oai_server.responses.tools import echo_tool, echo_tool_choice, offered_tools
+from oai_server.responses.tools import (
+    OfferedTools,
+    echo_tool,
+    echo_tool_choice,
+    offered_tools,
+)
 from oai_server.responses.translate import chat_request, reject_unsupported
 from oai_server.services.chat import ChatJob, ChatRequest, ChatService
 from oai_server.services.metadata import check_metadata
@@ -44,13 +49,20 @@ _PARAMS = {
 }
 
 
-def _renamed(exc: OpenAIError) -> OpenAIError:
+def _renamed(exc: OpenAIError, tools: OfferedTools | None = None) -> OpenAIError:
+    """`exc` naming the field as the Responses request calls it."""
     if exc.param is not None:
         head = exc.param.split("[", 1)[0]
+        prefixes = [p for p in _PARAMS if exc.param.startswith(f"{p}.")]
+        prefix = max(prefixes, key=len) if prefixes else None
         if exc.param in _PARAMS:
             exc.param = _PARAMS[exc.param]
+        elif prefix is not None:  # a schema's keyword: `text.format.schema.properties...`
+            exc.param = _PARAMS[prefix] + exc.param[len(prefix) :]
         elif head == "messages":
             exc.param = "input"
+        elif head == "tools" and tools is not None:
+            exc.param = tools.param(exc.param)
     return exc
 
 
@@ -97,6 +109,7 @@ class ResponsesService:
         """The chat job for `items`; with `truncation: auto`, the oldest items that do not
         fit the context window are dropped (`oldest_to_drop`: never the instructions)."""
         files = await self._image_files(items)
+        tools = offered_tools(req.tools)
         start = 0
         while True:
             try:
@@ -107,7 +120,7 @@ class ResponsesService:
                     raise _renamed(exc) from None
                 start += dropped
             except OpenAIError as exc:
-                raise _renamed(exc) from None
+                raise _renamed(exc, tools) from None
 
     async def _image_files(self, items: Sequence[Item]) -> dict[str, str]:
         """The images the items name by `file_id`, as `data:` URLs of the files' bytes

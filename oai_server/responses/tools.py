@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,6 +47,9 @@ from schemas.responses import (
 from schemas.responses import Tool as ResponsesTool
 from schemas.responses import ToolChoice as ResponsesToolChoice
 
+# A chat tool's field, as the chat service names it: `tools[3].function.` or `tools[3].custom.`.
+_CHAT_TOOL = re.compile(r"tools\[(\d+)\]\.(?:function|custom)")
+
 
 def qualified(namespace: str | None, name: str) -> str:
     """The name a namespace's tool is offered (and called back) under."""
@@ -61,6 +65,15 @@ class OfferedTools:
     namespaced: dict[str, tuple[str, str]] = field(default_factory=dict)
     # Hosted tools sent, by type: accepted, not offered.
     hosted: frozenset[str] = frozenset()
+    # Where each chat tool is in the request (`tools[1].tools[0]`), to name it in errors.
+    params: list[str] = field(default_factory=list)
+
+    def param(self, chat_param: str) -> str:
+        """`chat_param` (`tools[0].function.parameters...`) as the request names it."""
+        match = _CHAT_TOOL.match(chat_param)
+        if match is None or int(match[1]) >= len(self.params):
+            return chat_param
+        return self.params[int(match[1])] + chat_param[match.end() :]
 
     def call_name(self, offered: str) -> tuple[str | None, str]:
         """The `namespace` (None: none) and `name` a call of `offered` is answered with."""
@@ -88,16 +101,19 @@ def offered_tools(tools: Sequence[ResponsesTool] | None) -> OfferedTools:
     chat: list[Tool] = []
     namespaced: dict[str, tuple[str, str]] = {}
     hosted: set[str] = set()
-    for tool in tools or ():
+    params: list[str] = []
+    for i, tool in enumerate(tools or ()):
         if isinstance(tool, FunctionTool | CustomTool):
             chat.append(_chat_tool(tool, None))
+            params.append(f"tools[{i}]")
         elif isinstance(tool, NamespaceTool):
-            for inner in tool.tools:
+            for j, inner in enumerate(tool.tools):
                 chat.append(_chat_tool(inner, tool.name))
+                params.append(f"tools[{i}].tools[{j}]")
                 namespaced[qualified(tool.name, inner.name)] = (tool.name, inner.name)
         else:
             hosted.add(tool.type)
-    return OfferedTools(chat, namespaced, frozenset(hosted))
+    return OfferedTools(chat, namespaced, frozenset(hosted), params)
 
 
 def _forced_hosted(kind: str) -> UnsupportedParameterError:
