@@ -59,6 +59,22 @@ async def test_claude_codes_tool_passes(path: str) -> None:
     assert '"maxLength": 524288' in prompt_of(engine), "shown to the model as sent"
 
 
+async def test_only_compiled_schemas_are_bounded() -> None:
+    """A tool only shown to the model is bounded by the body size alone; Claude Code's
+    bound passes even where it is compiled (`required`)."""
+    shown_only = {"type": "object", "properties": {"xs": {"type": "array", "maxItems": 10**9}}}
+    async with serve(FakeEngine()) as client:
+        shown = await client.post(
+            "/v1/chat/completions", json=requests(shown_only)["/v1/chat/completions"]
+        )
+        body = requests(BASH_SCHEMA)["/v1/chat/completions"]
+        required = await client.post(
+            "/v1/chat/completions", json={**body, "tool_choice": "required"}
+        )
+    assert shown.status_code == 200, shown.text
+    assert required.status_code == 200, required.text
+
+
 @pytest.mark.parametrize(
     ("path", "param"),
     [
