@@ -10,6 +10,7 @@ in their input item lists and in conversations.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Discriminator, Field, Tag
@@ -23,20 +24,23 @@ from schemas.common import (
     Temperature,
     TokenCount,
     TopP,
+    by_type,
 )
 from schemas.response_items import Item, ItemStatus
 
 # --- what a client sends --------------------------------------------------------
 
 
-def _type_tag(known: frozenset[str], default: str | None = None) -> Any:
-    """A discriminator on `type` that sends unknown types to an `other` variant."""
+def _type_tag(known: frozenset[str] | Mapping[str, str], default: str | None = None) -> Any:
+    """A discriminator on `type` that sends unknown types to an `other` variant; `known`
+    may map a type to its tag (a class name: an error's location then names fields only)."""
+    tags = known if isinstance(known, Mapping) else {kind: kind for kind in known}
 
     def tag(value: Any) -> str:
         kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
         if kind is None and default is not None:
             return default
-        return kind if kind in known else "other"
+        return tags.get(kind, "other") if isinstance(kind, str) else "other"
 
     return Discriminator(tag)
 
@@ -193,9 +197,14 @@ class CustomTool(RequestModel):
     type: Literal["custom"]
     name: str
     description: str | None = None
-    format: Annotated[TextInputFormat | GrammarInputFormat, Field(discriminator="type")] | None = (
-        None
-    )
+    format: (
+        Annotated[
+            Annotated[TextInputFormat, Tag("TextInputFormat")]
+            | Annotated[GrammarInputFormat, Tag("GrammarInputFormat")],
+            by_type({"text": "TextInputFormat", "grammar": "GrammarInputFormat"}),
+        ]
+        | None
+    ) = None
 
 
 class NamespaceTool(RequestModel):
@@ -204,7 +213,12 @@ class NamespaceTool(RequestModel):
     type: Literal["namespace"]
     name: str
     description: str
-    tools: list[Annotated[FunctionTool | CustomTool, Field(discriminator="type")]]
+    tools: list[
+        Annotated[
+            Annotated[FunctionTool, Tag("FunctionTool")] | Annotated[CustomTool, Tag("CustomTool")],
+            by_type({"function": "FunctionTool", "custom": "CustomTool"}),
+        ]
+    ]
 
 
 class OtherTool(RequestModel):
@@ -216,11 +230,11 @@ class OtherTool(RequestModel):
 
 
 Tool = Annotated[
-    Annotated[FunctionTool, Tag("function")]
-    | Annotated[CustomTool, Tag("custom")]
-    | Annotated[NamespaceTool, Tag("namespace")]
+    Annotated[FunctionTool, Tag("FunctionTool")]
+    | Annotated[CustomTool, Tag("CustomTool")]
+    | Annotated[NamespaceTool, Tag("NamespaceTool")]
     | Annotated[OtherTool, Tag("other")],
-    _type_tag(frozenset({"function", "custom", "namespace"})),
+    _type_tag({"function": "FunctionTool", "custom": "CustomTool", "namespace": "NamespaceTool"}),
 ]
 
 
@@ -254,11 +268,17 @@ class OtherToolChoice(RequestModel):
 ToolChoice = (
     Literal["none", "auto", "required"]
     | Annotated[
-        Annotated[ToolChoiceFunction, Tag("function")]
-        | Annotated[ToolChoiceCustom, Tag("custom")]
-        | Annotated[ToolChoiceAllowed, Tag("allowed_tools")]
+        Annotated[ToolChoiceFunction, Tag("ToolChoiceFunction")]
+        | Annotated[ToolChoiceCustom, Tag("ToolChoiceCustom")]
+        | Annotated[ToolChoiceAllowed, Tag("ToolChoiceAllowed")]
         | Annotated[OtherToolChoice, Tag("other")],
-        _type_tag(frozenset({"function", "custom", "allowed_tools"})),
+        _type_tag(
+            {
+                "function": "ToolChoiceFunction",
+                "custom": "ToolChoiceCustom",
+                "allowed_tools": "ToolChoiceAllowed",
+            }
+        ),
     ]
 )
 
