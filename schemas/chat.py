@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, Field
+from pydantic import AliasChoices, Field, Tag
 
 from schemas.common import (
     CompletionUsage,
@@ -12,6 +12,7 @@ from schemas.common import (
     RequestModel,
     ResponseModel,
     TokenCount,
+    by_type,
 )
 
 
@@ -57,10 +58,27 @@ class FunctionCall(RequestModel):
     arguments: str
 
 
-class ToolCall(RequestModel):
+class FunctionToolCall(RequestModel):
     id: str
     type: Literal["function"] = "function"
     function: FunctionCall
+
+
+class CustomCall(RequestModel):
+    name: str
+    input: str
+
+
+class CustomToolCall(RequestModel):
+    """An earlier turn's call of a custom tool (free-text input)."""
+
+    id: str
+    type: Literal["custom"]
+    custom: CustomCall
+
+
+# `type` may be left out of a function call (the default); a custom call names it.
+ToolCall = Annotated[FunctionToolCall | CustomToolCall, Field(union_mode="left_to_right")]
 
 
 class SystemMessage(RequestModel):
@@ -129,6 +147,51 @@ class ChatCompletionTool(RequestModel):
     function: FunctionDefinition
 
 
+class TextFormat(RequestModel):
+    """Unconstrained free-form text."""
+
+    type: Literal["text"]
+
+
+class Grammar(RequestModel):
+    definition: str
+    syntax: Literal["lark", "regex"]
+
+
+class GrammarFormat(RequestModel):
+    """A custom tool's input constrained by a grammar (Lark) or a regular expression."""
+
+    type: Literal["grammar"]
+    grammar: Grammar
+
+
+class CustomToolProperties(RequestModel):
+    name: str
+    description: str | None = None
+    format: (
+        Annotated[
+            Annotated[TextFormat, Tag("TextFormat")]
+            | Annotated[GrammarFormat, Tag("GrammarFormat")],
+            by_type({"text": "TextFormat", "grammar": "GrammarFormat"}),
+        ]
+        | None
+    ) = None
+
+
+class ChatCompletionCustomTool(RequestModel):
+    """A tool whose input is free text (`CustomToolChatCompletions` in the spec)."""
+
+    type: Literal["custom"]
+    custom: CustomToolProperties
+
+
+Tool = Annotated[
+    Annotated[ChatCompletionTool, Tag("ChatCompletionTool")]
+    | Annotated[ChatCompletionCustomTool, Tag("ChatCompletionCustomTool")],
+    by_type({"function": "ChatCompletionTool", "custom": "ChatCompletionCustomTool"}),
+]
+
+
 class NamedToolChoiceFunction(RequestModel):
     name: str
 
@@ -138,7 +201,41 @@ class NamedToolChoice(RequestModel):
     function: NamedToolChoiceFunction
 
 
-ToolChoice = Literal["none", "auto", "required"] | NamedToolChoice | None
+class NamedToolChoiceCustom(RequestModel):
+    type: Literal["custom"]
+    custom: NamedToolChoiceFunction
+
+
+class AllowedTools(RequestModel):
+    mode: Literal["auto", "required"]
+    # `{"type": "function", "function": {"name": ...}}` or `{"type": "custom", "custom":
+    # {"name": ...}}`: tools of `tools`, by name.
+    tools: list[dict[str, Any]]
+
+
+class AllowedToolChoice(RequestModel):
+    """Only these of `tools` are offered; `required`: one of them must be called."""
+
+    type: Literal["allowed_tools"]
+    allowed_tools: AllowedTools
+
+
+ToolChoice = (
+    Literal["none", "auto", "required"]
+    | Annotated[
+        Annotated[NamedToolChoice, Tag("NamedToolChoice")]
+        | Annotated[NamedToolChoiceCustom, Tag("NamedToolChoiceCustom")]
+        | Annotated[AllowedToolChoice, Tag("AllowedToolChoice")],
+        by_type(
+            {
+                "function": "NamedToolChoice",
+                "custom": "NamedToolChoiceCustom",
+                "allowed_tools": "AllowedToolChoice",
+            }
+        ),
+    ]
+    | None
+)
 
 
 class CreateChatCompletionRequest(GenerationRequest):
@@ -148,7 +245,7 @@ class CreateChatCompletionRequest(GenerationRequest):
     max_tokens: TokenCount = None
     max_completion_tokens: TokenCount = None
     store: bool | None = False
-    tools: list[ChatCompletionTool] | None = None
+    tools: list[Tool] | None = None
     tool_choice: ToolChoice = None
     parallel_tool_calls: bool | None = None
     functions: list[dict[str, Any]] | None = None
@@ -203,11 +300,25 @@ class ChatCompletionMessageToolCall(ResponseModel):
     function: FunctionCallOut
 
 
+class CustomCallOut(ResponseModel):
+    name: str
+    input: str
+
+
+class ChatCompletionMessageCustomToolCall(ResponseModel):
+    id: str
+    type: Literal["custom"] = "custom"
+    custom: CustomCallOut
+
+
+MessageToolCall = ChatCompletionMessageToolCall | ChatCompletionMessageCustomToolCall
+
+
 class ChatCompletionMessage(ResponseModel):
     role: Literal["assistant"] = "assistant"
     content: str | None
     refusal: str | None
-    tool_calls: list[ChatCompletionMessageToolCall] | None = None
+    tool_calls: list[MessageToolCall] | None = None
     annotations: list[dict[str, Any]] | None = None
     # vLLM extension (--reasoning-parser): the model's thinking, apart from its answer.
     reasoning: str | None = None
@@ -238,11 +349,19 @@ class FunctionCallChunk(ResponseModel):
     arguments: str | None = None
 
 
+class CustomCallChunk(ResponseModel):
+    name: str | None = None
+    input: str | None = None
+
+
 class ChatCompletionMessageToolCallChunk(ResponseModel):
     index: int
     id: str | None = None
-    type: Literal["function"] | None = None
+    # `custom`, with `custom: {name, input}`, as OpenAI streams a custom tool's call (the
+    # spec's chunk lists `function` only: openai/openai-openapi#576).
+    type: Literal["function", "custom"] | None = None
     function: FunctionCallChunk | None = None
+    custom: CustomCallChunk | None = None
 
 
 class ChatCompletionDelta(ResponseModel):

@@ -21,6 +21,12 @@ from oai_server.items.context import oldest_to_drop
 from oai_server.responses.items import image_files, seal_reasoning, to_context, to_items
 from oai_server.responses.state import ResponseState, now_us
 from oai_server.responses.stream import ResponseRun, RunEvent
+from oai_server.responses.tools import (
+    OfferedTools,
+    echo_tool,
+    echo_tool_choice,
+    offered_tools,
+)
 from oai_server.responses.translate import (
     ENCRYPTED_REASONING,
     chat_request,
@@ -35,7 +41,6 @@ from schemas.responses import (
     ConversationId,
     ConversationRef,
     CreateResponse,
-    FunctionTool,
     InputTokensRequest,
     Response,
 )
@@ -51,13 +56,20 @@ _PARAMS = {
 }
 
 
-def _renamed(exc: OpenAIError) -> OpenAIError:
+def _renamed(exc: OpenAIError, tools: OfferedTools | None = None) -> OpenAIError:
+    """`exc` naming the field as the Responses request calls it."""
     if exc.param is not None:
         head = exc.param.split("[", 1)[0]
+        prefixes = [p for p in _PARAMS if exc.param.startswith(f"{p}.")]
+        prefix = max(prefixes, key=len) if prefixes else None
         if exc.param in _PARAMS:
             exc.param = _PARAMS[exc.param]
+        elif prefix is not None:  # a schema's keyword: `text.format.schema.properties...`
+            exc.param = _PARAMS[prefix] + exc.param[len(prefix) :]
         elif head == "messages":
             exc.param = "input"
+        elif head == "tools" and tools is not None:
+            exc.param = tools.param(exc.param)
     return exc
 
 
@@ -106,6 +118,7 @@ class ResponsesService:
         """The chat job for `items`; with `truncation: auto`, the oldest items that do not
         fit the context window are dropped (`oldest_to_drop`: never the instructions)."""
         files = await self._image_files(items)
+        tools = offered_tools(req.tools)
         start = 0
         while True:
             try:
@@ -116,7 +129,7 @@ class ResponsesService:
                     raise _renamed(exc) from None
                 start += dropped
             except OpenAIError as exc:
-                raise _renamed(exc) from None
+                raise _renamed(exc, tools) from None
 
     async def _image_files(self, items: Sequence[Item]) -> dict[str, str]:
         """The images the items name by `file_id`, as `data:` URLs of the files' bytes
@@ -170,8 +183,8 @@ class ResponsesService:
             temperature=job.options.temperature,
             top_p=job.options.top_p,
             text=_echo_text(req),
-            tool_choice=_echo_choice(req),
-            tools=[_echo_tool(t) for t in req.tools or ()],
+            tool_choice=echo_tool_choice(req.tool_choice),
+            tools=[echo_tool(t) for t in req.tools or ()],
             truncation=req.truncation or "disabled",
             metadata=dict(req.metadata or {}),
             conversation=ConversationId(id=conversation) if conversation else None,
@@ -217,9 +230,10 @@ class ResponsesService:
         return run.response
 
     def _run(self, job: ResponseJob) -> ResponseRun:
+        tools = offered_tools(job.req.tools)
         if ENCRYPTED_REASONING not in (job.req.include or ()):
-            return ResponseRun(job.response)
-        return ResponseRun(job.response, seal=partial(seal_reasoning, self.secret))
+            return ResponseRun(job.response, tools)
+        return ResponseRun(job.response, tools, seal=partial(seal_reasoning, self.secret))
 
     async def _remember(self, job: ResponseJob, response: Response) -> None:
         if self.state is not None and job.background:
@@ -239,26 +253,3 @@ def _echo_text(req: CreateResponse) -> dict[str, Any]:
     if req.text is not None:
         text.update(req.text.model_dump(exclude_none=True, by_alias=True))
     return text
-
-
-def _echo_choice(req: CreateResponse) -> str | dict[str, str]:
-    choice = req.tool_choice
-    if choice is None:
-        return "auto"
-    if isinstance(choice, str):
-        return choice
-    return {"type": choice.type, "name": getattr(choice, "name", "")}
-
-
-def _echo_tool(tool: object) -> dict[str, Any]:
-    if not isinstance(tool, FunctionTool):
-        return {"type": getattr(tool, "type", "")}
-    out: dict[str, Any] = {
-        "type": "function",
-        "name": tool.name,
-        "parameters": tool.parameters,
-        "strict": tool.strict,
-    }
-    if tool.description is not None:
-        out["description"] = tool.description
-    return out
