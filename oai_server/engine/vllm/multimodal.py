@@ -66,3 +66,22 @@ def image_placeholder(model_config: Any) -> str | None:
     model_cls: Any = get_model_cls(model_config)
     placeholder = model_cls.get_placeholder_str("image", 1)
     return None if placeholder is None else str(placeholder)
+
+
+def image_max_side(model_config: Any) -> int | None:
+    """The longest side the model's image processor resizes an image to: its `size`'s
+    `longest_edge` (Idefics3, SmolVLM), with --mm-processor-kwargs over the model's
+    preprocessor config. None where the processor says otherwise (a fixed height and
+    width that ignores the aspect, a pixel count): images are then kept as decoded."""
+    if not image_limit(model_config):
+        return None
+    from vllm.transformers_utils.repo_utils import get_hf_file_to_dict
+
+    config = dict(
+        get_hf_file_to_dict("preprocessor_config.json", model_config.model, model_config.revision)
+        or {}
+    )
+    config.update(getattr(model_config.multimodal_config, "mm_processor_kwargs", None) or {})
+    size = config.get("size")
+    side = size.get("longest_edge") if isinstance(size, dict) else None
+    return side if isinstance(side, int) and side > 0 else None
