@@ -205,3 +205,34 @@ async def test_the_memory_of_a_decode_returns_after_the_answer() -> None:
         gc.collect()
         # Two bombs decoded at full size took about 250 MiB; kept, each is 64x64.
         assert _rss_mib() - before < 64
+
+
+def test_a_batch_chat_line_fetches_its_images_when_it_runs(
+    tmp_path: Path, slow_images: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.batch.helpers import read_lines, upload, wait
+    from tests.live import serve as serve_live
+    from tests.store.conftest import make_app, sdk
+
+    allowed = MediaPolicy(allowed_domains=frozenset({"localhost"}))
+    monkeypatch.setattr("oai_server.app.media_policy", lambda settings: allowed)
+    engine = FakeEngine(image_limit=2, image_tokens=3)
+    app = make_app(f"sqlite:///{tmp_path / 'store.db'}", engine, batch_idle_seconds=0)
+    line = {
+        "custom_id": "a",
+        "method": "POST",
+        "url": "/v1/chat/completions",
+        "body": chat(f"{slow_images}/cat.png"),
+    }
+    with serve_live(app) as base, sdk(base) as client:
+        batch = client.batches.create(
+            input_file_id=upload(client, [line]),
+            endpoint="/v1/chat/completions",
+            completion_window="24h",
+        )
+        fetched_at_creation = list(_Slow.paths)
+        done = wait(client, batch.id)
+        (output,) = read_lines(client, done.output_file_id)
+    assert output["response"]["status_code"] == 200, output
+    assert _Slow.paths == ["/cat.png"]
+    assert fetched_at_creation == []
