@@ -5,7 +5,7 @@ deployment it could read a cloud's metadata service (169.254.169.254), an admin 
 loopback or any private service. So before each request, and after every redirect, the
 name is resolved once, each address it resolves to must be public (`is_global`, with any
 IPv4 address an IPv6 one embeds judged too) unless the operator named the host in
-`--allowed-media-domains`, and the connection goes to the address that was checked: a
+`--allowed-media-domains`, and the connection goes to the addresses that were checked: a
 name that answers a public address to the check and a private one to the connect (DNS
 rebinding) never gets the second question. The URL's host still names the server to TLS
 (SNI, certificate) and in `Host`. A refused address is refused before any connection, so
@@ -31,8 +31,8 @@ from oai_server.media.policy import MediaPolicy
 
 # Resolves (host, port) into the IP addresses a connection could go to.
 Resolver = Callable[[str, int], Awaitable[list[str]]]
-# The transport of one hop: every connection it opens goes to the given address.
-Dialer = Callable[[str], httpx.AsyncBaseTransport]
+# The transport of one hop: every connection it opens goes to one of the given addresses.
+Dialer = Callable[[tuple[str, ...]], httpx.AsyncBaseTransport]
 
 _CHUNK = 64 * 1024
 # A body an image store may label either way; the decoder decides what it is.
@@ -74,11 +74,13 @@ def is_internal(address: str) -> bool:
 
 
 class _PinnedNetwork(httpcore.AsyncNetworkBackend):
-    """Connects to one address whatever host httpcore asks for; TLS still gets the
-    URL's host as its server name (httpcore passes it to `start_tls`)."""
+    """Connects to the checked addresses, in the resolver's order, the first that
+    answers, whatever host httpcore asks for (as a connect by name tries each address
+    of the name); TLS still gets the URL's host as its server name (httpcore passes it to
+    `start_tls`)."""
 
-    def __init__(self, address: str) -> None:
-        self._address = address
+    def __init__(self, addresses: tuple[str, ...]) -> None:
+        self._addresses = addresses
         self._network = httpcore.AnyIOBackend()
 
     async def connect_tcp(
@@ -89,9 +91,15 @@ class _PinnedNetwork(httpcore.AsyncNetworkBackend):
         local_address: str | None = None,
         socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
     ) -> httpcore.AsyncNetworkStream:
-        return await self._network.connect_tcp(
-            self._address, port, timeout, local_address, socket_options
-        )
+        *others, last = self._addresses
+        for address in others:
+            try:
+                return await self._network.connect_tcp(
+                    address, port, timeout, local_address, socket_options
+                )
+            except httpcore.ConnectError:
+                continue
+        return await self._network.connect_tcp(last, port, timeout, local_address, socket_options)
 
     async def sleep(self, seconds: float) -> None:
         await self._network.sleep(seconds)
@@ -103,12 +111,12 @@ def _tls() -> ssl.SSLContext:
     return httpx.create_ssl_context()
 
 
-def pinned_transport(address: str) -> httpx.AsyncBaseTransport:
-    """httpx's own transport, its connections dialled to `address`. httpx takes no
+def pinned_transport(addresses: tuple[str, ...]) -> httpx.AsyncBaseTransport:
+    """httpx's own transport, its connections dialled to `addresses`. httpx takes no
     network backend, so its connection pool is replaced by one built with ours."""
     transport = httpx.AsyncHTTPTransport(verify=_tls(), trust_env=False)
     transport._pool = httpcore.AsyncConnectionPool(
-        ssl_context=_tls(), network_backend=_PinnedNetwork(address)
+        ssl_context=_tls(), network_backend=_PinnedNetwork(addresses)
     )
     return transport
 
@@ -146,11 +154,11 @@ class MediaFetcher:
 
     async def _follow(self, current: httpx.URL, param: str) -> bytes:
         for _ in range(self.policy.max_redirects + 1):
-            address = await self._check_target(current, param)
+            addresses = await self._check_target(current, param)
             # The transport itself, not a client: a client parses a redirect's `Location`
             # as it answers (raising on `data:...`), and takes proxies from the
             # environment, which would connect on our behalf past the check.
-            async with self._dial(address) as transport:
+            async with self._dial(addresses) as transport:
                 response = await transport.handle_async_request(httpx.Request("GET", current))
                 try:
                     if response.is_redirect:
@@ -165,8 +173,8 @@ class MediaFetcher:
             param=param,
         )
 
-    async def _check_target(self, url: httpx.URL, param: str) -> str:
-        """The address to connect to for `url`; refuse a URL whose host or resolved
+    async def _check_target(self, url: httpx.URL, param: str) -> tuple[str, ...]:
+        """The addresses to connect to for `url`; refuse a URL whose host or resolved
         addresses are not allowed."""
         host = url.host
         if not self.policy.domain_allowed(host):
@@ -185,7 +193,7 @@ class MediaFetcher:
             raise _internal(param)
         if not self.policy.internal_allowed(host) and any(is_internal(a) for a in addresses):
             raise _internal(param)
-        return addresses[0]
+        return tuple(addresses)
 
     async def _body(self, response: httpx.Response, param: str) -> bytes:
         if response.status_code != 200:

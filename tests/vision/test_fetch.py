@@ -87,15 +87,15 @@ def hits() -> list[tuple[str, str]]:
     return _Handler.hits
 
 
-def redirecting_to(location: str) -> Callable[[str], httpx.AsyncBaseTransport]:
+def redirecting_to(location: str) -> Callable[[tuple[str, ...]], httpx.AsyncBaseTransport]:
     """A dialer: the public address answers a redirect to `location`; any other address
     is dialled for real (pinned, as the server does)."""
 
     def answer(request: httpx.Request) -> httpx.Response:
         return httpx.Response(302, headers={"Location": location})
 
-    def dial(address: str) -> httpx.AsyncBaseTransport:
-        return httpx.MockTransport(answer) if address == PUBLIC else pinned_transport(address)
+    def dial(addresses: tuple[str, ...]) -> httpx.AsyncBaseTransport:
+        return httpx.MockTransport(answer) if PUBLIC in addresses else pinned_transport(addresses)
 
     return dial
 
@@ -106,7 +106,7 @@ async def public_names(host: str, port: int) -> list[str]:
 
 def loader(
     resolver: Resolver = public_names,
-    dial: Callable[[str], httpx.AsyncBaseTransport] = pinned_transport,
+    dial: Callable[[tuple[str, ...]], httpx.AsyncBaseTransport] = pinned_transport,
     **policy: object,
 ) -> ImageLoader:
     fetcher = MediaFetcher(MediaPolicy(**policy), resolver=resolver, dial=dial)  # type: ignore[arg-type]
@@ -230,15 +230,15 @@ async def test_the_connection_goes_to_the_address_that_was_checked(
     async def rebinding(host: str, port: int) -> list[str]:
         return next(answers)
 
-    dialled: list[str] = []
+    dialled: list[tuple[str, ...]] = []
 
-    def dial(address: str) -> httpx.AsyncBaseTransport:
-        dialled.append(address)
+    def dial(addresses: tuple[str, ...]) -> httpx.AsyncBaseTransport:
+        dialled.append(addresses)
         return httpx.MockTransport(lambda request: httpx.Response(404))
 
     message = await refused(f"http://localhost:{port}/red.png", resolver=rebinding, dial=dial)
     assert "HTTP 404" in message
-    assert dialled == [PUBLIC]
+    assert dialled == [(PUBLIC,)]
     assert hits == []
 
 
@@ -254,6 +254,19 @@ async def test_a_pinned_connection_keeps_the_urls_host(
     got = await load_one(url, resolver=to_loopback, allowed_domains={"images.internal.test"})
     assert got == await load_one(data_url(RED))
     assert hits == [("/red.png", f"images.internal.test:{port}")]
+
+
+async def test_each_checked_address_is_tried_in_turn(
+    port: int, hits: list[tuple[str, str]]
+) -> None:
+    # As a connect by name would: nothing listens on 127.0.0.2, the next address answers.
+    async def two(host: str, port: int) -> list[str]:
+        return ["127.0.0.2", "127.0.0.1"]
+
+    url = f"http://images.internal.test:{port}/red.png"
+    got = await load_one(url, resolver=two, allowed_domains={"images.internal.test"})
+    assert got == await load_one(data_url(RED))
+    assert [path for path, _ in hits] == ["/red.png"]
 
 
 async def test_a_refused_address_answers_the_same_whatever_listens_there(port: int) -> None:
