@@ -212,6 +212,10 @@ def media_policy(settings: Settings) -> MediaPolicy:
         timeout_s=settings.media_fetch_timeout,
         max_bytes=settings.media_max_bytes,
         max_redirects=settings.media_max_redirects,
+        max_request_pixels=settings.media_max_request_pixels,
+        max_server_pixels=settings.media_max_server_pixels,
+        max_request_fetches=settings.media_max_request_fetches,
+        max_server_fetches=settings.media_max_server_fetches,
     )
 
 

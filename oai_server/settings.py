@@ -128,6 +128,30 @@ class Settings(BaseSettings, EngineOptions):
     media_max_redirects: int = Field(
         3, ge=0, description="Most redirects an image URL may take (else 400)."
     )
+    media_max_request_pixels: int = Field(
+        128 * 1024 * 1024,
+        ge=1,
+        description="Most pixels one request's images may declare together (width x height, "
+        "read from each header before anything is decoded; else 400 naming the image that "
+        "goes over). One image may have at most 64 Mi pixels.",
+    )
+    media_max_server_pixels: int = Field(
+        256 * 1024 * 1024,
+        ge=1,
+        description="Most pixels being decoded at full size at once, server-wide (4 bytes "
+        "each); further images wait their turn. Each is then shrunk to the model's size.",
+    )
+    media_max_request_fetches: int = Field(
+        4,
+        ge=1,
+        description="Images of one request fetched and decoded at once; the rest wait.",
+    )
+    media_max_server_fetches: int = Field(
+        32,
+        ge=1,
+        description="Image URLs fetched at once, server-wide; further fetches wait their turn "
+        "(--media-fetch-timeout counts from then).",
+    )
 
     # --- answers (vllm serve's front-end flags of the same names) ---------------
     return_tokens_as_token_ids: bool = Field(

@@ -67,7 +67,8 @@ class MessagesEndpoint(Endpoint):
     async def check(self, body: Any, owner: str) -> None:
         if body.stream:
             raise InvalidRequestError("A batch request cannot be streamed.", param="stream")
-        await self.core.chat.prepare(self._chat(body, owner))
+        # Its images are fetched and decoded when the line runs, not all at creation.
+        await self.core.chat.prepare(self._chat(body, owner), load=False)
 
     async def answer(self, body: Any, owner: str, priority: int | None) -> Any:
         service = self.core.chat

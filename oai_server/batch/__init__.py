@@ -15,7 +15,7 @@ from collections.abc import Mapping
 
 from opentelemetry.trace import Tracer
 
-from oai_server.batch.endpoints import Endpoint, ResponsesEndpoint, ServiceEndpoint
+from oai_server.batch.endpoints import ChatEndpoint, Endpoint, ResponsesEndpoint, ServiceEndpoint
 from oai_server.batch.lines import Shape, Shaped
 from oai_server.batch.metrics import BatchMetrics
 from oai_server.batch.records import BatchRecords
@@ -26,7 +26,6 @@ from oai_server.embeddings.service import EmbeddingService
 from oai_server.features import Feature
 from oai_server.state import ServerState
 from oai_server.store.service import StoreService
-from schemas.chat import CreateChatCompletionRequest
 from schemas.completions import CreateCompletionRequest
 from schemas.embeddings import CreateEmbeddingRequest
 
@@ -49,7 +48,7 @@ def feature(
         return Feature(None)
     settings = core.settings
     endpoints: dict[str, Endpoint] = {
-        "/v1/chat/completions": ServiceEndpoint(CreateChatCompletionRequest, core.chat),
+        "/v1/chat/completions": ChatEndpoint(core.chat),
         "/v1/completions": ServiceEndpoint(CreateCompletionRequest, core.completions),
         "/v1/responses": ResponsesEndpoint(core.chat, store, core.secret),
     }

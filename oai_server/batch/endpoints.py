@@ -20,6 +20,7 @@ from oai_server.secret import ServerSecret
 from oai_server.services.chat import ChatService
 from oai_server.store.service import StoreService
 from schemas.anthropic import MessagesRequest
+from schemas.chat import CreateChatCompletionRequest
 from schemas.common import GenerationRequest, ResponseModel
 from schemas.embeddings import CreateEmbeddingRequest
 from schemas.responses import CreateResponse
@@ -68,6 +69,18 @@ class ServiceEndpoint(Endpoint):
             body = body.model_copy(update={"priority": priority})
         handle = await self.service.start(await self.service.prepare(body))
         return await self.service.complete(handle)
+
+
+class ChatEndpoint(ServiceEndpoint):
+    """`/v1/chat/completions`: a line's images are fetched and decoded when it runs, not
+    all of a batch's at its creation."""
+
+    def __init__(self, chat: ChatService) -> None:
+        super().__init__(CreateChatCompletionRequest, chat)
+        self.chat = chat
+
+    async def check(self, body: Any, owner: str) -> None:
+        await self.chat.prepare(body, load=False)
 
 
 class ResponsesEndpoint(Endpoint):

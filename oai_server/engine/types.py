@@ -191,5 +191,8 @@ class ModelInfo:
     sampling_defaults: SamplingDefaults = field(default_factory=SamplingDefaults)
     # Images one prompt may carry (--limit-mm-per-prompt); 0: the model takes none.
     image_limit: int = 0
+    # The longest side, in pixels, the model's processor resizes an image to (None: not
+    # known); images are shrunk to it before they are kept.
+    image_max_side: int | None = None
     # The model's architectures, as its config names them (`LlamaForCausalLM`, ...).
     architectures: tuple[str, ...] = ()

@@ -159,8 +159,10 @@ class ChatService:
             self._harmonies[model] = harmony_of(engine, self.reasoning_parser, tools)
         return self._harmonies[model]
 
-    async def prepare(self, req: CreateChatCompletionRequest) -> ChatJob:
-        """Validate `req` and convert it into the engine's prompt and options."""
+    async def prepare(self, req: CreateChatCompletionRequest, *, load: bool = True) -> ChatJob:
+        """Validate `req` and convert it into the engine's prompt and options. `load`
+        false: only check what its images can be without fetching or decoding them (a
+        batch line, whose images are loaded when it runs); the job has none."""
         target = check_model(req.model, self.model_name, models=self.models)
         # Each model answers with its own tokenizer and template; --chat-template is the
         # first model's.
@@ -172,7 +174,7 @@ class ChatService:
         if tools.structured is not None:
             structured = tools.structured
         refs = image_refs(req)
-        images = await self._images(refs, engine, target.model) if refs else ()
+        images = await self._images(refs, engine, target.model, load) if refs else ()
         requested: int | None = req.max_completion_tokens
         param = "max_completion_tokens"
         if requested is None:
@@ -222,7 +224,7 @@ class ChatService:
         return await engine.count_prompt_tokens(job.prompt_token_ids, job.options.images)
 
     async def _images(
-        self, refs: list[ImageRef], engine: Engine, model: str | None
+        self, refs: list[ImageRef], engine: Engine, model: str | None, load: bool
     ) -> tuple[ImageInput, ...]:
         """The request's images, fetched and decoded; a model that takes none, or fewer,
         refuses them by name before anything is fetched."""
@@ -239,7 +241,10 @@ class ChatService:
                 f"{refs[limit].param} is one too many.",
                 param=refs[limit].param,
             )
-        return tuple(await self.images.load(refs))
+        if not load:
+            self.images.check(refs)
+            return ()
+        return tuple(await self.images.load(refs, engine.model_info.image_max_side))
 
     def _prompt(
         self,

@@ -3,11 +3,16 @@ and one that does not): what reaches the engine and what a client is told."""
 
 from __future__ import annotations
 
+import http.server
+import logging
+import threading
 from typing import Any
 
 import httpx
+import pytest
 
 from oai_server.engine.fake import FakeEngine
+from oai_server.media.policy import MediaPolicy
 from tests.unit.conftest import MODEL, serve
 from tests.vision.images import BLUE, RED, data_url, image_part, user_with_images
 
@@ -103,3 +108,42 @@ async def test_the_response_cache_keys_on_each_image() -> None:
     # The second red is a hit; the blue, with the same text, a miss.
     assert len(engine.calls) == 2
     assert engine.calls[1].options.images[0].digest != engine.calls[0].options.images[0].digest
+
+
+async def test_what_answered_500_is_a_400_naming_the_part_with_no_error_logged(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.vision.test_fetch import png_header
+
+    # A redirect out of http comes from a host the fetch may reach: localhost, here.
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Redirect)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    root = f"http://localhost:{server.server_address[1]}"
+    allowed = MediaPolicy(allowed_domains=frozenset({"localhost"}))
+    monkeypatch.setattr("oai_server.app.media_policy", lambda settings: allowed)
+    urls = [
+        "http://[::1",
+        "http://exa\0mple.com/a.png",
+        data_url(png_header(50_000, 50_000)),
+        f"{root}/redirect?to=data:image/png;base64,AAAA",
+        f"{root}/redirect?to=javascript:x",
+    ]
+    try:
+        async with serve(vision_engine()) as client:
+            for url in urls:
+                error = error_of(await ask(client, user_with_images("Hi", url)))
+                assert error["param"] == "messages[0].content[0]", (url, error)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert [r for r in caplog.records if r.levelno >= logging.ERROR] == []
+
+
+class _Redirect(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        self.send_response(302)
+        self.send_header("Location", self.path.removeprefix("/redirect?to="))
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass

@@ -5,6 +5,8 @@ reaches inside. One real server for the module (`vlm_server`), answers of a few 
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
@@ -14,6 +16,7 @@ from langchain_openai import ChatOpenAI
 from openai import OpenAI
 
 from tests.integration.conftest import SDK_TIMEOUT_S, Server
+from tests.vision import build_test_vlm
 from tests.vision.conftest import IMAGE_LIMIT, IMAGE_PROMPT_TOKENS, VLM
 from tests.vision.images import BLUE, RED, data_url, png, user_with_images
 from tests.web.browser import chromium, new_context, open_page, send, wait_reply
@@ -189,3 +192,30 @@ def test_the_chat_page_attaches_an_image_and_answers(vlm_server: Server) -> None
         assert page.locator(".msg.user .images img").count() == 1
         assert page.locator("#attachments img").count() == 0
         context.close()
+
+
+def test_image_bombs_are_refused_and_a_big_image_is_answered(vlm_server: Server) -> None:
+    from tests.vision.test_image_bombs import bomb
+
+    message = refused(ask(vlm_server, *[bomb()] * IMAGE_LIMIT), "messages[0].content[2]")
+    assert "--media-max-request-pixels" in message
+    # One 8192x8192 image, shrunk to the processor's 64 pixels before vLLM sees it.
+    assert answer(ask(vlm_server, bomb()))
+
+
+def test_the_processors_side_is_read_from_the_model(vlm_dir: Path) -> None:
+    from oai_server.engine.vllm.multimodal import image_max_side
+
+    def config(kwargs: dict[str, Any] | None) -> SimpleNamespace:
+        multimodal = SimpleNamespace(
+            get_limit_per_prompt=lambda modality: 3, mm_processor_kwargs=kwargs
+        )
+        return SimpleNamespace(
+            model=str(vlm_dir),
+            revision=None,
+            is_multimodal_model=True,
+            multimodal_config=multimodal,
+        )
+
+    assert image_max_side(config(None)) == build_test_vlm.IMAGE_SIZE
+    assert image_max_side(config({"size": {"longest_edge": 32}})) == 32

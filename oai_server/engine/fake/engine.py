@@ -165,6 +165,8 @@ class FakeEngine(Engine):
     # Images a prompt may carry (0: a text-only model), and the prompt tokens each adds.
     image_limit: int = 0
     image_tokens: int = 0
+    # The longest image side its "processor" takes (None: images are kept as decoded).
+    image_max_side: int | None = None
     # Special tokens the tokenizer adds to its bytes (a family's `<think>`...): with any,
     # each step reports its tokens' ids.
     added_tokens: tuple[str, ...] = ()
@@ -195,6 +197,7 @@ class FakeEngine(Engine):
             vocab_size=256 + len(self.added_tokens) if self.added_tokens else 256,
             sampling_defaults=self.sampling_defaults,
             image_limit=self.image_limit,
+            image_max_side=self.image_max_side,
             architectures=self.architectures,
         )
 

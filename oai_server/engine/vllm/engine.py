@@ -32,7 +32,12 @@ from oai_server.engine.vllm import cpu, lora_ops
 from oai_server.engine.vllm import flags as vllm_flags
 from oai_server.engine.vllm.holder import AsyncLLMHolder, engine_processes
 from oai_server.engine.vllm.lora import VLLMAdapters
-from oai_server.engine.vllm.multimodal import image_limit, image_placeholder, with_images
+from oai_server.engine.vllm.multimodal import (
+    image_limit,
+    image_max_side,
+    image_placeholder,
+    with_images,
+)
 from oai_server.errors import (
     EngineDeadError,
     EngineNotReadyError,
@@ -199,6 +204,7 @@ class VLLMEngine(AsyncLLMHolder, Engine):
                 self._options.override_generation_config,
             ),
             image_limit=image_limit(llm.model_config),
+            image_max_side=image_max_side(llm.model_config),
             architectures=tuple(llm.model_config.architectures or ()),
         )
         defaults = self._model_info.sampling_defaults.described()

@@ -66,3 +66,31 @@ def image_placeholder(model_config: Any) -> str | None:
     model_cls: Any = get_model_cls(model_config)
     placeholder = model_cls.get_placeholder_str("image", 1)
     return None if placeholder is None else str(placeholder)
+
+
+def image_max_side(model_config: Any) -> int | None:
+    """The longest side the model's image processor resizes an image to: its `size`'s
+    `longest_edge` (Idefics3, SmolVLM), with --mm-processor-kwargs over the model's own
+    processor config. None where the processor says otherwise (a fixed height and width
+    that ignores the aspect, a pixel count): images are then kept as decoded."""
+    if not image_limit(model_config):
+        return None
+    config = _image_processor_config(model_config)
+    config.update(getattr(model_config.multimodal_config, "mm_processor_kwargs", None) or {})
+    size = config.get("size")
+    side = size.get("longest_edge") if isinstance(size, dict) else None
+    return side if isinstance(side, int) and side > 0 else None
+
+
+def _image_processor_config(model_config: Any) -> dict[str, Any]:
+    """The image processor's saved settings: `preprocessor_config.json`, or (as
+    transformers 5 saves a processor) `processor_config.json`'s `image_processor`."""
+    from vllm.transformers_utils.repo_utils import get_hf_file_to_dict
+
+    for name in ("preprocessor_config.json", "processor_config.json"):
+        found = get_hf_file_to_dict(name, model_config.model, model_config.revision) or {}
+        nested = found.get("image_processor")
+        config = nested if isinstance(nested, dict) else found
+        if "size" in config:
+            return dict(config)
+    return {}
