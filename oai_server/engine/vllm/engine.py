@@ -32,7 +32,6 @@ from oai_server.engine.vllm import flags as vllm_flags
 from oai_server.engine.vllm.holder import (
     AsyncLLMHolder,
     VLLMTokenizer,
-    engine_processes,
     longest_token,
 )
 from oai_server.engine.vllm.lora import VLLMAdapters
@@ -173,7 +172,7 @@ class VLLMEngine(AsyncLLMHolder, Engine):
             args["structured_outputs_config"] = StructuredOutputsConfig(
                 **args["structured_outputs_config"]
             )
-        known = {p.pid for p in engine_processes()}
+        known = self._watch()
         with vllm_args.environment("LD_PRELOAD", preload):
             # The engine core is spawned here and reads LD_PRELOAD when it starts.
             llm = AsyncLLM.from_engine_args(vllm_flags.async_engine_args(args))

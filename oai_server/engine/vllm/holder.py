@@ -18,6 +18,7 @@ from oai_server.engine.chat_content import flattened, has_parts
 from oai_server.engine.parsing import OutputParsing
 from oai_server.engine.protocol import Tokenizer
 from oai_server.engine.token_bytes import longest_token_bytes
+from oai_server.engine.vllm.watchdog import Watchdog
 from oai_server.errors import EngineDeadError, EngineNotReadyError
 
 if TYPE_CHECKING:
@@ -107,6 +108,14 @@ class AsyncLLMHolder:
         # The engine's processes (core, workers), noted once started: if the core is
         # killed its workers are orphaned, out of reach of a later look at our children.
         self._processes: list[Any] = []
+        self._watchdog: Watchdog | None = None
+
+    def _watch(self) -> set[int]:
+        """Start this engine's watchdog, before the engine (see `watchdog`); the pids of
+        the processes already running, the watchdog's own included (not the engine's)."""
+        known = {p.pid for p in engine_processes()}
+        self._watchdog = Watchdog.start(known)
+        return known | {self._watchdog.pid}
 
     def _hold(self, llm: AsyncLLM, known: Collection[int], tokenizer: VLLMTokenizer) -> None:
         """Keep `llm` (started while the processes in `known` already ran) and its
@@ -114,6 +123,8 @@ class AsyncLLMHolder:
         self._tokenizer = tokenizer
         self._llm = llm
         self._processes = engine_processes(known)
+        if self._watchdog is not None:
+            self._watchdog.adopt(self._processes)
 
     async def stop(self) -> None:
         llm, self._llm = self._llm, None
@@ -128,6 +139,9 @@ class AsyncLLMHolder:
             await asyncio.to_thread(llm.shutdown)
         reap(self._processes)
         self._processes = []
+        watchdog, self._watchdog = self._watchdog, None
+        if watchdog is not None:
+            await asyncio.to_thread(watchdog.close)
 
     @property
     def tokenizer(self) -> Tokenizer:

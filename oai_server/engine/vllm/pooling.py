@@ -18,7 +18,6 @@ from oai_server.engine.vllm import flags as vllm_flags
 from oai_server.engine.vllm.holder import (
     AsyncLLMHolder,
     VLLMTokenizer,
-    engine_processes,
     longest_token,
 )
 from oai_server.errors import EngineDeadError, EngineNotReadyError, InvalidRequestError
@@ -64,7 +63,7 @@ class VLLMEmbeddingEngine(AsyncLLMHolder, EmbeddingEngine):
         # chat engine's series off /metrics. Its own figures are the oai_embedding_* series.
         args["disable_log_stats"] = True
         logger.debug("starting the vLLM embedding engine: %s", args)
-        known = {p.pid for p in engine_processes()}
+        known = self._watch()
         llm = AsyncLLM.from_engine_args(vllm_flags.async_engine_args(args))
         hf_tokenizer = llm.get_tokenizer()
         tokenizer = VLLMTokenizer(hf_tokenizer)
