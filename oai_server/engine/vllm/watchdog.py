@@ -9,7 +9,7 @@ through a pipe, not the server), and a parent-death signal set in the child
 and needs code run in a spawned child.
 
 So each engine has a watchdog: a small process of its own (this file, run by path with
-`python -I`: no package import, about 15 MB) that holds the read end of a pipe from the
+`python -I`: no package import, 14 MiB resident) that holds the read end of a pipe from the
 server. While the engine starts it adopts each new process below the server; once the
 engine is up, the server names the engine's processes exactly. When the pipe closes (the
 server is gone, whatever killed it, or its engine stopped) or the server's process is
