@@ -123,7 +123,11 @@ def inflate(
 
 async def write(conn: AsyncConnection, held: Sequence[Held]) -> None:
     """Each image's bytes, unless a row already holds them (another item's, another
-    writer's at the same moment: the conflict is no error), and each item's references."""
+    writer's at the same moment: the conflict is no error), and each item's references.
+
+    A row that holds them is touched, not skipped: that locks it until this transaction
+    ends, so a `forget` of its last other reference (which locks it too) either ends
+    first, its delete then undone by this insert, or waits and sees this reference."""
     if not held:
         return
     dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
@@ -133,7 +137,11 @@ async def write(conn: AsyncConnection, held: Sequence[Held]) -> None:
         for _, _, found in held
         for digest, data in found.items()
     }
-    await conn.execute(dialect.insert(images).on_conflict_do_nothing(), list(rows.values()))
+    insert = dialect.insert(images)
+    touch = insert.on_conflict_do_update(
+        index_elements=[images.c.sha256], set_={"created_at": insert.excluded.created_at}
+    )
+    await conn.execute(touch, list(rows.values()))
     refs = [
         {"parent_id": parent_id, "item_id": item_id, "sha256": digest}
         for parent_id, item_id, found in held
@@ -174,5 +182,9 @@ async def forget(
     if not digests:
         return
     await conn.execute(delete(image_refs).where(where))
+    # Locked first (see `write`); SQLite has one writer at a time and no such lock.
+    await conn.execute(
+        select(images.c.sha256).where(images.c.sha256.in_(digests)).with_for_update()
+    )
     still = exists().where(image_refs.c.sha256 == images.c.sha256)
     await conn.execute(delete(images).where(images.c.sha256.in_(digests), ~still))
