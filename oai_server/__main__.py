@@ -26,6 +26,7 @@ from pydantic_settings import SettingsError
 from oai_server.app import create_app
 from oai_server.assembly import build_embedding_engine, build_engine
 from oai_server.cli import parse_command_line, print_key_ids
+from oai_server.http.websocket_denial import WebSocketProtocol
 from oai_server.lifecycle import Lifecycle, Phase
 from oai_server.models.embedded_embedding import EmbeddedEmbeddingModelError
 from oai_server.models.entries import ModelEntry, ModelsFileError, model_entries
@@ -87,6 +88,8 @@ def serve(app: FastAPI, settings: Settings, **uvicorn_options: Any) -> int:
         access_log=False,
         # Requests in flight were drained already, or the engine is dead.
         timeout_graceful_shutdown=5,
+        # A refused handshake logs no error (see the module).
+        ws=WebSocketProtocol,
         **uvicorn_options,
     )
     if settings.log_level != "debug":

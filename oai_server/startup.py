@@ -20,6 +20,8 @@ from collections.abc import Sequence
 
 from pydantic import ValidationError
 
+from oai_server.observability.printable import PrintableFormatter
+
 # Third-party loggers that explain themselves at length while the engine loads.
 _CHATTY_LOGGERS = ("vllm", "transformers", "torch", "triton", "filelock", "urllib3")
 # uvicorn's own start-up lines, replaced by the "ready" line at info.
@@ -55,9 +57,10 @@ def configure_logging(level: str) -> None:
     """
     debug = level == "debug"
     # One format at every level: the access log (oai_server.access) goes through it too.
-    logging.basicConfig(
-        level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    handler = logging.StreamHandler()
+    # One event, one line: what a client chose (a path, a model name) is escaped.
+    handler.setFormatter(PrintableFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=level.upper(), handlers=[handler])
     if debug:
         return
     # setdefault: a user's own setting of these variables wins.

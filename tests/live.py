@@ -21,6 +21,8 @@ from typing import Any
 import httpx
 import uvicorn
 
+from oai_server.http.websocket_denial import WebSocketProtocol
+
 START_TIMEOUT_S = 10.0
 
 
@@ -39,6 +41,8 @@ def _config(app: Any, port: int, **overrides: Any) -> uvicorn.Config:
         "log_config": None,
         "lifespan": "on",
         "timeout_graceful_shutdown": 2,
+        # As the server runs it (`oai_server.__main__`).
+        "ws": WebSocketProtocol,
     }
     options.update(overrides)
     return uvicorn.Config(app, **options)

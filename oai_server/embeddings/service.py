@@ -124,7 +124,7 @@ class EmbeddingService:
                     raise InvalidRequestError(
                         f"'{param}' is an empty string; every input must have text.", param=param
                     )
-                count = tokens_at_least(item, tokenizer, info.vocab_size, info.max_model_len + 1)
+                count = tokens_at_least(item, info.longest_token_bytes, info.max_model_len + 1)
                 self._check_length(count, param, at_least=True)
             else:
                 _check_token_ids(item, info.vocab_size, param)

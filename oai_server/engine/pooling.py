@@ -27,6 +27,8 @@ class EmbeddingModelInfo:
     # only then does a request's `dimensions` mean anything.
     matryoshka: bool = False
     dtype: str | None = None
+    # As `ModelInfo.longest_token_bytes`.
+    longest_token_bytes: int | None = None
 
 
 class EmbeddingEngine(abc.ABC):

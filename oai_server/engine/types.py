@@ -196,3 +196,6 @@ class ModelInfo:
     image_max_side: int | None = None
     # The model's architectures, as its config names them (`LlamaForCausalLM`, ...).
     architectures: tuple[str, ...] = ()
+    # The most bytes of text one token stands for, worked out at start; None when no
+    # bound holds (`oai_server.engine.token_bytes`).
+    longest_token_bytes: int | None = None

@@ -16,6 +16,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from oai_server.ids import new_id
 from oai_server.observability.context import RequestRecord, current_request
 from oai_server.observability.metrics import Metrics
+from oai_server.observability.printable import printable
 
 access_logger = logging.getLogger("oai_server.access")
 QUIET_ROUTES = frozenset({"/health", "/metrics", "/version"})
@@ -127,8 +128,8 @@ class ObservabilityMiddleware:
             "completion_tokens=%d finish_reason=%s%s",
             record.request_id,
             record.principal or "-",
-            record.method,
-            record.path,
+            printable(record.method),
+            printable(record.path),
             status,
             elapsed * 1000,
             record.prompt_tokens,

@@ -264,7 +264,7 @@ class ChatService:
         # tokenized on the loop costs less to count exactly (the floor's prompts, ~700
         # characters, skip the bound's work and its checks).
         if len(text) > INLINE_CHARS and 4 * len(text) >= model.max_model_len:
-            least = tokens_at_least(text, engine.tokenizer, model.vocab_size, model.max_model_len)
+            least = tokens_at_least(text, model.longest_token_bytes, model.max_model_len)
         if least:
             work = self.limits.least_work(
                 least,

@@ -84,7 +84,7 @@ class CompletionService:
         tokenizer, model = engine.tokenizer, engine.model_info
         requested = 1 if req.echo and req.max_tokens == 0 else req.max_tokens
         least = [
-            tokens_at_least(p, tokenizer, model.vocab_size, model.max_model_len)
+            tokens_at_least(p, model.longest_token_bytes, model.max_model_len)
             if isinstance(p, str)
             else len(p)
             for p in items

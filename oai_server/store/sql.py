@@ -145,13 +145,13 @@ class SQLStore:
             await conn.execute(
                 insert(objects), [self._object_row(r.object) for r in fresh.values()]
             )
-            found: dict[str, bytes] = {}
+            held: list[stored_images.Held] = []
             item_rows = []
             for r in fresh.values():
-                kept, named = stored_images.externalize(r.items)
-                found.update(named)
+                kept, named = stored_images.externalize(r.object.id, r.items)
+                held += named
                 item_rows += _item_rows(r.object.id, 0, kept)
-            await stored_images.write(conn, found)
+            await stored_images.write(conn, held)
             if item_rows:
                 await conn.execute(insert(items), item_rows)
             pairs = [
@@ -255,6 +255,7 @@ class SQLStore:
     async def _delete_children(conn: AsyncConnection, object_ids: Sequence[str]) -> None:
         await conn.execute(delete(items).where(items.c.parent_id.in_(object_ids)))
         await conn.execute(delete(metadata_pairs).where(metadata_pairs.c.object_id.in_(object_ids)))
+        await stored_images.forget(conn, object_ids)
 
     async def list_items(
         self, kind: str, parent_id: str, owner: str, query: ListQuery
@@ -279,7 +280,9 @@ class SQLStore:
                 stmt = stmt.where(items.c.position > at if asc else items.c.position < at)
             position = items.c.position.asc() if asc else items.c.position.desc()
             rows = (await conn.execute(stmt.order_by(position).limit(query.limit + 1))).all()
-            page = await stored_images.inflated(conn, [_item(r) for r in rows[: query.limit]])
+            page = await stored_images.inflated(
+                conn, [(parent_id, _item(r)) for r in rows[: query.limit]]
+            )
         return Page(page, has_more=len(rows) > query.limit)
 
     async def append_items(
@@ -301,8 +304,8 @@ class SQLStore:
             ).scalar()
             if new:
                 start = -1 if last is None else int(last)
-                kept, found = stored_images.externalize(new)
-                await stored_images.write(conn, found)
+                kept, held = stored_images.externalize(parent_id, new)
+                await stored_images.write(conn, held)
                 await conn.execute(insert(items), _item_rows(parent_id, start + 1, kept))
             if replica is not None:
                 where = objects.c.id == parent_id
@@ -333,7 +336,7 @@ class SQLStore:
                 return None
             rows = (await conn.execute(select(items).where(items.c.parent_id.in_([*depths])))).all()
             ordered = sorted(rows, key=lambda r: (-depths[r.parent_id], r.position))
-            return await stored_images.inflated(conn, [_item(r) for r in ordered])
+            return await stored_images.inflated(conn, [(r.parent_id, _item(r)) for r in ordered])
 
     async def get_item(
         self, kind: str, parent_id: str, owner: str, item_id: str
@@ -346,7 +349,9 @@ class SQLStore:
                     select(items).where(items.c.parent_id == parent_id, items.c.id == item_id)
                 )
             ).first()
-            return None if row is None else (await stored_images.inflated(conn, [_item(row)]))[0]
+            if row is None:
+                return None
+            return (await stored_images.inflated(conn, [(parent_id, _item(row))]))[0]
 
     async def delete_item(self, kind: str, parent_id: str, owner: str, item_id: str) -> bool:
         async with self.engine.begin() as conn:
@@ -355,6 +360,7 @@ class SQLStore:
             gone = await conn.execute(
                 delete(items).where(items.c.parent_id == parent_id, items.c.id == item_id)
             )
+            await stored_images.forget(conn, [parent_id], item_id)
             return bool(gone.rowcount)
 
     async def replica_of(self, object_id: str) -> str | None:

@@ -30,6 +30,12 @@ Images (`oai_server.store.images`) since revision 0005:
 - `store_images`: the bytes of each image that stored items name, once, keyed by their
   SHA-256 (`sha256`, hex); the items hold a reference to it, not a copy per turn.
 
+Since revision 0006:
+
+- `store_image_refs`: which item holds which image (its object's id, its own id, the
+  hash). Reading an item puts back only its own images; an image's bytes go with its
+  last reference.
+
 Usage per key (`oai_server.usage`) since revision 0004:
 
 - `usage`: token tallies by minute (`start_time`, Unix seconds), kind (`completions`,
@@ -130,6 +136,16 @@ images = Table(
     Column("bytes", BigInteger, nullable=False),
     Column("created_at", BigInteger, nullable=False),
     Column("content", LargeBinary, nullable=False),
+)
+
+image_refs = Table(
+    "store_image_refs",
+    metadata,
+    Column("parent_id", String(ID_LENGTH), nullable=False),
+    Column("item_id", String(ID_LENGTH), nullable=False),
+    Column("sha256", String(64), nullable=False),
+    PrimaryKeyConstraint("parent_id", "item_id", "sha256", name="pk_store_image_refs"),
+    Index("ix_store_image_refs_sha256", "sha256"),
 )
 
 batches = Table(

@@ -71,3 +71,22 @@ def test_engine_death_fails_requests_and_exits_non_zero(tmp_path: Path) -> None:
     assert code == 3
     assert to_exit < 10, server.log.read_text()[-3000:]
     assert not alive
+
+
+def test_a_killed_server_takes_its_engine_with_it(tmp_path: Path) -> None:
+    # `kill -9` (or the OOM killer) leaves the server no moment to stop its engine: its
+    # core and workers ran on, orphaned, holding the model's memory.
+    with run_server(tmp_path, exit_code=None) as server:
+        engine = [
+            p
+            for p in psutil.Process(server.proc.pid).children(recursive=True)
+            if "watchdog" not in " ".join(p.cmdline())
+        ]
+        assert any("EngineCore" in p.name() + " ".join(p.cmdline()) for p in engine)
+        server.proc.kill()
+        killed = time.monotonic()
+        server.proc.wait(timeout=10)
+        _, alive = psutil.wait_procs(engine, timeout=30)
+        gone_after = time.monotonic() - killed
+    print(f"kill -9: {len(engine)} engine processes, gone after {gone_after:.2f} s")
+    assert not alive, [(p.pid, p.name()) for p in alive]

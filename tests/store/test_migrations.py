@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -83,14 +84,47 @@ def _seed_0004(conn: Connection) -> None:
 
 
 def _seed_0005(conn: Connection) -> None:
-    """0004's rows, and one stored image's bytes."""
+    """0004's rows, one stored image's bytes and a completion's item referring to them,
+    and the bytes of an image whose completion was deleted (no item refers to them)."""
     _seed_0004(conn)
+    for digest, content in (("ab" * 32, b"old"), ("cd" * 32, b"gone")):
+        conn.execute(
+            text(
+                "INSERT INTO store_images (sha256, bytes, created_at, content) "
+                "VALUES (:digest, :bytes, 1, :content)"
+            ),
+            {"digest": digest, "bytes": len(content), "content": content},
+        )
     conn.execute(
         text(
-            "INSERT INTO store_images (sha256, bytes, created_at, content) "
-            "VALUES (:digest, 3, 1, :content)"
+            "INSERT INTO store_objects (id, kind, owner, model, created_at, meta, body) "
+            "VALUES ('chatcmpl-image', 'chat.completion', '', 'm', 2, '{}', '{}')"
+        )
+    )
+    part = {
+        "type": "image_url",
+        "image_url": {"url": f"oai-image:{'ab' * 32}:3:data:image/png;base64"},
+    }
+    conn.execute(
+        text(
+            "INSERT INTO store_items (parent_id, position, id, section, kind, body) "
+            "VALUES ('chatcmpl-image', 0, 'chatcmpl-image-0', 'input', 'message', :body)"
         ),
-        {"digest": "ab" * 32, "content": b"old"},
+        {"body": json.dumps({"role": "user", "content": [part]})},
+    )
+
+
+def _seed_0006(conn: Connection) -> None:
+    """0005's rows as revision 0006 leaves them: the image's reference recorded, the
+    bytes no item refers to dropped."""
+    _seed_0005(conn)
+    conn.execute(text("DELETE FROM store_images WHERE sha256 = :digest"), {"digest": "cd" * 32})
+    conn.execute(
+        text(
+            "INSERT INTO store_image_refs (parent_id, item_id, sha256) "
+            "VALUES ('chatcmpl-image', 'chatcmpl-image-0', :digest)"
+        ),
+        {"digest": "ab" * 32},
     )
 
 
@@ -103,6 +137,7 @@ SEEDS: dict[str, Callable[[Connection], None]] = {
     "0003": _seed_0003,
     "0004": _seed_0004,
     "0005": _seed_0005,
+    "0006": _seed_0006,
 }
 
 
@@ -135,7 +170,12 @@ async def test_data_written_at_a_revision_survives_the_upgrade(
     assert used == (7 if revision >= "0004" else None)
     async with store.engine.connect() as conn:
         kept = (await conn.execute(text("SELECT sum(bytes) FROM store_images"))).scalar()
+    # The image an item refers to is kept, and read back in it; the other is dropped.
     assert kept == (3 if revision >= "0005" else None)
+    if revision >= "0005":
+        found = await store.get_item("chat.completion", "chatcmpl-image", "", "chatcmpl-image-0")
+        assert found is not None
+        assert found.body["content"][0]["image_url"]["url"] == "data:image/png;base64,b2xk"
     await store.close()
 
 

@@ -8,6 +8,7 @@ engine, is the image as it was sent.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -18,6 +19,7 @@ import pytest
 from sqlalchemy import text
 
 from oai_server.engine.fake import FakeEngine
+from oai_server.store.interface import Record, StoredItem, StoredObject
 from oai_server.store.sql import SQLStore
 from oai_server.store.url import async_url
 from tests.unit.conftest import MODEL, serve
@@ -141,3 +143,113 @@ async def test_responses_turns_refer_to_one_copy_and_turn_three_sees_the_image(
         [(RED_DIGEST, len(RED)), (hashlib.sha256(BLUE).hexdigest(), len(BLUE))]
     )
     assert not [b for b in bodies if PAYLOAD in b]
+
+
+def _reference(digest: str, size: int) -> str:
+    """How a stored item names an image's bytes (`oai_server.store.images`)."""
+    return f"oai-image:{digest}:{size}:data:image/png;base64"
+
+
+async def stored(http: httpx.AsyncClient, completion_id: str, headers: dict[str, str]) -> None:
+    """Wait until the completion's queued write is in the store."""
+    for _ in range(200):
+        found = await http.get(f"/v1/chat/completions/{completion_id}", headers=headers)
+        if found.status_code == 200:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"{completion_id} was never stored")
+
+
+async def _read_back(http: httpx.AsyncClient, key: str, url: str) -> str:
+    """The image URL a conversation item holding `url` reads back as, for `key`."""
+    auth = {"Authorization": f"Bearer {key}"}
+    item = {
+        "type": "message",
+        "role": "user",
+        "content": [{"type": "input_image", "image_url": url}],
+    }
+    created = await http.post("/v1/conversations", json={"items": [item]}, headers=auth)
+    assert created.status_code == 200, created.text
+    listed = await http.get(f"/v1/conversations/{created.json()['id']}/items", headers=auth)
+    assert listed.status_code == 200, listed.text
+    (message,) = listed.json()["data"]
+    return str(message["content"][0]["image_url"])
+
+
+async def test_a_key_gets_no_other_keys_image_by_its_hash(store_url: str) -> None:
+    engine = FakeEngine(image_limit=3, image_tokens=5)
+    async with serve(engine, store_url=store_url, api_key=["sk-alice", "sk-bob"]) as http:
+        alice = {"Authorization": "Bearer sk-alice"}
+        body = {
+            "model": MODEL,
+            "messages": [{"role": "user", "content": [image_part(data_url(RED))]}],
+            "store": True,
+            "max_completion_tokens": 2,
+        }
+        answer = await http.post("/v1/chat/completions", json=body, headers=alice)
+        assert answer.status_code == 200, answer.text
+        await stored(http, answer.json()["id"], alice)
+        assert (await held(store_url))[0] == [(RED_DIGEST, len(RED))]
+
+        # Bob names Alice's image by its hash: he reads back what he wrote, as he does
+        # for a hash no one stored (no "is this image stored?" answer either way).
+        stolen = _reference(RED_DIGEST, len(RED))
+        unknown = _reference("0" * 64, len(RED))
+        assert await _read_back(http, "sk-bob", stolen) == stolen
+        assert await _read_back(http, "sk-bob", unknown) == unknown
+        # Alice writing a reference by hand gets no bytes back either: only the images
+        # an item was stored with are put back into it.
+        assert await _read_back(http, "sk-alice", stolen) == stolen
+
+
+async def test_an_image_is_deleted_with_its_last_reference(store_url: str) -> None:
+    engine = FakeEngine(image_limit=3, image_tokens=5)
+    async with serve(engine, store_url=store_url) as http:
+        body = {
+            "model": MODEL,
+            "messages": [{"role": "user", "content": [image_part(data_url(RED))]}],
+            "store": True,
+            "max_completion_tokens": 2,
+        }
+        ids = []
+        for _ in range(2):
+            answer = await http.post("/v1/chat/completions", json=body)
+            assert answer.status_code == 200, answer.text
+            ids.append(answer.json()["id"])
+            await stored(http, ids[-1], {})
+        assert (await http.delete(f"/v1/chat/completions/{ids[0]}")).status_code == 200
+        # The other completion still refers to it.
+        assert (await held(store_url))[0] == [(RED_DIGEST, len(RED))]
+        messages = await http.get(f"/v1/chat/completions/{ids[1]}/messages")
+        assert image_urls(messages.json()["data"][0]) == [data_url(RED)]
+        assert (await http.delete(f"/v1/chat/completions/{ids[1]}")).status_code == 200
+        assert (await held(store_url))[0] == []
+
+
+async def test_retention_deletes_the_images_of_what_it_deletes(store_url: str) -> None:
+    store = SQLStore(async_url(store_url, Path()))
+    await store.migrate()
+    try:
+        for object_id, created_at in (("chatcmpl-old", 1), ("chatcmpl-new", 10)):
+            obj = StoredObject(
+                id=object_id,
+                kind="chat.completion",
+                owner="",
+                model=MODEL,
+                created_at=created_at,
+                metadata={},
+                body={"id": object_id},
+            )
+            color = RED if object_id == "chatcmpl-old" else BLUE
+            part = {"type": "image_url", "image_url": {"url": data_url(color)}}
+            item = StoredItem(
+                id=f"{object_id}-0",
+                section="input",
+                kind="message",
+                body={"role": "user", "content": [part]},
+            )
+            await store.put([Record(obj, [item])])
+        assert await store.delete_before(5) == 1
+    finally:
+        await store.close()
+    assert (await held(store_url))[0] == [(hashlib.sha256(BLUE).hexdigest(), len(BLUE))]

@@ -19,6 +19,7 @@ import jinja2.sandbox
 from oai_server.engine.chat_content import flattened, has_parts
 from oai_server.engine.protocol import Engine, Tokenizer, check_priority
 from oai_server.engine.settings import SchedulingPolicy
+from oai_server.engine.token_bytes import longest_token_bytes
 from oai_server.engine.types import (
     ChoiceDelta,
     FinishReason,
@@ -179,11 +180,14 @@ class FakeEngine(Engine):
     aborted: list[str] = field(default_factory=list)
     _ready: bool = False
     _dead: bool = False
+    _longest: int | None = None
     _running: set[str] = field(default_factory=set)
     _tokenizer: FakeTokenizer | None = field(default=None, repr=False, compare=False)
 
     async def start(self) -> None:
         await asyncio.sleep(self.start_delay)
+        # As the real engine: worked out before the engine says it is ready.
+        self._longest = longest_token_bytes(self.tokenizer, self.model_info.vocab_size)
         self._ready = True
 
     async def stop(self) -> None:
@@ -199,15 +203,15 @@ class FakeEngine(Engine):
             image_limit=self.image_limit,
             image_max_side=self.image_max_side,
             architectures=self.architectures,
+            longest_token_bytes=self._longest,
         )
 
     @property
     def tokenizer(self) -> Tokenizer:
         if self.model_tokenizer is not None:
             return self.model_tokenizer
-        # One tokenizer while its template and images stay, as a real engine holds its own: what the
-        # server works out once per tokenizer (the prompt bound's longest token, in a
-        # thread) is then worked out once, not on every request.
+        # One tokenizer while its template and images stay, as a real engine holds its
+        # own (one tokenizer for the life of the engine, not one per request).
         tokenizer = self._tokenizer
         images = self.image_limit > 0
         if (

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from oai_server.engine.fake.engine import FakeTokenizer
 from oai_server.engine.pooling import EmbeddingEngine, EmbeddingModelInfo
 from oai_server.engine.protocol import Tokenizer
+from oai_server.engine.token_bytes import longest_token_bytes
 from oai_server.errors import EngineDeadError, EngineNotReadyError
 
 
@@ -40,12 +41,14 @@ class FakeEmbeddingEngine(EmbeddingEngine):
     _ready: bool = False
     _dead: bool = False
     _running: int = 0
-    # One tokenizer, as a real engine holds its own (what is worked out per tokenizer, the
-    # prompt bound's longest token, is then worked out once).
+    _longest: int | None = None
+    # One tokenizer, as a real engine holds its own.
     _tokenizer: FakeTokenizer = field(default_factory=FakeTokenizer, repr=False, compare=False)
 
     async def start(self) -> None:
         await asyncio.sleep(self.start_delay)
+        # As the real engine: worked out before the engine says it is ready.
+        self._longest = longest_token_bytes(self._tokenizer, self.model_info.vocab_size)
         self._ready = True
 
     async def stop(self) -> None:
@@ -59,6 +62,7 @@ class FakeEmbeddingEngine(EmbeddingEngine):
             vocab_size=256,
             dimensions=self.dimensions,
             matryoshka=self.matryoshka,
+            longest_token_bytes=self._longest,
         )
 
     @property

@@ -30,7 +30,11 @@ from oai_server.engine.types import (
 from oai_server.engine.vllm import args as vllm_args
 from oai_server.engine.vllm import cpu, lora_ops
 from oai_server.engine.vllm import flags as vllm_flags
-from oai_server.engine.vllm.holder import AsyncLLMHolder, engine_processes
+from oai_server.engine.vllm.holder import (
+    AsyncLLMHolder,
+    VLLMTokenizer,
+    longest_token,
+)
 from oai_server.engine.vllm.lora import VLLMAdapters
 from oai_server.engine.vllm.multimodal import (
     image_limit,
@@ -188,14 +192,16 @@ class VLLMEngine(AsyncLLMHolder, Engine):
             args["structured_outputs_config"] = StructuredOutputsConfig(
                 **args["structured_outputs_config"]
             )
-        known = {p.pid for p in engine_processes()}
+        known = self._watch()
         with vllm_args.environment("LD_PRELOAD", preload):
             # The engine core is spawned here and reads LD_PRELOAD when it starts.
             llm = AsyncLLM.from_engine_args(vllm_flags.async_engine_args(args))
+        tokenizer = VLLMTokenizer(llm.get_tokenizer(), image_placeholder(llm.model_config))
+        vocab_size = len(llm.get_tokenizer())
         self._model_info = ModelInfo(
             max_model_len=llm.model_config.max_model_len,
             source=self._options.model or "",
-            vocab_size=len(llm.get_tokenizer()),
+            vocab_size=vocab_size,
             dtype=str(llm.model_config.dtype).removeprefix("torch."),
             kernels=None if self.plan is None else self.plan.describe(),
             sampling_defaults=sampling_defaults(
@@ -206,6 +212,8 @@ class VLLMEngine(AsyncLLMHolder, Engine):
             image_limit=image_limit(llm.model_config),
             image_max_side=image_max_side(llm.model_config),
             architectures=tuple(llm.model_config.architectures or ()),
+            # Before the engine says it is ready (`_hold`): see `engine.token_bytes`.
+            longest_token_bytes=longest_token(tokenizer, vocab_size),
         )
         defaults = self._model_info.sampling_defaults.described()
         if defaults:
@@ -215,7 +223,7 @@ class VLLMEngine(AsyncLLMHolder, Engine):
             from vllm.entrypoints.generate.base.serving import format_token_id_placeholder
 
             self._id_name = format_token_id_placeholder
-        self._hold(llm, known, image_placeholder(llm.model_config))
+        self._hold(llm, known, tokenizer)
         # vLLM keeps an import error for good (vllm.multimodal.media.audio's
         # `_torchcodec_import_exc`, raised while this frame imported vllm); its traceback
         # holds, through each frame's f_back, this frame and its locals for the life of the

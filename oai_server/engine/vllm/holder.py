@@ -10,12 +10,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
 from oai_server.engine.chat_content import flattened, has_parts
 from oai_server.engine.parsing import OutputParsing
 from oai_server.engine.protocol import Tokenizer
+from oai_server.engine.token_bytes import longest_token_bytes
+from oai_server.engine.vllm.watchdog import Watchdog
 from oai_server.errors import EngineDeadError, EngineNotReadyError
 
 if TYPE_CHECKING:
@@ -105,14 +108,23 @@ class AsyncLLMHolder:
         # The engine's processes (core, workers), noted once started: if the core is
         # killed its workers are orphaned, out of reach of a later look at our children.
         self._processes: list[Any] = []
+        self._watchdog: Watchdog | None = None
 
-    def _hold(
-        self, llm: AsyncLLM, known: Collection[int], image_placeholder: str | None = None
-    ) -> None:
-        """Keep `llm` (started while the processes in `known` already ran)."""
-        self._tokenizer = VLLMTokenizer(llm.get_tokenizer(), image_placeholder)
+    def _watch(self) -> set[int]:
+        """Start this engine's watchdog, before the engine (see `watchdog`); the pids of
+        the processes already running, the watchdog's own included (not the engine's)."""
+        known = {p.pid for p in engine_processes()}
+        self._watchdog = Watchdog.start(known)
+        return known | {self._watchdog.pid}
+
+    def _hold(self, llm: AsyncLLM, known: Collection[int], tokenizer: VLLMTokenizer) -> None:
+        """Keep `llm` (started while the processes in `known` already ran) and its
+        tokenizer: from here on the engine says it is ready."""
+        self._tokenizer = tokenizer
         self._llm = llm
         self._processes = engine_processes(known)
+        if self._watchdog is not None:
+            self._watchdog.adopt(self._processes)
 
     async def stop(self) -> None:
         llm, self._llm = self._llm, None
@@ -127,6 +139,9 @@ class AsyncLLMHolder:
             await asyncio.to_thread(llm.shutdown)
         reap(self._processes)
         self._processes = []
+        watchdog, self._watchdog = self._watchdog, None
+        if watchdog is not None:
+            await asyncio.to_thread(watchdog.close)
 
     @property
     def tokenizer(self) -> Tokenizer:
@@ -146,6 +161,19 @@ class AsyncLLMHolder:
 
     def running_requests(self) -> int:
         return 0 if self._llm is None else self._llm.get_num_unfinished_requests()
+
+
+def longest_token(tokenizer: VLLMTokenizer, vocab_size: int) -> int | None:
+    """`longest_token_bytes`, or None (no bound: prompts are tokenized in full) where a
+    tokenizer fails it: a start never fails for want of a shortcut."""
+    began = time.monotonic()
+    try:
+        longest = longest_token_bytes(tokenizer, vocab_size)
+    except Exception:  # whatever a tokenizer raises, the engine serves on
+        logger.warning("no bound on prompt tokens for this tokenizer", exc_info=True)
+        return None
+    logger.debug("longest token: %s bytes (%.1f s)", longest, time.monotonic() - began)
+    return longest
 
 
 def engine_processes(known: Collection[int] = ()) -> list[Any]:

@@ -15,7 +15,11 @@ from oai_server.engine.pooling import EmbeddingEngine, EmbeddingModelInfo
 from oai_server.engine.settings import EngineSettings
 from oai_server.engine.vllm import args as vllm_args
 from oai_server.engine.vllm import flags as vllm_flags
-from oai_server.engine.vllm.holder import AsyncLLMHolder, engine_processes
+from oai_server.engine.vllm.holder import (
+    AsyncLLMHolder,
+    VLLMTokenizer,
+    longest_token,
+)
 from oai_server.errors import EngineDeadError, EngineNotReadyError, InvalidRequestError
 
 if TYPE_CHECKING:
@@ -59,9 +63,10 @@ class VLLMEmbeddingEngine(AsyncLLMHolder, EmbeddingEngine):
         # chat engine's series off /metrics. Its own figures are the oai_embedding_* series.
         args["disable_log_stats"] = True
         logger.debug("starting the vLLM embedding engine: %s", args)
-        known = {p.pid for p in engine_processes()}
+        known = self._watch()
         llm = AsyncLLM.from_engine_args(vllm_flags.async_engine_args(args))
         hf_tokenizer = llm.get_tokenizer()
+        tokenizer = VLLMTokenizer(hf_tokenizer)
         config = llm.model_config
         self._model_info = EmbeddingModelInfo(
             max_model_len=config.max_model_len,
@@ -70,8 +75,10 @@ class VLLMEmbeddingEngine(AsyncLLMHolder, EmbeddingEngine):
             dimensions=int(config.embedding_size),
             matryoshka=bool(config.is_matryoshka),
             dtype=str(config.dtype).removeprefix("torch."),
+            # Before the engine says it is ready (`_hold`): see `engine.token_bytes`.
+            longest_token_bytes=longest_token(tokenizer, len(hf_tokenizer)),
         )
-        self._hold(llm, known)
+        self._hold(llm, known, tokenizer)
         del llm  # nothing but `self` may keep the engine alive past `stop` (see VLLMEngine)
         logger.debug("vLLM embedding engine ready in %.1f s", time.monotonic() - began)
 
