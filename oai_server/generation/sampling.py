@@ -57,8 +57,14 @@ def resolve_max_tokens(
             max_tokens=requested,
             maximum=max_model_len,
         )
+    # The least of the three, written out: this runs on every request's path.
+    budget = room
     asked = default if requested is None else requested
-    return min(budget for budget in (room, asked, cap) if budget is not None)
+    if asked is not None and asked < budget:
+        budget = asked
+    if cap is not None and cap < budget:
+        budget = cap
+    return budget
 
 
 def _counted(tokens: int, at_least: bool) -> str:
