@@ -76,9 +76,12 @@ def _engine(family: Family, text: str) -> FakeEngine:
 @pytest.mark.parametrize(("family", "text"), CASES)
 async def test_whole_answer_is_vllms(family: Family, text: str) -> None:
     body = chat_body(tools=TOOLS)
-    async with serve(_engine(family, text), reasoning_parser="none") as client:
+    engine = _engine(family, text)
+    async with serve(engine, reasoning_parser="none") as client:
         reply = await client.post("/v1/chat/completions", json=body)
     assert reply.status_code == 200, reply.text
+    # The parser reads markers that are special tokens: the engine must leave them in.
+    assert [call.options.skip_special_tokens for call in engine.calls] == [False]
     message = reply.json()["choices"][0]["message"]
     calls = [
         (c["function"]["name"], json.loads(c["function"]["arguments"]))
@@ -92,9 +95,11 @@ async def test_whole_answer_is_vllms(family: Family, text: str) -> None:
 @pytest.mark.parametrize(("family", "text"), CASES)
 async def test_streamed_deltas_add_up_to_vllms(family: Family, text: str) -> None:
     body = chat_body(tools=TOOLS, stream=True)
-    async with serve(_engine(family, text), reasoning_parser="none") as client:
+    engine = _engine(family, text)
+    async with serve(engine, reasoning_parser="none") as client:
         reply = await client.post("/v1/chat/completions", json=body)
     assert reply.status_code == 200, reply.text
+    assert [call.options.skip_special_tokens for call in engine.calls] == [False]
     summed = sum_of_stream(reply.text)
     content, calls, finish = summed.content, summed.calls, summed.finish
     assert (content, calls) == expected_stream(family, body, text)
@@ -102,6 +107,17 @@ async def test_streamed_deltas_add_up_to_vllms(family: Family, text: str) -> Non
         assert calls, f"{family.parser} streamed no call in {text!r}"
         assert all(json.loads(arguments) for _, arguments in calls)
     assert finish == ("tool_calls" if calls else "stop")
+
+
+async def test_special_tokens_are_skipped_where_no_parser_reads_the_text() -> None:
+    """Without tools (or with tool_choice none) the answer is text for the user, as vLLM
+    gives it: the family's special tokens are left out."""
+    family = FAMILIES[0]
+    engine = _engine(family, PLAIN)
+    async with serve(engine, reasoning_parser="none") as client:
+        for body in (chat_body(), chat_body(tools=TOOLS, tool_choice="none")):
+            assert (await client.post("/v1/chat/completions", json=body)).status_code == 200
+    assert [call.options.skip_special_tokens for call in engine.calls] == [True, True]
 
 
 @pytest.mark.parametrize("family", FAMILIES, ids=[f.name for f in FAMILIES])
