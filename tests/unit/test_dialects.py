@@ -102,8 +102,41 @@ def test_each_family_is_recognised(
     assert detect(traits) == Dialect(family, tools, reasoning)
 
 
-def test_architecture_alone_tells_gpt_oss() -> None:
-    assert detect(ModelTraits(architectures=("GptOssForCausalLM",))) is not None
+# Families told by their architecture (a config's `architectures`), or not told apart by a
+# marker alone; and a family of a marker of its own.
+CASES_BEYOND_TEMPLATES = [
+    pytest.param(
+        ModelTraits(architectures=("GptOssForCausalLM",)),
+        Dialect("gpt-oss", "openai", "openai_gptoss"),
+        id="gpt-oss by its architecture alone",
+    ),
+    pytest.param(
+        ModelTraits(
+            "{{ '<tool_calls>' + tool_calls | tojson }}", architectures=("JambaForCausalLM",)
+        ),
+        Dialect("jamba", "jamba", None),
+        id="jamba",
+    ),
+    pytest.param(
+        ModelTraits(
+            "{{ '<tool_calls>' + tool_calls | tojson }}", architectures=("LlamaForCausalLM",)
+        ),
+        None,
+        id="jamba's marker on another architecture",
+    ),
+    pytest.param(
+        ModelTraits("<start_function_call>call:{{ name }}{{ args }}<end_function_call>"),
+        Dialect("functiongemma", "functiongemma", None),
+        id="functiongemma",
+    ),
+]
+
+
+@pytest.mark.parametrize(("traits", "dialect"), CASES_BEYOND_TEMPLATES)
+def test_families_told_by_architecture_and_markers(
+    traits: ModelTraits, dialect: Dialect | None
+) -> None:
+    assert detect(traits) == dialect
 
 
 def test_an_unknown_template_is_no_family() -> None:
