@@ -27,7 +27,7 @@ from oai_server.settings import Settings
 from oai_server.usage.records import UsageRecords
 from oai_server.usage.writer import UsageWriter
 from tests.batch.helpers import chat_line, read_lines, upload, wait
-from tests.conformance import ValidatingTransport
+from tests.conformance import ValidatingTransport, checked_get
 from tests.live import serve
 from tests.store.conftest import sdk
 
@@ -160,7 +160,7 @@ def test_usage_adds_up_per_key_and_model_across_a_restart(store_url: str) -> Non
                 model="second", messages=[{"role": "user", "content": "counted"}]
             )
             _count(second, ALICE, "second", answer.usage)
-        metrics = httpx.get(f"{base}/metrics", headers={"Authorization": f"Bearer {ALICE}"}).text
+        metrics = checked_get(f"{base}/metrics", headers={"Authorization": f"Bearer {ALICE}"}).text
     for secret in (ADMIN, ALICE, BOB):
         assert secret not in metrics
     labels = f'api_key_id="{key_id(ALICE)}",batch="false",model="second",service_tier="default"'
@@ -223,17 +223,17 @@ def test_bad_parameters_are_400s_and_other_keys_403s(query: str, param: str | No
     with serve(make_app("sqlite:///:memory:")) as base:
         bearer = {"Authorization": f"Bearer {ADMIN}"}
         if param is None:  # batch is no group of embeddings
-            got = httpx.get(f"{base}/v1/organization/usage/embeddings?{query}", headers=bearer)
+            got = checked_get(f"{base}/v1/organization/usage/embeddings?{query}", headers=bearer)
             assert got.status_code == 400
             assert got.json()["error"]["param"] == "group_by"
             return
-        got = httpx.get(f"{base}/v1/organization/usage/completions?{query}", headers=bearer)
+        got = checked_get(f"{base}/v1/organization/usage/completions?{query}", headers=bearer)
         assert got.status_code == 400, got.text
         assert got.json()["error"]["param"] == param
         for key in (ALICE, BOB):
             with sdk(base, api_key=key) as client, pytest.raises(openai.PermissionDeniedError):
                 client.get("/organization/usage/completions?start_time=100", cast_to=httpx.Response)
-        assert httpx.get(f"{base}/v1/organization/usage/embeddings").status_code == 401
+        assert checked_get(f"{base}/v1/organization/usage/embeddings").status_code == 401
 
 
 class FlakyRecords(UsageRecords):
