@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from oai_server.app import create_app
+from oai_server.auth import key_id
 from oai_server.engine.fake import FakeEngine
 from oai_server.settings import Settings
 from tests.tracing.conftest import traced
@@ -71,6 +72,12 @@ async def test_a_chat_continues_the_clients_trace_with_genai_attributes(
     assert a["gen_ai.request.seed"] == 7
     assert a["gen_ai.request.max_tokens"] == 5
     assert a["http.response.status_code"] == 200
+    assert (a["http.request.method"], a["url.path"]) == ("POST", "/v1/chat/completions")
+    assert a["http.route"] == "/v1/chat/completions"
+    assert a["oai.request_id"] == response.headers["x-request-id"]
+    assert a["oai.api_key_id"] == key_id(KEY)
+    # The key's id, never the key: in no attribute of any span of the trace.
+    assert all(KEY not in json.dumps(s.attributes, default=str) for s in receiver.spans)
     # What the request waited on, each a child of the server span, in the same trace.
     children = {s.name: s for s in receiver.children(server)}
     assert {"auth.check_key", "rate_limit.check", "store.write", "engine"} <= set(children)
