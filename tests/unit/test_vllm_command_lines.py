@@ -177,3 +177,43 @@ def test_a_tool_parser_plugin_registers_its_names(tmp_path: Path) -> None:
     line = f"serve m --tool-parser-plugin {plugin} --tool-call-parser my_hermes"
     command = parse_command_line(shlex.split(line))
     assert command.settings.tool_call_parser == "my_hermes"
+
+
+SHOUTING = """
+from vllm.tool_parsers import ToolParserManager
+from vllm.tool_parsers.hermes_tool_parser import Hermes2ProToolParser
+
+
+class Shouting(Hermes2ProToolParser):
+    def extract_tool_calls(self, model_output, request):
+        info = super().extract_tool_calls(model_output, request)
+        for call in info.tool_calls:
+            call.function.name = call.function.name.upper()
+        return info
+
+
+ToolParserManager.register_module("shouting_hermes", module=Shouting)
+"""
+
+
+async def test_a_plugin_parser_reads_the_answers(tmp_path: Path) -> None:
+    """The plugin's parser, not a built-in one, reads the model's calls: its own mark (the
+    name in capitals) is on the answer."""
+    from oai_server.engine.fake import FakeEngine
+    from oai_server.engine.vllm.holder import VLLMTokenizer
+    from tests.unit.conftest import chat_body, serve
+    from tests.unit.tool_families import FAMILIES, TOOLS, family_tokenizer, pieces
+
+    plugin = tmp_path / "shouting.py"
+    plugin.write_text(SHOUTING)
+    hermes = next(f for f in FAMILIES if f.parser == "hermes")
+    tokenizer = family_tokenizer(hermes)
+    engine = FakeEngine(
+        tokens=pieces(tokenizer, hermes.one), model_tokenizer=VLLMTokenizer(tokenizer)
+    )
+    settings = {"tool_parser_plugin": str(plugin), "tool_call_parser": "shouting_hermes"}
+    async with serve(engine, reasoning_parser="none", **settings) as client:
+        reply = await client.post("/v1/chat/completions", json=chat_body(tools=TOOLS))
+    assert reply.status_code == 200, reply.text
+    (call,) = reply.json()["choices"][0]["message"]["tool_calls"]
+    assert call["function"]["name"] == "GET_WEATHER"
