@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import anthropic
 import httpx
 import openai
 import pytest
@@ -48,6 +49,7 @@ def make_app(store_url: str, **settings: Any) -> FastAPI:
             model=[f"{name}=org/{name}" for name in MODELS],
             api_key=[ALICE, BOB],
             admin_api_key=[ADMIN],
+            response_cache="memory",
             **settings,
         ),
         EngineRouter(engines),
@@ -97,8 +99,38 @@ def _use(base: str, totals: Totals, round_: int) -> None:
                 _count(totals, key, model, [c for c in stream if c.usage][-1].usage)
                 completion = client.completions.create(model=model, prompt=text, max_tokens=4)
                 _count(totals, key, model, completion.usage)
+                response = client.responses.create(model=model, input=text + " (Responses)")
+                assert response.usage is not None
+                _count_tokens(totals, key, model, response.usage)
+                with anthropic.Anthropic(base_url=base, api_key=key, max_retries=0) as messages:
+                    message = messages.messages.create(
+                        model=model,
+                        max_tokens=16,
+                        messages=[{"role": "user", "content": text + " (Messages)"}],
+                    )
+                _count_tokens(totals, key, model, message.usage)
+                # Not counted: a request refused before the engine, the cache's replay.
+                with pytest.raises(openai.BadRequestError):
+                    client.chat.completions.create(
+                        model=model, messages=[{"role": "user", "content": text}], temperature=9
+                    )
+                cached = [{"role": "user", "content": text + " (cached)"}]
+                for _ in range(2):
+                    replayed = client.chat.completions.with_raw_response.create(
+                        model=model, messages=cached, temperature=0
+                    )
+                    if replayed.headers["x-cache"] == "miss":
+                        _count(totals, key, model, replayed.parse().usage)
             embedded = client.embeddings.create(model=EMBEDDING, input=[key, "two inputs"])
             _count(totals, key, EMBEDDING, embedded.usage, output=False)
+
+
+def _count_tokens(totals: Totals, key: str, model: str, usage: Any) -> None:
+    """A Responses or Anthropic answer's usage, counted as a chat answer's."""
+    seen = totals.setdefault((key_id(key), model), Counter())
+    seen["input"] += usage.input_tokens
+    seen["output"] += usage.output_tokens
+    seen["requests"] += 1
 
 
 def _sum(results: Any, *fields: str) -> Totals:
