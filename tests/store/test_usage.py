@@ -268,6 +268,18 @@ def test_bad_parameters_are_400s_and_other_keys_403s(query: str, param: str | No
         assert checked_get(f"{base}/v1/organization/usage/embeddings").status_code == 401
 
 
+def test_without_an_admin_key_configured_every_caller_gets_403() -> None:
+    app = create_app(
+        Settings(store_url="sqlite:///:memory:", api_key=[ALICE]), FakeEngine(reply="ok")
+    )
+    with serve(app) as base:
+        for path in ("completions", "embeddings"):
+            url = f"{base}/v1/organization/usage/{path}?start_time=100"
+            got = checked_get(url, headers={"Authorization": f"Bearer {ALICE}"})
+            assert got.status_code == 403, got.text
+            assert got.json()["error"]["code"] == "insufficient_permissions"
+
+
 class FlakyRecords(UsageRecords):
     """The usage table of a database that fails its first `failures` writes."""
 
