@@ -201,3 +201,34 @@ async def test_an_unknown_protocol_is_refused_at_start(
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/json")
     with pytest.raises(ValueError, match="http/json"):
         create_app(Settings(otlp_traces_endpoint="http://127.0.0.1:4318"), FakeEngine())
+
+
+async def test_a_clients_unsampled_trace_stays_unsampled(receiver: Receiver) -> None:
+    """`parentbased_always_on`: a traceparent whose sampled flag is off records nothing,
+    and the next request, sampled, is exported (the exporter did run)."""
+    async with traced(receiver) as client:
+        unsampled = f"00-{TRACE_ID}-{CLIENT_SPAN}-00"
+        other_trace = "0af7651916cd43dd8448eb211c80319c"
+        for traceparent in (unsampled, f"00-{other_trace}-{CLIENT_SPAN}-01"):
+            response = await client.post(
+                "/v1/chat/completions",
+                json=chat_body(max_tokens=2),
+                headers={"traceparent": traceparent},
+            )
+            assert response.status_code == 200
+    receiver.wait_for(1, "engine", trace_id=other_trace)
+    assert {s.trace_id for s in receiver.spans} == {other_trace}
+
+
+async def test_a_rate_limit_refusal_is_recorded_on_its_span(receiver: Receiver) -> None:
+    async with traced(receiver, rate_limit_rpm=1) as client:
+        statuses = [
+            (await client.post("/v1/chat/completions", json=chat_body(max_tokens=2))).status_code
+            for _ in range(2)
+        ]
+    assert statuses == [200, 429]
+    receiver.wait_for(2, "rate_limit.check")
+    checks = sorted(receiver.named("rate_limit.check"), key=lambda s: s.start_ns)
+    assert [s.status_code for s in checks] == [0, 2]  # unset, then error
+    refused = next(s for s in receiver.spans if s.span_id == checks[1].parent_span_id)
+    assert refused.attributes["http.response.status_code"] == 429
