@@ -3,6 +3,7 @@ the client's `traceparent`, with GenAI's attributes, and the spans of what it wa
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -232,3 +233,24 @@ async def test_a_rate_limit_refusal_is_recorded_on_its_span(receiver: Receiver) 
     assert [s.status_code for s in checks] == [0, 2]  # unset, then error
     refused = next(s for s in receiver.spans if s.span_id == checks[1].parent_span_id)
     assert refused.attributes["http.response.status_code"] == 429
+
+
+async def test_a_request_waiting_on_the_same_answer_in_flight_has_its_span(
+    receiver: Receiver,
+) -> None:
+    """Two identical deterministic requests at once: the second waits for the first's
+    answer (`cache.wait_in_flight`) and has no engine span of its own."""
+    body = chat_body(max_tokens=4, temperature=0)
+    engine = FakeEngine(token_delay=0.05)
+    async with traced(receiver, engine, response_cache="memory") as client:
+        first, second = await asyncio.gather(
+            client.post("/v1/chat/completions", json=body),
+            client.post("/v1/chat/completions", json=body),
+        )
+    assert sorted([first.headers["x-cache"], second.headers["x-cache"]]) == ["hit", "miss"]
+    assert len(engine.calls) == 1
+    receiver.wait_for(1, "cache.wait_in_flight")
+    (waited,) = receiver.named("cache.wait_in_flight")
+    waiter = next(s for s in receiver.spans if s.span_id == waited.parent_span_id)
+    assert waiter.kind == SERVER
+    assert "engine" not in {s.name for s in receiver.children(waiter)}
