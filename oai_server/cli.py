@@ -150,7 +150,7 @@ def _parse_with_vllm(args: list[str]) -> CommandLine:
         action="store_false",
         default=argparse.SUPPRESS,
     )
-    parsed = vars(parser.parse_args(args))
+    parsed = vllm_flags.parse(parser, args)
     tokens: list[str] = parsed.pop("oai_tokens", [])
     engine_names = vllm_flags.engine_names()
     given: dict[str, Any] = {}

@@ -61,7 +61,9 @@ class EngineOptions(BaseModel):
         "default: on for CPU (saves ~70 s per start), off on GPU.",
     )
     tensor_parallel_size: int = Field(1, description="GPUs to shard the model over.")
-    gpu_memory_utilization: float = Field(0.9, description="Share of GPU memory vLLM may take.")
+    gpu_memory_utilization: float | None = Field(
+        None, description="Share of GPU memory vLLM may take; default: vLLM's (0.92)."
+    )
     max_num_seqs: int | None = Field(None, description="Most sequences batched at once.")
     max_num_batched_tokens: int | None = Field(None, description="Most tokens per engine step.")
     max_num_queued_reqs: int | None = Field(

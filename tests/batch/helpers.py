@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from typing import Any
 import httpx
 import openai
 
+from oai_server.engine.fake import FakeEngine, FakeTokenizer
 from tests.store.conftest import MODEL
 
 TERMINAL = {"completed", "failed", "cancelled", "expired"}
@@ -53,6 +55,19 @@ def wait(
 
 def read_lines(client: openai.OpenAI, file_id: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in client.files.content(file_id).text.splitlines()]
+
+
+def runs_to_the_end(engine: FakeEngine) -> list[str]:
+    """The question (`q` and a number, as the tests write them) of every engine call that
+    was not aborted, sorted: a line run to its end twice shows twice here, where its output
+    line is written once whatever (a second write of a custom_id does nothing)."""
+    questions = []
+    for call in engine.calls:
+        if call.request_id not in engine.aborted:
+            found = re.search(r"\bq\d+\b", FakeTokenizer().decode(call.prompt_token_ids))
+            if found:
+                questions.append(found.group())
+    return sorted(questions)
 
 
 def _free_port() -> int:

@@ -11,7 +11,7 @@ from typing import Any, cast
 
 from oai_server.batch.runner import BatchRunner
 from oai_server.engine.fake import FakeEngine
-from tests.batch.helpers import chat_line, read_lines, upload, wait
+from tests.batch.helpers import chat_line, read_lines, runs_to_the_end, upload, wait
 from tests.live import serve
 from tests.store.conftest import ask, make_app, sdk
 
@@ -159,3 +159,5 @@ def test_a_chat_request_makes_the_lines_beyond_the_cap_yield_and_each_still_runs
         assert (done.status, done.request_counts.completed) == ("completed", 12)
         output = read_lines(client, done.output_file_id)
         assert [line["custom_id"] for line in output] == [f"r{i}" for i in range(12)]
+    assert runs_to_the_end(engine) == sorted(f"q{i}" for i in range(12))
+    assert len(engine.calls) == 12 + 6 + 1  # each handed-back line started again, once

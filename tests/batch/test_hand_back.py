@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from oai_server.engine.fake import FakeEngine, FakeTokenizer
 from oai_server.engine.types import GenerationStep, SamplingOptions
-from tests.batch.helpers import chat_line, read_lines, upload, wait
+from tests.batch.helpers import chat_line, read_lines, runs_to_the_end, upload, wait
 from tests.live import serve
 from tests.store.conftest import ask, make_app, sdk
 
@@ -58,6 +58,8 @@ def test_the_lines_beyond_the_small_cap_leave_the_engine_before_the_chat_request
         assert (done.status, done.request_counts.completed) == ("completed", 12)
         output = read_lines(client, done.output_file_id)
         assert sorted(line["custom_id"] for line in output) == sorted(f"r{i}" for i in range(12))
+    assert runs_to_the_end(engine) == sorted(f"q{i}" for i in range(12))
+    assert engine.log.count("line") == 12 + 6  # each handed-back line started again, once
 
 
 def test_a_chat_request_with_no_idle_lines_beside_it_hands_nothing_back(store_url: str) -> None:
@@ -78,3 +80,4 @@ def test_a_chat_request_with_no_idle_lines_beside_it_hands_nothing_back(store_ur
         done = wait(client, batch.id)
         assert (done.status, done.request_counts.completed) == ("completed", 2)
     assert "abort" not in engine.log, "lines within the small cap were handed back"
+    assert runs_to_the_end(engine) == ["q0", "q1"]

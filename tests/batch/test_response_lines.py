@@ -6,12 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx
-
 from oai_server.engine.fake import FakeEngine
 from oai_server.generation.service_tier import BATCH_PRIORITY
 from tests.batch.helpers import read_lines, upload, wait
-from tests.conformance import validate
+from tests.conformance import checked_post, validate
 from tests.live import serve
 from tests.store.conftest import KEYS, MODEL, make_app, sdk
 
@@ -62,7 +60,7 @@ def test_response_lines_answer_as_the_live_endpoint(store_url: str) -> None:
             assert line["response"]["status_code"] == 200
             body = line["response"]["body"]
             validate("Response", body)
-            live = httpx.post(f"{base}/v1/responses", json=asked["body"])
+            live = checked_post(f"{base}/v1/responses", json=asked["body"])
             assert _steady(body) == _steady(live.json())
             # Stored, as the live answer is: retrievable, and a later turn may follow it.
             texts.append(client.responses.retrieve(body["id"]).output_text)
@@ -114,7 +112,7 @@ def test_response_lines_the_live_route_refuses_fail_the_batch(store_url: str) ->
         errors = {error.line: error for error in failed.errors.data}
         assert sorted(errors) == [2, 3, 4, 5, 6]
         for line, body in enumerate(refused.values(), 2):
-            live = httpx.post(
+            live = checked_post(
                 f"{base}/v1/responses",
                 json=response_line("", **body)["body"],
                 headers={"Authorization": "Bearer sk-bob"},

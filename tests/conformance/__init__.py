@@ -9,6 +9,7 @@ Entry points:
 
 * :func:`validate` -- assert that one document conforms to a named schema.
 * :func:`schema_for` -- which schema a response of a given endpoint must meet.
+* :func:`checked_get` / :func:`checked_post` -- `httpx.get` / `httpx.post`, checked.
 * :class:`ValidatingTransport` / :class:`AsyncValidatingTransport` -- httpx
   transports that check every response passing through them, including each
   server-sent event of a stream as it arrives, and record every violation in a
@@ -59,6 +60,9 @@ from tests.conformance.transport import (
     AsyncValidatingTransport,
     ValidatingTransport,
     async_validating_client,
+    checked_get,
+    checked_post,
+    checked_request,
     validating_client,
 )
 
@@ -73,6 +77,9 @@ __all__ = [
     "Violation",
     "async_validating_client",
     "check",
+    "checked_get",
+    "checked_post",
+    "checked_request",
     "default_log",
     "load_schemas",
     "schema_for",

@@ -189,3 +189,21 @@ def async_validating_client(
 ) -> httpx.AsyncClient:
     """An :class:`httpx.AsyncClient` whose responses are all checked."""
     return httpx.AsyncClient(transport=AsyncValidatingTransport(log, transport), **kwargs)
+
+
+def checked_request(method: str, url: str, **kwargs: Any) -> httpx.Response:
+    """One request, as `httpx.request` makes it, its response checked against the spec
+    (`timeout` and `verify` go to the client, as httpx's top-level functions take them)."""
+    options = {name: kwargs.pop(name) for name in ("timeout", "verify") if name in kwargs}
+    with validating_client(**options) as client:
+        return client.request(method, url, **kwargs)
+
+
+def checked_get(url: str, **kwargs: Any) -> httpx.Response:
+    """`httpx.get`, its response checked."""
+    return checked_request("GET", url, **kwargs)
+
+
+def checked_post(url: str, **kwargs: Any) -> httpx.Response:
+    """`httpx.post`, its response checked."""
+    return checked_request("POST", url, **kwargs)

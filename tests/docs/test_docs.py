@@ -75,3 +75,21 @@ def test_no_placeholders_left() -> None:
         text = path.read_text()
         assert "PLACEHOLDER" not in text, path
         assert "TODO" not in text, path
+
+
+def test_every_package_is_named_in_the_architecture_page() -> None:
+    """The layout and the layers of docs/architecture.md name every package of oai_server/
+    (and its modules beside them), so the map keeps up with the code."""
+    page = (ROOT / "docs" / "architecture.md").read_text()
+    layout = page.split("## The layout", 1)[1].split("## The layers", 1)[0]
+    layers = page.split("## The layers", 1)[1].split("Data flows", 1)[0]
+    package = ROOT / "oai_server"
+    parts = [
+        f"{path.name}/"
+        for path in sorted(package.iterdir())
+        if path.is_dir() and (path / "__init__.py").exists()
+    ]
+    assert len(parts) > 20
+    for part in parts:
+        assert re.search(rf"(?m)^  {re.escape(part)}|\s{re.escape(part)}\s", layout), part
+        assert f"`{part}`" in layers, part

@@ -50,6 +50,16 @@ def _until(server: Server, gauge: str, count: int) -> None:
         time.sleep(0.02)
 
 
+def _ran_to_the_end(server: Server) -> float:
+    """The engine's requests that ended other than by an abort (vLLM's own count)."""
+    text = httpx.get(f"{server.root}/metrics", timeout=10).text
+    return sum(
+        float(line.rsplit(maxsplit=1)[1])
+        for line in text.splitlines()
+        if line.startswith("vllm:request_success_total{") and 'finished_reason="abort"' not in line
+    )
+
+
 def test_a_chat_request_starts_before_the_batch_line_queued_ahead_of_it(
     one_at_a_time: Server,
 ) -> None:
@@ -71,6 +81,7 @@ def test_a_chat_request_starts_before_the_batch_line_queued_ahead_of_it(
             }
             for i in range(LINES)
         ]
+        ended_before = _ran_to_the_end(one_at_a_time)
         data = "".join(json.dumps(row) + "\n" for row in rows).encode()
         file = client.files.create(file=("input.jsonl", io.BytesIO(data)), purpose="batch")
         batch = client.batches.create(
@@ -98,4 +109,7 @@ def test_a_chat_request_starts_before_the_batch_line_queued_ahead_of_it(
         assert batch.output_file_id is not None
         output = client.files.content(batch.output_file_id).text.splitlines()
         ids = sorted(json.loads(line)["custom_id"] for line in output)
-        assert ids == [f"line-{i}" for i in range(LINES)]  # each handed-back line ran once
+        assert ids == [f"line-{i}" for i in range(LINES)]
+        # Each line ran to its end once (the handed-back one again, after its abort): a
+        # line run twice would still leave one output line.
+        assert _ran_to_the_end(one_at_a_time) - ended_before == LINES + 1

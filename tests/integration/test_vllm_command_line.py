@@ -26,6 +26,7 @@ import pytest
 from benchmarks.fixtures.lora_adapter import write_adapter
 from oai_server.models.embedded_model import ensure_embedded_model
 from oai_server.settings import Settings
+from tests.conformance import checked_get, checked_post, validating_client
 from tests.integration.conftest import START_TIMEOUT_S, STOP_TIMEOUT_S, _free_port
 
 # The start alone took 4 minutes on a loaded 2-core machine (LoRA, float32): more than
@@ -96,7 +97,7 @@ def _ready(started: _Started) -> Served:
         assert started.proc.poll() is None, log.read_text()[-4000:]
         assert time.monotonic() < deadline, log.read_text()[-4000:]
         try:
-            if httpx.get(f"{base}/health", verify=context, timeout=2).status_code == 200:
+            if checked_get(f"{base}/health", verify=context, timeout=2).status_code == 200:
                 return started.served
         except httpx.TransportError:
             pass
@@ -151,7 +152,7 @@ def _answers(served: Served) -> dict[str, Any]:
     logprobs), and a stream that did not ask for usage."""
     base, context, _ = served
     seen: dict[str, Any] = {}
-    with httpx.Client(base_url=base, verify=context, timeout=120) as client:
+    with validating_client(base_url=base, verify=context, timeout=120) as client:
         seen["listed"] = client.get("/v1/models").json()["data"]
         for model in MODELS:
             reply = client.post(
@@ -203,7 +204,7 @@ def test_the_line_serves_https_and_answers_each_name_and_adapter(served: Served)
     base, _, log = served
     # Plain HTTP is not served; the line's flags are all taken, none named as ignored.
     with pytest.raises(httpx.TransportError):
-        httpx.get(base.replace("https", "http") + "/health", timeout=5)
+        checked_get(base.replace("https", "http") + "/health", timeout=5)
     assert "not used by oai-server" not in log.read_text()
 
 
@@ -215,7 +216,7 @@ def test_vllm_serve_answers_the_same_line_the_same_way(reference: Served) -> Non
 
 def _message(served: Served) -> dict[str, Any]:
     base, context, _ = served
-    reply = httpx.post(
+    reply = checked_post(
         f"{base}/v1/messages",
         json={
             "model": "smol",

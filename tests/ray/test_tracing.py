@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import httpx
 import pytest
 
+from tests.conformance import checked_post
 from tests.ray.conftest import FAKE, MODEL, RayServe, deployed
 from tests.tracing.receiver import Receiver, otlp_grpc_receiver
 
@@ -39,7 +39,7 @@ def url(ray_serve: RayServe, receiver: Receiver) -> Iterator[str]:
 
 
 def test_a_request_through_the_gateway_is_one_trace(url: str, receiver: Receiver) -> None:
-    response = httpx.post(
+    response = checked_post(
         f"{url}/v1/chat/completions",
         json={"model": MODEL, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 3},
         headers={"traceparent": f"00-{TRACE_ID}-{CLIENT_SPAN}-01"},

@@ -55,7 +55,9 @@ def test_reasoning_item_before_the_message_whole_and_streamed() -> None:
     assert message.type == "message"
     assert whole.output_text == content
     assert whole.usage is not None
-    assert 0 < whole.usage.output_tokens_details.reasoning_tokens < whole.usage.output_tokens
+    # Each step before the closing tag put its text in the thinking (docs/api/chat.md).
+    thinking_steps = pieces(TEXT).index("</think>")
+    assert whole.usage.output_tokens_details.reasoning_tokens == thinking_steps > 0
 
     kinds = [e.type for e in events]
     deltas = kinds.count("response.reasoning_text.delta")

@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import anthropic
 import httpx
 import openai
 import pytest
@@ -26,7 +27,7 @@ from oai_server.settings import Settings
 from oai_server.usage.records import UsageRecords
 from oai_server.usage.writer import UsageWriter
 from tests.batch.helpers import chat_line, read_lines, upload, wait
-from tests.conformance import ValidatingTransport
+from tests.conformance import ValidatingTransport, checked_get
 from tests.keys import served_key_id
 from tests.live import serve
 from tests.store.conftest import sdk
@@ -48,6 +49,7 @@ def make_app(store_url: str, **settings: Any) -> FastAPI:
             model=[f"{name}=org/{name}" for name in MODELS],
             api_key=[ALICE, BOB],
             admin_api_key=[ADMIN],
+            response_cache="memory",
             **settings,
         ),
         EngineRouter(engines),
@@ -97,8 +99,38 @@ def _use(base: str, totals: Totals, round_: int) -> None:
                 _count(totals, key, model, [c for c in stream if c.usage][-1].usage)
                 completion = client.completions.create(model=model, prompt=text, max_tokens=4)
                 _count(totals, key, model, completion.usage)
+                response = client.responses.create(model=model, input=text + " (Responses)")
+                assert response.usage is not None
+                _count_tokens(totals, key, model, response.usage)
+                with anthropic.Anthropic(base_url=base, api_key=key, max_retries=0) as messages:
+                    message = messages.messages.create(
+                        model=model,
+                        max_tokens=16,
+                        messages=[{"role": "user", "content": text + " (Messages)"}],
+                    )
+                _count_tokens(totals, key, model, message.usage)
+                # Not counted: a request refused before the engine, the cache's replay.
+                with pytest.raises(openai.BadRequestError):
+                    client.chat.completions.create(
+                        model=model, messages=[{"role": "user", "content": text}], temperature=9
+                    )
+                cached = [{"role": "user", "content": text + " (cached)"}]
+                for _ in range(2):
+                    replayed = client.chat.completions.with_raw_response.create(
+                        model=model, messages=cached, temperature=0
+                    )
+                    if replayed.headers["x-cache"] == "miss":
+                        _count(totals, key, model, replayed.parse().usage)
             embedded = client.embeddings.create(model=EMBEDDING, input=[key, "two inputs"])
             _count(totals, key, EMBEDDING, embedded.usage, output=False)
+
+
+def _count_tokens(totals: Totals, key: str, model: str, usage: Any) -> None:
+    """A Responses or Anthropic answer's usage, counted as a chat answer's."""
+    seen = totals.setdefault((served_key_id(key), model), Counter())
+    seen["input"] += usage.input_tokens
+    seen["output"] += usage.output_tokens
+    seen["requests"] += 1
 
 
 def _sum(results: Any, *fields: str) -> Totals:
@@ -160,7 +192,7 @@ def test_usage_adds_up_per_key_and_model_across_a_restart(store_url: str) -> Non
                 model="second", messages=[{"role": "user", "content": "counted"}]
             )
             _count(second, ALICE, "second", answer.usage)
-        metrics = httpx.get(f"{base}/metrics", headers={"Authorization": f"Bearer {ALICE}"}).text
+        metrics = checked_get(f"{base}/metrics", headers={"Authorization": f"Bearer {ALICE}"}).text
     for secret in (ADMIN, ALICE, BOB):
         assert secret not in metrics
     labels = (
@@ -225,17 +257,29 @@ def test_bad_parameters_are_400s_and_other_keys_403s(query: str, param: str | No
     with serve(make_app("sqlite:///:memory:")) as base:
         bearer = {"Authorization": f"Bearer {ADMIN}"}
         if param is None:  # batch is no group of embeddings
-            got = httpx.get(f"{base}/v1/organization/usage/embeddings?{query}", headers=bearer)
+            got = checked_get(f"{base}/v1/organization/usage/embeddings?{query}", headers=bearer)
             assert got.status_code == 400
             assert got.json()["error"]["param"] == "group_by"
             return
-        got = httpx.get(f"{base}/v1/organization/usage/completions?{query}", headers=bearer)
+        got = checked_get(f"{base}/v1/organization/usage/completions?{query}", headers=bearer)
         assert got.status_code == 400, got.text
         assert got.json()["error"]["param"] == param
         for key in (ALICE, BOB):
             with sdk(base, api_key=key) as client, pytest.raises(openai.PermissionDeniedError):
                 client.get("/organization/usage/completions?start_time=100", cast_to=httpx.Response)
-        assert httpx.get(f"{base}/v1/organization/usage/embeddings").status_code == 401
+        assert checked_get(f"{base}/v1/organization/usage/embeddings").status_code == 401
+
+
+def test_without_an_admin_key_configured_every_caller_gets_403() -> None:
+    app = create_app(
+        Settings(store_url="sqlite:///:memory:", api_key=[ALICE]), FakeEngine(reply="ok")
+    )
+    with serve(app) as base:
+        for path in ("completions", "embeddings"):
+            url = f"{base}/v1/organization/usage/{path}?start_time=100"
+            got = checked_get(url, headers={"Authorization": f"Bearer {ALICE}"})
+            assert got.status_code == 403, got.text
+            assert got.json()["error"]["code"] == "insufficient_permissions"
 
 
 class FlakyRecords(UsageRecords):

@@ -3,12 +3,14 @@ the client's `traceparent`, with GenAI's attributes, and the spans of what it wa
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
 import pytest
 
 from oai_server.app import create_app
+from oai_server.auth import key_id
 from oai_server.engine.fake import FakeEngine
 from oai_server.settings import Settings
 from tests.tracing.conftest import traced
@@ -71,6 +73,12 @@ async def test_a_chat_continues_the_clients_trace_with_genai_attributes(
     assert a["gen_ai.request.seed"] == 7
     assert a["gen_ai.request.max_tokens"] == 5
     assert a["http.response.status_code"] == 200
+    assert (a["http.request.method"], a["url.path"]) == ("POST", "/v1/chat/completions")
+    assert a["http.route"] == "/v1/chat/completions"
+    assert a["oai.request_id"] == response.headers["x-request-id"]
+    assert a["oai.api_key_id"] == key_id(KEY)
+    # The key's id, never the key: in no attribute of any span of the trace.
+    assert all(KEY not in json.dumps(s.attributes, default=str) for s in receiver.spans)
     # What the request waited on, each a child of the server span, in the same trace.
     children = {s.name: s for s in receiver.children(server)}
     assert {"auth.check_key", "rate_limit.check", "store.write", "engine"} <= set(children)
@@ -194,3 +202,55 @@ async def test_an_unknown_protocol_is_refused_at_start(
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/json")
     with pytest.raises(ValueError, match="http/json"):
         create_app(Settings(otlp_traces_endpoint="http://127.0.0.1:4318"), FakeEngine())
+
+
+async def test_a_clients_unsampled_trace_stays_unsampled(receiver: Receiver) -> None:
+    """`parentbased_always_on`: a traceparent whose sampled flag is off records nothing,
+    and the next request, sampled, is exported (the exporter did run)."""
+    async with traced(receiver) as client:
+        unsampled = f"00-{TRACE_ID}-{CLIENT_SPAN}-00"
+        other_trace = "0af7651916cd43dd8448eb211c80319c"
+        for traceparent in (unsampled, f"00-{other_trace}-{CLIENT_SPAN}-01"):
+            response = await client.post(
+                "/v1/chat/completions",
+                json=chat_body(max_tokens=2),
+                headers={"traceparent": traceparent},
+            )
+            assert response.status_code == 200
+    receiver.wait_for(1, "engine", trace_id=other_trace)
+    assert {s.trace_id for s in receiver.spans} == {other_trace}
+
+
+async def test_a_rate_limit_refusal_is_recorded_on_its_span(receiver: Receiver) -> None:
+    async with traced(receiver, rate_limit_rpm=1) as client:
+        statuses = [
+            (await client.post("/v1/chat/completions", json=chat_body(max_tokens=2))).status_code
+            for _ in range(2)
+        ]
+    assert statuses == [200, 429]
+    receiver.wait_for(2, "rate_limit.check")
+    checks = sorted(receiver.named("rate_limit.check"), key=lambda s: s.start_ns)
+    assert [s.status_code for s in checks] == [0, 2]  # unset, then error
+    refused = next(s for s in receiver.spans if s.span_id == checks[1].parent_span_id)
+    assert refused.attributes["http.response.status_code"] == 429
+
+
+async def test_a_request_waiting_on_the_same_answer_in_flight_has_its_span(
+    receiver: Receiver,
+) -> None:
+    """Two identical deterministic requests at once: the second waits for the first's
+    answer (`cache.wait_in_flight`) and has no engine span of its own."""
+    body = chat_body(max_tokens=4, temperature=0)
+    engine = FakeEngine(token_delay=0.05)
+    async with traced(receiver, engine, response_cache="memory") as client:
+        first, second = await asyncio.gather(
+            client.post("/v1/chat/completions", json=body),
+            client.post("/v1/chat/completions", json=body),
+        )
+    assert sorted([first.headers["x-cache"], second.headers["x-cache"]]) == ["hit", "miss"]
+    assert len(engine.calls) == 1
+    receiver.wait_for(1, "cache.wait_in_flight")
+    (waited,) = receiver.named("cache.wait_in_flight")
+    waiter = next(s for s in receiver.spans if s.span_id == waited.parent_span_id)
+    assert waiter.kind == SERVER
+    assert "engine" not in {s.name for s in receiver.children(waiter)}

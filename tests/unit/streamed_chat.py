@@ -17,6 +17,8 @@ class Streamed:
     calls: list[tuple[str, str]] = field(default_factory=list)
     finish: str | None = None
     usage: dict[str, Any] | None = None
+    # vLLM's stream only: the tokens whose delta was thinking alone.
+    reasoning_only_tokens: int = 0
 
 
 def sum_of_stream(reply_text: str) -> Streamed:
@@ -62,6 +64,8 @@ def sum_of_vllm_stream(parser: Any, request: Any, tokenizer: Any, parts: list[st
             continue
         summed.reasoning += delta.reasoning or ""
         summed.content += delta.content or ""
+        if delta.reasoning and not delta.content:
+            summed.reasoning_only_tokens += len(ids)
         for call in delta.tool_calls:
             if call.function and call.function.name:
                 names[call.index] = call.function.name

@@ -18,6 +18,7 @@ import httpx
 from oai_server.app import create_app
 from oai_server.engine.fake import FakeEngine, FakeTokenizer
 from oai_server.engine.protocol import Tokenizer
+from oai_server.generation.offload import INLINE_CHARS
 from oai_server.settings import Settings
 from tests.live import serve_async
 from tests.unit.conftest import MODEL, chat_body
@@ -31,11 +32,25 @@ LONG = "a long prompt that fits " * 6_000  # 144 kB: in the context, tokenized o
 
 class SlowTokenizer(FakeTokenizer):
     """The fake's byte tokens, at a real tokenizer's pace; it sleeps, as the Hugging Face
-    tokenizer works in Rust, leaving the GIL to the event loop's thread."""
+    tokenizer works in Rust, leaving the GIL to the event loop's thread. It notes each
+    text's length and whether it was tokenized on the event loop."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.encoded: list[tuple[int, bool]] = []
 
     def encode(self, text: str, *, add_special_tokens: bool = True) -> list[int]:
+        self.encoded.append((len(text), _on_event_loop()))
         time.sleep(len(text) * SECONDS_PER_BYTE)
         return super().encode(text, add_special_tokens=add_special_tokens)
+
+
+def _on_event_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:  # a thread of the prompt pool
+        return False
+    return True
 
 
 def chat(content: str, **fields: object) -> dict[str, object]:
@@ -89,6 +104,10 @@ async def test_streams_keep_flowing_while_big_prompts_arrive() -> None:
         assert response.status_code == 400
         assert response.json()["error"]["code"] == "context_length_exceeded"
     assert [r.status_code for r in answers[len(oversized) :]] == [200] * len(fitting)
+    encoded = engine.slow.encoded
+    assert [n for n, on_loop in encoded if on_loop and n > INLINE_CHARS] == []
+    assert [n for n, _ in encoded if n >= len(OVERSIZED)] == [], "an oversized prompt tokenized"
+    assert len([n for n, _ in encoded if n >= len(LONG)]) == len(fitting)
     gaps = [b - a for a, b in itertools.pairwise(arrivals)]
     # Chunks come every 20 ms; a loaded CI machine may hold one for a while, never for the
     # seconds each oversized prompt would take to tokenize on the event loop.

@@ -5,7 +5,9 @@ the rest is accepted with a one-line notice."""
 from __future__ import annotations
 
 import json
+import logging
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -84,6 +86,54 @@ def test_front_end_flags_land_in_our_settings_of_the_same_meaning(tmp_path: Path
     assert settings.log_request_text is True
     assert settings.api_key == ["k1", "k2"]
     assert parse_command_line(["--disable-log-requests"]).settings.log_request_text is False
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--api-key", "k1", "--api-key", "k2", "--served-model-name", "m"],
+        ["serve", "org/model", "--max-model-len", "1024", "--api-key=k1", "--api-key=k2"],
+        ["--api-key", "k1", "k2", "--enforce-eager"],
+        ["--api-key", "k1", "--enforce-eager", "--api-key", "k2"],
+    ],
+)
+def test_every_api_key_is_kept_beside_vllm_flags(argv: list[str], vllm_warnings: list[str]) -> None:
+    """Repeated as the docs say, or several after one flag as `vllm serve` takes them: a key
+    lost here answers 401 to its clients, and nothing may say a repeat was dropped."""
+    assert parse_command_line(argv).settings.api_key == ["k1", "k2"]
+    assert vllm_warnings == []
+
+
+def test_admin_and_environment_keys_are_kept_beside_vllm_flags(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OAI_API_KEY", "k1,k2")
+    settings = parse_command_line(
+        ["--served-model-name", "m", "--admin-api-key", "a1", "--admin-api-key", "a2"]
+    ).settings
+    assert settings.api_key == ["k1", "k2"]
+    assert settings.admin_api_key == ["a1", "a2"]
+
+
+def test_a_repeated_flag_that_does_not_add_up_is_still_warned_about(
+    vllm_warnings: list[str],
+) -> None:
+    """vLLM's warning stays for the flags whose last value wins."""
+    settings = parse_command_line(["--max-model-len", "1024", "--max-model-len", "512"]).settings
+    assert settings.max_model_len == 512
+    assert vllm_warnings == ["Found duplicate keys --max-model-len"]
+
+
+@pytest.fixture
+def vllm_warnings() -> Iterator[list[str]]:
+    """The warnings vLLM's argument parser logs (its logger does not propagate)."""
+    seen: list[str] = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = lambda record: seen.append(record.getMessage())  # type: ignore[method-assign]
+    vllm_logger = logging.getLogger("vllm.utils.argparse_utils")
+    vllm_logger.addHandler(handler)
+    yield seen
+    vllm_logger.removeHandler(handler)
 
 
 def test_a_flag_without_meaning_here_is_accepted_with_a_notice() -> None:

@@ -3,6 +3,7 @@ parsers named for each; the ready line; unknown names refused at start."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 import pytest
@@ -102,8 +103,41 @@ def test_each_family_is_recognised(
     assert detect(traits) == Dialect(family, tools, reasoning)
 
 
-def test_architecture_alone_tells_gpt_oss() -> None:
-    assert detect(ModelTraits(architectures=("GptOssForCausalLM",))) is not None
+# Families told by their architecture (a config's `architectures`), or not told apart by a
+# marker alone; and a family of a marker of its own.
+CASES_BEYOND_TEMPLATES = [
+    pytest.param(
+        ModelTraits(architectures=("GptOssForCausalLM",)),
+        Dialect("gpt-oss", "openai", "openai_gptoss"),
+        id="gpt-oss by its architecture alone",
+    ),
+    pytest.param(
+        ModelTraits(
+            "{{ '<tool_calls>' + tool_calls | tojson }}", architectures=("JambaForCausalLM",)
+        ),
+        Dialect("jamba", "jamba", None),
+        id="jamba",
+    ),
+    pytest.param(
+        ModelTraits(
+            "{{ '<tool_calls>' + tool_calls | tojson }}", architectures=("LlamaForCausalLM",)
+        ),
+        None,
+        id="jamba's marker on another architecture",
+    ),
+    pytest.param(
+        ModelTraits("<start_function_call>call:{{ name }}{{ args }}<end_function_call>"),
+        Dialect("functiongemma", "functiongemma", None),
+        id="functiongemma",
+    ),
+]
+
+
+@pytest.mark.parametrize(("traits", "dialect"), CASES_BEYOND_TEMPLATES)
+def test_families_told_by_architecture_and_markers(
+    traits: ModelTraits, dialect: Dialect | None
+) -> None:
+    assert detect(traits) == dialect
 
 
 def test_an_unknown_template_is_no_family() -> None:
@@ -127,6 +161,30 @@ async def test_ready_line_of_an_unknown_family(caplog: pytest.LogCaptureFixture)
         async with serve(FakeEngine()):
             pass
     assert "smollm2-135m-instruct: tool calls: hermes (built-in)" in caplog.text
+
+
+async def test_a_family_without_its_parsers_tokens_falls_back_with_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """DeepSeek-V3's template on a tokenizer without its tool-call tokens: vLLM's parser
+    cannot start, so the built-in Hermes parser reads the calls, and the log says why."""
+    from oai_server.engine.vllm.holder import VLLMTokenizer
+    from tests.unit.conftest import chat_body
+    from tests.unit.tool_families import TOOLS, pieces
+
+    deepseek = next(f for f in FAMILIES if f.name == "deepseek-v3")
+    tokenizer = family_tokenizer(dataclasses.replace(deepseek, tokens=()))
+    call = '<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}</tool_call>'
+    engine = FakeEngine(tokens=pieces(tokenizer, call), model_tokenizer=VLLMTokenizer(tokenizer))
+    with caplog.at_level(logging.INFO):
+        async with serve(engine) as client:
+            reply = await client.post("/v1/chat/completions", json=chat_body(tools=TOOLS))
+    assert "tool-call parser deepseek_v3 cannot serve this model" in caplog.text
+    warned = [r for r in caplog.records if "deepseek_v3 cannot serve" in r.getMessage()]
+    assert [r.levelno for r in warned] == [logging.WARNING]
+    assert "smollm2-135m-instruct: tool calls: hermes (built-in)" in caplog.text
+    (made,) = reply.json()["choices"][0]["message"]["tool_calls"]
+    assert made["function"]["name"] == "get_weather"
 
 
 def test_an_unknown_parser_name_stops_the_start_listing_the_valid() -> None:

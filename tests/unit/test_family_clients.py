@@ -42,6 +42,7 @@ def get_weather(city: str) -> str:
 
 @pytest.mark.parametrize("streaming", [False, True])
 async def test_langchain_reads_kimi_calls(streaming: bool) -> None:
+    assert KIMI.two is not None
     async with serve_async(_app(KIMI.two)) as url, httpx.AsyncClient() as http:
         llm = ChatOpenAI(
             base_url=f"{url}/v1",

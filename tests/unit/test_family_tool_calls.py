@@ -57,7 +57,9 @@ def expected_stream(family: Family, body: dict[str, Any], text: str) -> tuple[st
 
 
 def _texts(family: Family) -> list[tuple[str, str]]:
-    texts = [("plain", PLAIN), ("one call", family.one), ("two calls", family.two)]
+    texts = [("plain", PLAIN), ("one call", family.one)]
+    if family.two is not None:
+        texts.append(("two calls", family.two))
     if family.lead:
         texts.append(("text then a call", LEAD + family.one))
     return texts
@@ -76,9 +78,12 @@ def _engine(family: Family, text: str) -> FakeEngine:
 @pytest.mark.parametrize(("family", "text"), CASES)
 async def test_whole_answer_is_vllms(family: Family, text: str) -> None:
     body = chat_body(tools=TOOLS)
-    async with serve(_engine(family, text), reasoning_parser="none") as client:
+    engine = _engine(family, text)
+    async with serve(engine, reasoning_parser="none") as client:
         reply = await client.post("/v1/chat/completions", json=body)
     assert reply.status_code == 200, reply.text
+    # The parser reads markers that are special tokens: the engine must leave them in.
+    assert [call.options.skip_special_tokens for call in engine.calls] == [False]
     message = reply.json()["choices"][0]["message"]
     calls = [
         (c["function"]["name"], json.loads(c["function"]["arguments"]))
@@ -87,14 +92,18 @@ async def test_whole_answer_is_vllms(family: Family, text: str) -> None:
     assert (message["content"] or "", calls) == expected_whole(family, body, text)
     if text != PLAIN:
         assert calls, f"{family.parser} read no call in {text!r}"
+    if text == family.two:  # two calls indeed: parallel_tool_calls has one to drop
+        assert [name for name, _ in calls] == ["get_weather", "get_time"]
 
 
 @pytest.mark.parametrize(("family", "text"), CASES)
 async def test_streamed_deltas_add_up_to_vllms(family: Family, text: str) -> None:
     body = chat_body(tools=TOOLS, stream=True)
-    async with serve(_engine(family, text), reasoning_parser="none") as client:
+    engine = _engine(family, text)
+    async with serve(engine, reasoning_parser="none") as client:
         reply = await client.post("/v1/chat/completions", json=body)
     assert reply.status_code == 200, reply.text
+    assert [call.options.skip_special_tokens for call in engine.calls] == [False]
     summed = sum_of_stream(reply.text)
     content, calls, finish = summed.content, summed.calls, summed.finish
     assert (content, calls) == expected_stream(family, body, text)
@@ -104,8 +113,23 @@ async def test_streamed_deltas_add_up_to_vllms(family: Family, text: str) -> Non
     assert finish == ("tool_calls" if calls else "stop")
 
 
-@pytest.mark.parametrize("family", FAMILIES, ids=[f.name for f in FAMILIES])
+async def test_special_tokens_are_skipped_where_no_parser_reads_the_text() -> None:
+    """Without tools (or with tool_choice none) the answer is text for the user, as vLLM
+    gives it: the family's special tokens are left out."""
+    family = FAMILIES[0]
+    engine = _engine(family, PLAIN)
+    async with serve(engine, reasoning_parser="none") as client:
+        for body in (chat_body(), chat_body(tools=TOOLS, tool_choice="none")):
+            assert (await client.post("/v1/chat/completions", json=body)).status_code == 200
+    assert [call.options.skip_special_tokens for call in engine.calls] == [True, True]
+
+
+PARALLEL = [f for f in FAMILIES if f.two is not None]
+
+
+@pytest.mark.parametrize("family", PARALLEL, ids=[f.name for f in PARALLEL])
 async def test_parallel_tool_calls_false_keeps_the_first(family: Family) -> None:
+    assert family.two is not None
     body = chat_body(tools=TOOLS, parallel_tool_calls=False)
     async with serve(_engine(family, family.two), reasoning_parser="none") as client:
         whole = await client.post("/v1/chat/completions", json=body)

@@ -235,12 +235,39 @@ async def test_what_harmony_cannot_serve_is_refused(overrides: dict[str, Any], p
     assert len(engine.calls) == 1
 
 
-async def test_ready_line_says_harmony(caplog: pytest.LogCaptureFixture) -> None:
+@pytest.mark.parametrize(
+    ("settings", "line"),
+    [
+        ({}, "harmony: reasoning openai_gptoss, tool calls openai (gpt-oss)"),
+        ({"reasoning_parser": "none"}, "harmony: reasoning none, tool calls openai (gpt-oss)"),
+        (
+            {"tool_call_parser": "none"},
+            "harmony: reasoning openai_gptoss, tool calls none (gpt-oss)",
+        ),
+    ],
+)
+async def test_ready_line_says_harmony(
+    caplog: pytest.LogCaptureFixture, settings: dict[str, str], line: str
+) -> None:
     with caplog.at_level(logging.INFO, logger="oai_server.app"):
-        async with serve(engine_for(PLAIN), reasoning_parser="none"):
+        async with serve(engine_for(PLAIN), **settings):
             pass
-    line = "harmony: reasoning none, tool calls openai (gpt-oss)"
     assert f"smollm2-135m-instruct: {line}" in caplog.text
+
+
+async def test_tool_call_parser_none_leaves_the_calls_out_and_refuses_auto() -> None:
+    """As docs/models/dialects.md says of `--tool-call-parser none` on gpt-oss."""
+    engine = engine_for(TWO_CALLS)
+    async with serve(engine, tool_call_parser="none") as client:
+        auto = await client.post("/v1/chat/completions", json=ask(tool_choice="auto"))
+        plain = await client.post("/v1/chat/completions", json=chat_body(messages=MESSAGES))
+    assert auto.status_code == 400, auto.text
+    assert auto.json()["error"]["param"] == "tool_choice"
+    assert plain.status_code == 200, plain.text
+    message = plain.json()["choices"][0]["message"]
+    assert not message.get("tool_calls")
+    assert plain.json()["choices"][0]["finish_reason"] != "tool_calls"
+    assert len(engine.calls) == 1
 
 
 async def test_reasoning_parser_none_leaves_the_thinking_out_uncounted() -> None:

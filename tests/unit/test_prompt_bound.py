@@ -54,6 +54,34 @@ def test_the_bound_never_passes_the_real_count() -> None:
         assert tokens_at_least(text, longest, 1) <= len(tokenizer.encode(text))
 
 
+def test_the_bound_never_passes_the_embedded_models_real_count() -> None:
+    """On the embedded model's own tokenizer (byte-level BPE, 49,152 ids, with tokens for
+    runs of spaces and digits): random text, and the text that packs the most bytes into
+    each token, its longest token repeated."""
+    from transformers import AutoTokenizer
+    from vllm.tokenizers.hf import get_cached_tokenizer
+
+    from oai_server.engine.vllm.holder import VLLMTokenizer
+    from tests.unit.tool_families import _embedded_dir
+
+    backend = get_cached_tokenizer(AutoTokenizer.from_pretrained(_embedded_dir()))
+    tokenizer, vocab_size = VLLMTokenizer(backend), len(backend)
+    longest = longest_token_bytes(tokenizer, vocab_size)
+    assert longest is not None
+    widest = max(range(vocab_size), key=lambda i: len(backend.decode([i]).encode()))
+    texts = [backend.decode([widest]) * 50, " " * 5_000, "1234567890" * 500]
+    rng = random.Random(7)
+    # Spaces and runs of them, digits, words, CJK, emoji (one with a skin tone), code.
+    pieces = (
+        " |  |    |\n|\t|0|42|1999|the| the|Hello| world|.|é|中文|日本語|😀|👍🏽|\u200b|f(x):\n  "
+    )
+    for _ in range(200):
+        texts.append("".join(rng.choice(pieces.split("|")) for _ in range(rng.randint(1, 400))))
+    for text in texts:
+        count = len(tokenizer.encode(text, add_special_tokens=False))
+        assert 0 < tokens_at_least(text, tokenizer, vocab_size, 1) <= count, text[:40]
+
+
 def test_a_tokenizer_that_folds_text_gets_no_bound() -> None:
     assert longest_token_bytes(LowerCasingTokenizer(), 256) is None
     assert tokens_at_least("X" * 100_000, None, 10) == 0

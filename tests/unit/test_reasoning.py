@@ -123,10 +123,12 @@ async def test_include_reasoning_false_leaves_the_thinking_out() -> None:
         whole = (
             await client.post("/v1/chat/completions", json=chat_body(include_reasoning=False))
         ).json()
+        shown = (await client.post("/v1/chat/completions", json=chat_body())).json()
     message = whole["choices"][0]["message"]
     assert "reasoning" not in message
     assert message["content"] == "This is the rest"
-    assert whole["usage"]["completion_tokens_details"]["reasoning_tokens"] > 0
+    counted = shown["usage"]["completion_tokens_details"]["reasoning_tokens"]
+    assert whole["usage"]["completion_tokens_details"]["reasoning_tokens"] == counted > 0
 
 
 async def test_without_a_parser_the_thinking_is_content() -> None:

@@ -283,3 +283,27 @@ async def test_engines_stop_at_once_and_each_whatever_another_raised(
     assert (first.stopped, second.stopped) == (True, True)
     failures = [r for r in caplog.records if r.levelname == "ERROR"]
     assert [r.getMessage() for r in failures] == ["stopping the engine of 'second' failed"]
+
+
+async def test_a_models_file_entry_takes_its_own_tool_call_parser(
+    engines: dict[str, FakeEngine], tmp_path: Path
+) -> None:
+    """`second` is served with `tool_call_parser: none`, `first` with the server's `auto`."""
+    models = tmp_path / "models.yaml"
+    models.write_text(
+        "models:\n"
+        "  - {name: first, model: org/first}\n"
+        "  - {name: second, model: org/second, tool_call_parser: none}\n"
+    )
+    router = EngineRouter(engines)
+    app = create_app(Settings(models_file=models), router)
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    async with app.router.lifespan_context(app):
+        transport = AsyncValidatingTransport(transport=httpx.ASGITransport(app=app))
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+            first = await client.post("/v1/chat/completions", json=_chat("first", tools=tools))
+            second = await client.post("/v1/chat/completions", json=_chat("second", tools=tools))
+    assert first.status_code == 200, first.text
+    assert second.status_code == 400, second.text
+    assert second.json()["error"]["param"] == "tool_choice"
+    assert "--tool-call-parser none" in second.json()["error"]["message"]

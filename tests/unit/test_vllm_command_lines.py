@@ -1,9 +1,12 @@
 """Real `vllm serve` command lines, run unchanged as `oai-server serve ...`: each gives the
 engine the same `AsyncEngineArgs` vLLM's own parser gives it (no engine is started).
 
-Only the engine arguments listed in `DIFFERS_FROM_VLLM` may differ, and only while the
-command line leaves them out. Each line says where it was found; paths on the author's
-machine are replaced by directories made here (our start checks that they exist).
+These are lines for GPUs and hub models, where only the defaults `DIFFERS_FROM_VLLM` gives
+for every engine may differ (compact JSON in structured output, the weights' progress bar,
+the served name), and only while the command line leaves them out: the embedded model's
+and the CPU's (dtype, context length, eager mode, LoRA slots) must be vLLM's here. Each
+line says where it was found; paths on the author's machine are replaced by directories
+made here (our start checks that they exist).
 """
 
 from __future__ import annotations
@@ -83,6 +86,10 @@ LINES = [
 ]
 
 
+# Our defaults on any engine, CPU or GPU, embedded model or not.
+EVERY_ENGINE = {"structured_outputs_config", "use_tqdm_on_load", "served_model_name"}
+
+
 def _filled(line: str, tmp_path: Path) -> list[str]:
     model = tmp_path / "model"
     lora = tmp_path / "lora"
@@ -144,9 +151,10 @@ def test_vllm_serve_line_gives_the_engine_what_vllm_gives_it(
         mine, vllms = getattr(ours, field.name), getattr(theirs, field.name)
         if field.name == "served_model_name" and isinstance(vllms, list):
             vllms = vllms[0]  # one name each here: ours is the name, vLLM's a list of one
-        if mine != vllms and not (field.name in DIFFERS_FROM_VLLM and field.name not in given):
+        if mine != vllms:
             differ[field.name] = (mine, vllms)
-    assert differ == {}, f"{source}: ours, vLLM's: {differ}"
+    assert set(DIFFERS_FROM_VLLM) >= EVERY_ENGINE
+    assert set(differ) == EVERY_ENGINE - given, f"{source}: ours, vLLM's: {differ}"
 
 
 def test_a_vllm_serve_tool_calling_line_carries_over() -> None:
@@ -169,3 +177,43 @@ def test_a_tool_parser_plugin_registers_its_names(tmp_path: Path) -> None:
     line = f"serve m --tool-parser-plugin {plugin} --tool-call-parser my_hermes"
     command = parse_command_line(shlex.split(line))
     assert command.settings.tool_call_parser == "my_hermes"
+
+
+SHOUTING = """
+from vllm.tool_parsers import ToolParserManager
+from vllm.tool_parsers.hermes_tool_parser import Hermes2ProToolParser
+
+
+class Shouting(Hermes2ProToolParser):
+    def extract_tool_calls(self, model_output, request):
+        info = super().extract_tool_calls(model_output, request)
+        for call in info.tool_calls:
+            call.function.name = call.function.name.upper()
+        return info
+
+
+ToolParserManager.register_module("shouting_hermes", module=Shouting)
+"""
+
+
+async def test_a_plugin_parser_reads_the_answers(tmp_path: Path) -> None:
+    """The plugin's parser, not a built-in one, reads the model's calls: its own mark (the
+    name in capitals) is on the answer."""
+    from oai_server.engine.fake import FakeEngine
+    from oai_server.engine.vllm.holder import VLLMTokenizer
+    from tests.unit.conftest import chat_body, serve
+    from tests.unit.tool_families import FAMILIES, TOOLS, family_tokenizer, pieces
+
+    plugin = tmp_path / "shouting.py"
+    plugin.write_text(SHOUTING)
+    hermes = next(f for f in FAMILIES if f.parser == "hermes")
+    tokenizer = family_tokenizer(hermes)
+    engine = FakeEngine(
+        tokens=pieces(tokenizer, hermes.one), model_tokenizer=VLLMTokenizer(tokenizer)
+    )
+    settings = {"tool_parser_plugin": str(plugin), "tool_call_parser": "shouting_hermes"}
+    async with serve(engine, reasoning_parser="none", **settings) as client:
+        reply = await client.post("/v1/chat/completions", json=chat_body(tools=TOOLS))
+    assert reply.status_code == 200, reply.text
+    (call,) = reply.json()["choices"][0]["message"]["tool_calls"]
+    assert call["function"]["name"] == "GET_WEATHER"

@@ -56,7 +56,9 @@ class Family:
     # Markers of the family's chat template (a line of it, with the tokens it writes).
     template_marker: str
     one: str
-    two: str
+    # Two calls in one answer; None for a format of one call a turn (InternLM2's: vLLM's
+    # parser reads one `<|action_start|><|plugin|>` block and fails on a second).
+    two: str | None
     lead: bool = True  # whether the family's parser reads a call after text
     # Whether vLLM's parser streams the calls it reads whole: phi4_mini_json streams none
     # (its calls come as content), xlam sends a call's arguments twice (vLLM 0.32). The
@@ -203,7 +205,7 @@ FAMILIES = [
         ("<|action_start|>", "<|action_end|>", "<|plugin|>"),
         "<|action_start|><|plugin|>",
         f"<|action_start|><|plugin|>\n{_json(*W, args='parameters')}<|action_end|>",
-        f"<|action_start|><|plugin|>\n{_json(*W, args='parameters')}<|action_end|>",
+        None,
     ),
     Family(
         "qwen3-coder",

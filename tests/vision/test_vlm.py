@@ -15,6 +15,7 @@ from langchain_core.messages import HumanMessage
 from langchain_openai import ChatOpenAI
 from openai import OpenAI
 
+from tests.conformance import checked_post
 from tests.integration.conftest import SDK_TIMEOUT_S, Server
 from tests.vision import build_test_vlm
 from tests.vision.conftest import IMAGE_LIMIT, IMAGE_PROMPT_TOKENS, VLM
@@ -33,7 +34,7 @@ def ask(server: Server, *urls: str, text: str = QUESTION, max_tokens: int = 6) -
         "max_tokens": max_tokens,
         "temperature": 0,
     }
-    return httpx.post(f"{server.base_url}/chat/completions", json=body, timeout=SDK_TIMEOUT_S)
+    return checked_post(f"{server.base_url}/chat/completions", json=body, timeout=SDK_TIMEOUT_S)
 
 
 def answer(response: httpx.Response) -> str:
@@ -74,11 +75,11 @@ def test_each_image_adds_its_tokens_to_the_prompt(vlm_server: Server) -> None:
     images = [{"type": "input_image", "image_url": data_url(RED)}] * 2
     content = [*images, {"type": "input_text", "text": "Hi"}]
     body = {"model": VLM, "input": [{"role": "user", "content": content}]}
-    counted = httpx.post(
+    counted = checked_post(
         f"{vlm_server.base_url}/responses/input_tokens", json=body, timeout=SDK_TIMEOUT_S
     )
     assert counted.status_code == 200, counted.text
-    answered = httpx.post(
+    answered = checked_post(
         f"{vlm_server.base_url}/responses",
         json={**body, "max_output_tokens": 1, "temperature": 0},
         timeout=SDK_TIMEOUT_S,

@@ -10,7 +10,10 @@ its new flags. vllm is imported inside the functions (seconds), never at import 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
+import logging
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -86,9 +89,39 @@ def serve_parser(prog: str) -> FlexibleArgumentParser:
 
 
 # List flags a command line may repeat, each time adding to the list: vLLM's parser keeps
-# only the last `--lora-modules` given, which drops adapters silently from scripts that
-# write one flag per adapter (both forms work here).
-REPEATABLE = frozenset({"lora_modules"})
+# only the last one given, which drops adapters silently from scripts that write one
+# `--lora-modules` per adapter, and answers 401 to every API key but the last (both forms,
+# several values after one flag and one flag per value, work here).
+REPEATABLE = frozenset({"lora_modules", "api_key"})
+
+
+def parse(parser: FlexibleArgumentParser, args: Sequence[str]) -> dict[str, Any]:
+    """What `parser` (a `serve_parser`) reads from `args`, by destination."""
+    repeatable = {
+        option for action in parser._actions if action.dest in REPEATABLE
+        for option in action.option_strings
+    }  # fmt: skip
+    with _quiet_about_repeats(repeatable):
+        parsed: argparse.Namespace = parser.parse_args(list(args))
+    return vars(parsed)
+
+
+@contextlib.contextmanager
+def _quiet_about_repeats(flags: set[str]) -> Iterator[None]:
+    """Without vLLM's "Found duplicate keys" warning when it names only `flags`: their
+    repeats add up here, and the warning would tell the user the earlier ones were lost."""
+
+    def keep(record: logging.LogRecord) -> bool:
+        if record.msg != "Found duplicate keys %s" or not isinstance(record.args, tuple):
+            return True
+        return not set(str(record.args[0]).split(", ")) <= flags
+
+    vllm_logger = logging.getLogger("vllm.utils.argparse_utils")
+    vllm_logger.addFilter(keep)
+    try:
+        yield
+    finally:
+        vllm_logger.removeFilter(keep)
 
 
 def _adding(action: type[argparse.Action]) -> type[argparse.Action]:
