@@ -102,6 +102,12 @@ class Settings(BaseSettings, EngineOptions):
     max_request_prompts: int = Field(
         1024, ge=1, description="Most prompts in one /v1/completions batch (else 400)."
     )
+    max_score_documents: int = Field(
+        1024,
+        ge=1,
+        description="Most documents one /v1/rerank request may rank, or pairs one /v1/score "
+        "request may score (else 400); each is one engine request, all sent at once.",
+    )
 
     # --- images a request carries or points at (oai_server/media) ----------------
     # Where they may come from is vLLM's --allowed-media-domains and

@@ -108,6 +108,9 @@ class Metrics:
         self.embedding_tokens = Counter(
             "oai_embedding_tokens", "Tokens of the inputs embedded.", ["model"], registry=r
         )
+        self.score_pairs = Counter(
+            "oai_score_pairs", "Pairs scored by rerank and score.", ["model"], registry=r
+        )
         # Tokens by API key id, model and tier: totals kept by the meter, rendered on scrape.
         self.usage = UsageMeter()
         r.register(self.usage)

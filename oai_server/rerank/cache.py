@@ -1,0 +1,114 @@
+"""Rerank and score in the response cache.
+
+A score is determined by its texts alone, so every request is cacheable while the cache is
+on. The key covers the model asked for, the token ids of every text (truncation included),
+where the first side ends, and for a rerank `top_n` and `return_documents`. An entry holds
+the answer with its documents' texts left out: a hit takes them from its own request, so an
+uncased model's "Paris" and "paris" (the same tokens) each get their own text back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from oai_server.cache.endpoints import Endpoint, Event
+from oai_server.generation.engine_request import Usage
+from oai_server.rerank.service import ScoreCall, ScoreJob, ScoringRequest, ScoringService
+from schemas.common import ResponseModel
+from schemas.rerank import (
+    RerankDocument,
+    RerankRequest,
+    RerankResponse,
+    RerankResult,
+    RerankUsage,
+    ScoreResponse,
+    ScoreUsage,
+    text_of,
+)
+
+
+class ScoringEndpoint(Endpoint[ScoringRequest, ScoreJob, ScoreCall]):
+    kind = "score"
+    id_prefix = "score"
+    service: ScoringService
+
+    def __init__(self, service: ScoringService) -> None:
+        self.service = service
+
+    def cacheable(self, req: ScoringRequest, job: ScoreJob) -> bool:
+        return True  # nothing is sampled
+
+    def prompts(self, job: ScoreJob) -> list[list[int]]:
+        return job.prompts
+
+    def key_material(self, req: ScoringRequest, job: ScoreJob) -> dict[str, Any]:
+        material: dict[str, Any] = {"model": req.model, "first": len(job.first)}
+        if isinstance(req, RerankRequest):
+            material.update(rerank=True, top_n=req.top_n, documents=req.return_documents)
+        return material
+
+    def usage(self, handle: ScoreCall) -> Usage:
+        return Usage(prompt_tokens=handle.job.prompt_tokens)
+
+    def identity(self, handle: ScoreCall) -> tuple[str, int]:
+        return handle.request_id, 0
+
+    def whole_only(self, job: ScoreJob) -> bool:
+        return True
+
+    def whole_events(self, whole: ResponseModel) -> list[Event]:
+        if isinstance(whole, RerankResponse):
+            results = [
+                RerankResult(index=r.index, relevance_score=r.relevance_score)
+                for r in whole.results
+            ]
+            return [whole.model_copy(update={"results": results})]
+        return [whole]
+
+    def whole_usage(self, whole: ResponseModel) -> Usage | None:
+        assert isinstance(whole, RerankResponse | ScoreResponse)
+        return Usage(prompt_tokens=whole.usage.prompt_tokens)
+
+    def restore(self, stored: dict[str, Any]) -> ResponseModel:
+        if "results" in stored:
+            return RerankResponse.model_validate(stored)
+        return ScoreResponse.model_validate(stored)
+
+    def assemble(
+        self,
+        req: ScoringRequest,
+        events: Sequence[Event],
+        usage: Usage,
+        id_: str,
+        created: int,
+    ) -> ResponseModel:
+        (whole,) = events
+        tokens = usage.prompt_tokens
+        model = self.service.model_name  # as a miss names it
+        if isinstance(whole, ScoreResponse):
+            return whole.model_copy(
+                update={
+                    "id": id_,
+                    "created": created,
+                    "model": model,
+                    "usage": ScoreUsage(prompt_tokens=tokens, total_tokens=tokens),
+                }
+            )
+        assert isinstance(whole, RerankResponse)
+        assert isinstance(req, RerankRequest)
+        documents = req.document_list
+        results = whole.results
+        if req.return_documents:
+            results = [
+                r.model_copy(update={"document": RerankDocument(text=text_of(documents[r.index]))})
+                for r in results
+            ]
+        return whole.model_copy(
+            update={
+                "id": id_,
+                "model": model,
+                "results": results,
+                "usage": RerankUsage(prompt_tokens=tokens, total_tokens=tokens),
+            }
+        )
