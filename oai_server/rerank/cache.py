@@ -3,8 +3,9 @@
 A score is determined by its texts alone, so every request is cacheable while the cache is
 on. The key covers the model asked for, the token ids of every text (truncation included),
 where the first side ends, and for a rerank `top_n` and `return_documents`. An entry holds
-the answer with its documents' texts left out: a hit takes them from its own request, so an
-uncased model's "Paris" and "paris" (the same tokens) each get their own text back.
+the answer's results (or scores), one event each, without the documents' texts: a hit takes
+them from its own request, so an uncased model's "Paris" and "paris" (the same tokens) each
+get their own text back.
 """
 
 from __future__ import annotations
@@ -18,10 +19,11 @@ from oai_server.rerank.service import ScoreCall, ScoreJob, ScoringRequest, Scori
 from schemas.common import ResponseModel
 from schemas.rerank import (
     RerankDocument,
-    RerankRequest,
     RerankResponse,
     RerankResult,
     RerankUsage,
+    ScoreData,
+    ScoreRequest,
     ScoreResponse,
     ScoreUsage,
     text_of,
@@ -44,7 +46,7 @@ class ScoringEndpoint(Endpoint[ScoringRequest, ScoreJob, ScoreCall]):
 
     def key_material(self, req: ScoringRequest, job: ScoreJob) -> dict[str, Any]:
         material: dict[str, Any] = {"model": req.model, "first": len(job.first)}
-        if isinstance(req, RerankRequest):
+        if not isinstance(req, ScoreRequest):
             material.update(rerank=True, top_n=req.top_n, documents=req.return_documents)
         return material
 
@@ -59,21 +61,21 @@ class ScoringEndpoint(Endpoint[ScoringRequest, ScoreJob, ScoreCall]):
 
     def whole_events(self, whole: ResponseModel) -> list[Event]:
         if isinstance(whole, RerankResponse):
-            results = [
+            return [
                 RerankResult(index=r.index, relevance_score=r.relevance_score)
                 for r in whole.results
             ]
-            return [whole.model_copy(update={"results": results})]
-        return [whole]
+        assert isinstance(whole, ScoreResponse)
+        return list(whole.data)
 
     def whole_usage(self, whole: ResponseModel) -> Usage | None:
         assert isinstance(whole, RerankResponse | ScoreResponse)
         return Usage(prompt_tokens=whole.usage.prompt_tokens)
 
     def restore(self, stored: dict[str, Any]) -> ResponseModel:
-        if "results" in stored:
-            return RerankResponse.model_validate(stored)
-        return ScoreResponse.model_validate(stored)
+        if "relevance_score" in stored:
+            return RerankResult.model_validate(stored)
+        return ScoreData.model_validate(stored)
 
     def assemble(
         self,
@@ -83,32 +85,26 @@ class ScoringEndpoint(Endpoint[ScoringRequest, ScoreJob, ScoreCall]):
         id_: str,
         created: int,
     ) -> ResponseModel:
-        (whole,) = events
         tokens = usage.prompt_tokens
         model = self.service.model_name  # as a miss names it
-        if isinstance(whole, ScoreResponse):
-            return whole.model_copy(
-                update={
-                    "id": id_,
-                    "created": created,
-                    "model": model,
-                    "usage": ScoreUsage(prompt_tokens=tokens, total_tokens=tokens),
-                }
+        if isinstance(req, ScoreRequest):
+            return ScoreResponse(
+                id=id_,
+                created=created,
+                model=model,
+                data=[event for event in events if isinstance(event, ScoreData)],
+                usage=ScoreUsage(prompt_tokens=tokens, total_tokens=tokens),
             )
-        assert isinstance(whole, RerankResponse)
-        assert isinstance(req, RerankRequest)
         documents = req.document_list
-        results = whole.results
+        results = [event for event in events if isinstance(event, RerankResult)]
         if req.return_documents:
             results = [
                 r.model_copy(update={"document": RerankDocument(text=text_of(documents[r.index]))})
                 for r in results
             ]
-        return whole.model_copy(
-            update={
-                "id": id_,
-                "model": model,
-                "results": results,
-                "usage": RerankUsage(prompt_tokens=tokens, total_tokens=tokens),
-            }
+        return RerankResponse(
+            id=id_,
+            model=model,
+            results=results,
+            usage=RerankUsage(prompt_tokens=tokens, total_tokens=tokens),
         )
