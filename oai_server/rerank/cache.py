@@ -2,10 +2,10 @@
 
 A score is determined by its texts alone, so every request is cacheable while the cache is
 on. The key covers the model asked for, the token ids of every text (truncation included),
-where the first side ends, and for a rerank `top_n` and `return_documents`. An entry holds
-the answer's results (or scores), one event each, without the documents' texts: a hit takes
-them from its own request, so an uncased model's "Paris" and "paris" (the same tokens) each
-get their own text back.
+where the first side ends (a cross-encoder's pairs: where each second text begins), and for
+a rerank `top_n` and `return_documents`. An entry holds the answer's results (or scores),
+one event each, without the documents' texts: a hit takes them from its own request, so an
+uncased model's "Paris" and "paris" (the same tokens) each get their own text back.
 """
 
 from __future__ import annotations
@@ -45,7 +45,10 @@ class ScoringEndpoint(Endpoint[ScoringRequest, ScoreJob, ScoreCall]):
         return job.prompts
 
     def key_material(self, req: ScoringRequest, job: ScoreJob) -> dict[str, Any]:
-        material: dict[str, Any] = {"model": req.model, "first": len(job.first)}
+        # A cross-encoder's prompts are pairs (`first` 0): where each one's second begins.
+        material: dict[str, Any] = {"model": req.model, "first": job.first}
+        if job.second_from:
+            material["types"] = job.second_from
         if not isinstance(req, ScoreRequest):
             material.update(rerank=True, top_n=req.top_n, documents=req.return_documents)
         return material

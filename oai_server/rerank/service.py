@@ -1,11 +1,13 @@
-"""Rerank and score on an embedding model: the cosine similarity of two vectors, as vLLM's
-bi-encoder scoring (`vllm/entrypoints/pooling/scoring/io_processor.py`) does.
+"""Rerank and score, as vLLM's scoring (`vllm/entrypoints/pooling/scoring/io_processor.py`):
+on an embedding model, the cosine similarity of the two texts' vectors (its bi-encoder
+scoring); on a cross-encoder, the classifier's one probability for the pair, encoded as
+its tokenizer pairs two texts.
 
 Every text is tokenized and checked before any reaches the engine, so a request is refused
 whole (an empty text, a text over the model's context, too many documents) or scored whole.
-Each distinct text is one engine request (a rerank's query is embedded once), all sent at
-once: a list of a thousand documents is one batch to the engine, and each score keeps its
-input's index.
+Each text (a bi-encoder's query once) or pair is one engine request, all sent at once: a
+list of a thousand documents is one batch to the engine, and each score keeps its input's
+index.
 
 The service has the embeddings service's shape (`prepare`, `start`, `complete`), so a
 request takes the one answer path (`oai_server.http.answer`), the response cache's too,
@@ -53,15 +55,15 @@ SERVES = "rerank and score (/v1/rerank, /v2/rerank, /v1/score)"
 
 @dataclass(frozen=True)
 class ScoreJob:
-    """A validated request: the token ids of each side's texts, in order."""
+    """A validated request: its engine prompts in order. On an embedding model, the first
+    side's texts then the second's; on a cross-encoder, one pair each, with where its
+    second text begins."""
 
     req: ScoringRequest
-    first: list[list[int]]
-    second: list[list[int]]
-
-    @property
-    def prompts(self) -> list[list[int]]:
-        return self.first + self.second
+    prompts: list[list[int]]
+    # How many prompts are the first side's (0 on a cross-encoder: every prompt is a pair).
+    first: int
+    second_from: list[int | None] = field(default_factory=list)
 
     @property
     def prompt_tokens(self) -> int:
@@ -80,6 +82,25 @@ def cosine(a: Sequence[float], b: Sequence[float]) -> float:
     """The cosine similarity of two vectors (0 when either is all zeros)."""
     norms = math.sqrt(math.fsum(x * x for x in a)) * math.sqrt(math.fsum(y * y for y in b))
     return math.fsum(x * y for x, y in zip(a, b, strict=True)) / norms if norms else 0.0
+
+
+def _texts(req: ScoringRequest) -> list[tuple[str, str]]:
+    """Every text of a request, the first side's first, each with the name its errors use."""
+    first, second, first_param, second_param = _sides(req)
+    named: list[tuple[str, str]] = []
+    for items, param in ((first, first_param), (second, second_param)):
+        listed = isinstance(req, ScoreRequest) or param == "documents"
+        for i, item in enumerate(items):
+            named.append((f"{param}[{i}]" if listed else param, text_of(item)))
+    return named
+
+
+def _cut(tokens: list[int], bound: int | None, side: str | None) -> list[int]:
+    """`tokens` cut to `bound` from `side` (vLLM's `truncation_side`; right by default, as
+    BERT's tokenizers truncate)."""
+    if bound is None or len(tokens) <= bound:
+        return tokens
+    return tokens[len(tokens) - bound :] if side == "left" else tokens[:bound]
 
 
 def _sides(req: ScoringRequest) -> tuple[list[ScoreInput], list[ScoreInput], str, str]:
@@ -125,7 +146,11 @@ class ScoringService:
             )
         bound = self._truncation(req)
         size = sum(len(text_of(item)) for item in first + second)
-        job = await off_loop(size, self._tokenize, req, bound)
+        if self.engine.model_info.task == "classify":
+            self._check_cross_encoder()
+            job = await off_loop(size, self._tokenize_pairs, req, bound)
+        else:
+            job = await off_loop(size, self._tokenize, req, bound)
         tokens = self.limits.max_request_tokens
         if tokens is not None and job.prompt_tokens > tokens:
             raise InvalidRequestError(
@@ -148,22 +173,45 @@ class ScoringService:
             )
         return most if asked == -1 else asked
 
+    def _check_cross_encoder(self) -> None:
+        labels = self.engine.model_info.labels
+        if len(labels) != 1:
+            raise InvalidRequestError(
+                f"The model '{self.model_name}' is a classifier of {len(labels)} labels, not a "
+                "cross-encoder (one label): it serves /classify, not rerank and score.",
+                param="model",
+            )
+
     def _tokenize(self, req: ScoringRequest, bound: int | None) -> ScoreJob:
-        first, second, first_param, second_param = _sides(req)
-        left = req.truncation_side == "left"
-        sides: list[list[list[int]]] = []
-        for items, param in ((first, first_param), (second, second_param)):
-            listed = isinstance(req, ScoreRequest) or param == "documents"
-            prompts: list[list[int]] = []
-            for i, item in enumerate(items):
-                where = f"{param}[{i}]" if listed else param
-                tokens = self._encode(text_of(item), where)
-                if bound is not None and len(tokens) > bound:
-                    tokens = tokens[len(tokens) - bound :] if left else tokens[:bound]
-                self._check_length(len(tokens), where)
-                prompts.append(tokens)
-            sides.append(prompts)
-        return ScoreJob(req, sides[0], sides[1])
+        """Each text on its own (an embedding model embeds each)."""
+        prompts: list[list[int]] = []
+        for where, text in _texts(req):
+            tokens = _cut(self._encode(text, where), bound, req.truncation_side)
+            self._check_length(len(tokens), where)
+            prompts.append(tokens)
+        return ScoreJob(req, prompts, len(_sides(req)[0]))
+
+    def _tokenize_pairs(self, req: ScoringRequest, bound: int | None) -> ScoreJob:
+        """Each pair as the model's tokenizer pairs two texts (a cross-encoder reads both);
+        truncation cuts the pair, as vLLM's does."""
+        texts = _texts(req)
+        firsts = texts[: len(_sides(req)[0])]
+        seconds = texts[len(firsts) :]
+        for where, text in texts:
+            self._encode(text, where)  # an empty text is refused by name
+        if len(firsts) == 1:
+            firsts = firsts * len(seconds)
+        prompts: list[list[int]] = []
+        starts: list[int | None] = []
+        for (_, first), (where, second) in zip(firsts, seconds, strict=True):
+            tokens, start = self.engine.pair(first, second)
+            if bound is not None and len(tokens) > bound:
+                tokens = _cut(tokens, bound, req.truncation_side)
+                start = None if start is None else min(start, len(tokens))
+            self._check_length(len(tokens), where)
+            prompts.append(tokens)
+            starts.append(start)
+        return ScoreJob(req, prompts, 0, starts)
 
     def _encode(self, text: str, where: str) -> list[int]:
         if not text:
@@ -194,16 +242,22 @@ class ScoringService:
         return ScoreCall(job, request_id or f"score-{uuid.uuid4().hex}")
 
     async def scores(self, call: ScoreCall) -> list[float]:
-        """The score of each pair, in input order: every text embedded at once."""
-        job = call.job
+        """The score of each pair, in input order: every prompt sent at once."""
+        job, engine = call.job, self.engine
+        ids = [f"{call.request_id}-{i}" for i in range(len(job.prompts))]
         # gather cancels the others when one fails, and vLLM aborts a cancelled request.
-        vectors = await asyncio.gather(
-            *(
-                self.engine.embed(f"{call.request_id}-{i}", prompt)
-                for i, prompt in enumerate(job.prompts)
+        if not job.first:
+            probabilities = await asyncio.gather(
+                *(
+                    engine.classify(i, prompt, start)
+                    for i, prompt, start in zip(ids, job.prompts, job.second_from, strict=True)
+                )
             )
+            return [p[0] for p in probabilities]
+        vectors = await asyncio.gather(
+            *(engine.embed(i, prompt) for i, prompt in zip(ids, job.prompts, strict=True))
         )
-        first, second = vectors[: len(job.first)], vectors[len(job.first) :]
+        first, second = vectors[: job.first], vectors[job.first :]
         if len(first) == 1:
             first = first * len(second)
         return [cosine(a, b) for a, b in zip(first, second, strict=True)]
@@ -250,7 +304,8 @@ class ScoringService:
     def _count(self, job: ScoreJob) -> None:
         if self.metrics is None:
             return
-        self.metrics.score_pairs.labels(self.model_name).inc(len(job.second))
+        pairs = len(job.prompts) - job.first
+        self.metrics.score_pairs.labels(self.model_name).inc(pairs)
         self.metrics.embedding_tokens.labels(self.model_name).inc(job.prompt_tokens)
         # OpenAI's Usage API has no rerank: its tokens are the embedding model's.
         self.metrics.usage.add(
