@@ -44,17 +44,17 @@ def build(out_dir: Path, tokenizer_dir: Path) -> None:
         intermediate_size=INTERMEDIATE,
         max_position_embeddings=MAX_POSITIONS,
         type_vocab_size=2,
-        num_labels=1,
+        num_labels=1,  # type: ignore[call-arg]  # a PretrainedConfig keyword
         id2label={0: "LABEL_0"},
         label2id={"LABEL_0": 0},
         architectures=["BertForSequenceClassification"],
     )
-    model = BertForSequenceClassification(config)
+    model = BertForSequenceClassification(config)  # type: ignore[no-untyped-call]
     with torch.no_grad():
         # Random token type embeddings far enough apart that which text is the query
         # changes the score (a test of the pair's encoding can then fail).
         model.bert.embeddings.token_type_embeddings.weight.normal_(0.0, 0.5)
-    model.to(torch.float32).save_pretrained(out_dir)
+    model.save_pretrained(out_dir)  # float32: a fresh model is
     for name in TOKENIZER_FILES:
         shutil.copy(tokenizer_dir / name, out_dir / name)
 
