@@ -5,7 +5,8 @@ body: `query`, `documents`, `top_n`); each answers vLLM's `RerankResponse`, whic
 clients read (`results` of `index` and `relevance_score`, sorted). `POST /v1/score` and
 `/score` take text pairs, one against many or many against many, under any of the names
 vLLM's `ScoreRequest` accepts (`text_1`/`text_2`, `queries`/`documents`,
-`queries`/`items`, `data_1`/`data_2`), and answer vLLM's `ScoreResponse`.
+`queries`/`items`, `data_1`/`data_2`), and answer vLLM's `ScoreResponse`. `POST /classify`
+takes texts and answers vLLM's `ClassificationResponse`.
 """
 
 from __future__ import annotations
@@ -163,4 +164,31 @@ class ScoreResponse(ResponseModel):
     created: int
     model: str
     data: list[ScoreData]
+    usage: ScoreUsage
+
+
+class ClassificationRequest(ScoringFields):
+    """vLLM's `/classify`: each input's probabilities over a sequence classifier's labels."""
+
+    input: str | Annotated[list[str], Field(min_length=1)]
+
+    @property
+    def inputs(self) -> list[str]:
+        return [self.input] if isinstance(self.input, str) else self.input
+
+
+class ClassificationData(ResponseModel):
+    index: int
+    # The most probable label, by the model's `id2label`.
+    label: str | None
+    probs: list[float]
+    num_classes: int
+
+
+class ClassificationResponse(ResponseModel):
+    id: str
+    object: Literal["list"] = "list"
+    created: int
+    model: str
+    data: list[ClassificationData]
     usage: ScoreUsage

@@ -18,6 +18,9 @@ from oai_server.generation.engine_request import Usage
 from oai_server.rerank.service import ScoreCall, ScoreJob, ScoringRequest, ScoringService
 from schemas.common import ResponseModel
 from schemas.rerank import (
+    ClassificationData,
+    ClassificationRequest,
+    ClassificationResponse,
     RerankDocument,
     RerankResponse,
     RerankResult,
@@ -49,7 +52,9 @@ class ScoringEndpoint(Endpoint[ScoringRequest, ScoreJob, ScoreCall]):
         material: dict[str, Any] = {"model": req.model, "first": job.first}
         if job.second_from:
             material["types"] = job.second_from
-        if not isinstance(req, ScoreRequest):
+        if isinstance(req, ClassificationRequest):
+            material["classify"] = True
+        elif not isinstance(req, ScoreRequest):
             material.update(rerank=True, top_n=req.top_n, documents=req.return_documents)
         return material
 
@@ -63,6 +68,8 @@ class ScoringEndpoint(Endpoint[ScoringRequest, ScoreJob, ScoreCall]):
         return True
 
     def whole_events(self, whole: ResponseModel) -> list[Event]:
+        if isinstance(whole, ClassificationResponse):
+            return list(whole.data)
         if isinstance(whole, RerankResponse):
             return [
                 RerankResult(index=r.index, relevance_score=r.relevance_score)
@@ -72,12 +79,14 @@ class ScoringEndpoint(Endpoint[ScoringRequest, ScoreJob, ScoreCall]):
         return list(whole.data)
 
     def whole_usage(self, whole: ResponseModel) -> Usage | None:
-        assert isinstance(whole, RerankResponse | ScoreResponse)
+        assert isinstance(whole, RerankResponse | ScoreResponse | ClassificationResponse)
         return Usage(prompt_tokens=whole.usage.prompt_tokens)
 
     def restore(self, stored: dict[str, Any]) -> ResponseModel:
         if "relevance_score" in stored:
             return RerankResult.model_validate(stored)
+        if "probs" in stored:
+            return ClassificationData.model_validate(stored)
         return ScoreData.model_validate(stored)
 
     def assemble(
@@ -90,6 +99,14 @@ class ScoringEndpoint(Endpoint[ScoringRequest, ScoreJob, ScoreCall]):
     ) -> ResponseModel:
         tokens = usage.prompt_tokens
         model = self.service.model_name  # as a miss names it
+        if isinstance(req, ClassificationRequest):
+            return ClassificationResponse(
+                id=id_,
+                created=created,
+                model=model,
+                data=[event for event in events if isinstance(event, ClassificationData)],
+                usage=ScoreUsage(prompt_tokens=tokens, total_tokens=tokens),
+            )
         if isinstance(req, ScoreRequest):
             return ScoreResponse(
                 id=id_,

@@ -1,5 +1,6 @@
-"""`POST /v1/rerank`, `/rerank`, `/v2/rerank`, `/v1/score` and `/score`: the paths `vllm
-serve` answers them on (Jina's rerank shape on the first two, Cohere's v2 on the third)."""
+"""`POST /v1/rerank`, `/rerank`, `/v2/rerank`, `/v1/score`, `/score` and `/classify`: the
+paths `vllm serve` answers them on (Jina's rerank shape on the first two, Cohere's v2 on
+the third)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from oai_server.http.answer import GenerationService, answer
 from oai_server.http.parsing import parse_body
 from oai_server.models import ModelRegistry
 from oai_server.rerank.service import SERVES, ScoringRequest
-from schemas.rerank import RerankRequest, ScoreRequest
+from schemas.rerank import ClassificationRequest, RerankRequest, ScoreRequest
 
 RERANK_PATHS = ("/v1/rerank", "/rerank", "/v2/rerank")
 SCORE_PATHS = ("/v1/score", "/score")
@@ -44,6 +45,10 @@ def router(answerer: Answerer, models: ModelRegistry, max_bytes: int) -> APIRout
     async def score(request: Request) -> Response:
         return await scoring(request, ScoreRequest)
 
+    async def classify(request: Request) -> Response:
+        return await scoring(request, ClassificationRequest)
+
+    router.add_api_route("/classify", classify, methods=["POST"])
     for path in RERANK_PATHS:
         router.add_api_route(path, rerank, methods=["POST"])
     for path in SCORE_PATHS:

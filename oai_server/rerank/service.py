@@ -34,6 +34,9 @@ from oai_server.observability.metrics import Metrics
 from oai_server.services.events import EventStream
 from schemas.common import ResponseModel
 from schemas.rerank import (
+    ClassificationData,
+    ClassificationRequest,
+    ClassificationResponse,
     RerankDocument,
     RerankRequest,
     RerankResponse,
@@ -47,7 +50,7 @@ from schemas.rerank import (
     text_of,
 )
 
-ScoringRequest = RerankRequest | ScoreRequest
+ScoringRequest = RerankRequest | ScoreRequest | ClassificationRequest
 
 # What a chat model asked to score is told it cannot do.
 SERVES = "rerank and score (/v1/rerank, /v2/rerank, /v1/score)"
@@ -89,7 +92,7 @@ def _texts(req: ScoringRequest) -> list[tuple[str, str]]:
     first, second, first_param, second_param = _sides(req)
     named: list[tuple[str, str]] = []
     for items, param in ((first, first_param), (second, second_param)):
-        listed = isinstance(req, ScoreRequest) or param == "documents"
+        listed = not isinstance(req, RerankRequest) or param == "documents"
         for i, item in enumerate(items):
             named.append((f"{param}[{i}]" if listed else param, text_of(item)))
     return named
@@ -104,7 +107,10 @@ def _cut(tokens: list[int], bound: int | None, side: str | None) -> list[int]:
 
 
 def _sides(req: ScoringRequest) -> tuple[list[ScoreInput], list[ScoreInput], str, str]:
-    """Both sides of a request, and the parameter names its errors point at."""
+    """Both sides of a request, and the parameter names its errors point at (a
+    classification's inputs: its second side)."""
+    if isinstance(req, ClassificationRequest):
+        return [], list(req.inputs), "", "input"
     if isinstance(req, RerankRequest):
         return [req.query], req.document_list, "query", "documents"
     return req.first, req.second, "text_1", "text_2"
@@ -128,6 +134,8 @@ class ScoringService:
         the first bad one."""
         if self.models is not None and req.model is not None:
             self.models.find(req.model, "embedding", wanted=SERVES)
+        if isinstance(req, ClassificationRequest):
+            return await self._prepare_classification(req)
         first, second, first_param, second_param = _sides(req)
         if not second:
             raise InvalidRequestError(f"'{second_param}' is empty.", param=second_param)
@@ -172,6 +180,24 @@ class ScoringService:
                 param="truncate_prompt_tokens",
             )
         return most if asked == -1 else asked
+
+    async def _prepare_classification(self, req: ClassificationRequest) -> ScoreJob:
+        if self.engine.model_info.task != "classify":
+            raise InvalidRequestError(
+                f"The model '{self.model_name}' is an embedding model: it serves embeddings, "
+                "rerank and score, not /classify (a sequence classification model does).",
+                param="model",
+            )
+        if len(req.inputs) > self.max_documents:
+            raise InvalidRequestError(
+                f"'input' has {len(req.inputs)} texts; this server classifies at most "
+                f"{self.max_documents} per request (--max-score-documents).",
+                param="input",
+                code="request_too_large",
+            )
+        bound = self._truncation(req)
+        job = await off_loop(sum(map(len, req.inputs)), self._tokenize, req, bound)
+        return ScoreJob(req, job.prompts, 0, [None] * len(job.prompts))
 
     def _check_cross_encoder(self) -> None:
         labels = self.engine.model_info.labels
@@ -262,9 +288,13 @@ class ScoringService:
             first = first * len(second)
         return [cosine(a, b) for a, b in zip(first, second, strict=True)]
 
-    async def complete(self, call: ScoreCall) -> RerankResponse | ScoreResponse:
+    async def complete(
+        self, call: ScoreCall
+    ) -> RerankResponse | ScoreResponse | ClassificationResponse:
         """Score the call's pairs; the answer in its request's shape."""
         job = call.job
+        if isinstance(job.req, ClassificationRequest):
+            return await self._classification(call)
         scores = await self.scores(call)
         self._count(job)
         tokens = job.prompt_tokens
@@ -301,6 +331,31 @@ class ScoringService:
             results=results,
         )
 
+    async def _classification(self, call: ScoreCall) -> ClassificationResponse:
+        job, labels = call.job, self.engine.model_info.labels
+        probabilities = await asyncio.gather(
+            *(
+                self.engine.classify(f"{call.request_id}-{i}", prompt)
+                for i, prompt in enumerate(job.prompts)
+            )
+        )
+        self._count(job)
+        data = []
+        for i, probs in enumerate(probabilities):
+            best = max(range(len(probs)), key=probs.__getitem__)
+            label = labels[best] if best < len(labels) else None
+            data.append(
+                ClassificationData(index=i, label=label, probs=probs, num_classes=len(probs))
+            )
+        tokens = job.prompt_tokens
+        return ClassificationResponse(
+            id=call.request_id,
+            created=int(time.time()),
+            model=self.model_name,
+            data=data,
+            usage=ScoreUsage(prompt_tokens=tokens, total_tokens=tokens),
+        )
+
     def _count(self, job: ScoreJob) -> None:
         if self.metrics is None:
             return
@@ -312,7 +367,9 @@ class ScoringService:
             "embeddings", current_request.get(), self.model_name, "default", job.prompt_tokens
         )
 
-    async def create(self, job: ScoreJob) -> RerankResponse | ScoreResponse:
+    async def create(
+        self, job: ScoreJob
+    ) -> RerankResponse | ScoreResponse | ClassificationResponse:
         """`start`, then `complete`: the whole answer, away from HTTP (a batch line)."""
         return await self.complete(await self.start(job))
 

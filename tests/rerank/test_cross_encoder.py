@@ -63,3 +63,31 @@ async def test_a_cross_encoder_asked_for_embeddings_says_what_it_serves() -> Non
         reply = await client.post("/v1/embeddings", json={"model": EMBEDDING, "input": "a"})
     assert reply.status_code == 400
     assert "cross-encoder" in reply.json()["error"]["message"]
+
+
+async def test_classify_gives_each_inputs_probabilities_and_its_likeliest_label() -> None:
+    classifier = FakeEmbeddingEngine(labels=("negative", "neutral", "positive"))
+    async with embedding_app(classifier, response_cache="memory") as client:
+        reply = await client.post("/classify", json={"input": ["good", "bad"]})
+        again = await client.post("/classify", json={"input": ["good", "bad"]})
+        one = await client.post("/classify", json={"model": EMBEDDING, "input": "good"})
+    assert reply.status_code == 200, reply.text
+    data = reply.json()["data"]
+    assert [d["index"] for d in data] == [0, 1]
+    for item in data:
+        assert item["num_classes"] == 3
+        assert sum(item["probs"]) == pytest.approx(1.0)
+        best = max(range(3), key=item["probs"].__getitem__)
+        assert item["label"] == classifier.labels[best]
+    assert data[0]["probs"] != data[1]["probs"]
+    assert one.json()["data"][0]["probs"] == data[0]["probs"]
+    assert reply.json()["usage"]["prompt_tokens"] == 7
+    assert again.headers["x-cache"] == "hit"
+    assert again.json()["data"] == data
+
+
+async def test_classify_on_an_embedding_model_says_what_it_serves() -> None:
+    async with embedding_app() as client:
+        reply = await client.post("/classify", json={"input": "good"})
+    assert reply.status_code == 400
+    assert "is an embedding model" in reply.json()["error"]["message"]
