@@ -98,6 +98,13 @@ def _texts(req: ScoringRequest) -> list[tuple[str, str]]:
     return named
 
 
+def _check_text(text: str, where: str) -> None:
+    if not text:
+        raise InvalidRequestError(
+            f"'{where}' is an empty string; every text must have text.", param=where
+        )
+
+
 def _cut(tokens: list[int], bound: int | None, side: str | None) -> list[int]:
     """`tokens` cut to `bound` from `side` (vLLM's `truncation_side`; right by default, as
     BERT's tokenizers truncate)."""
@@ -224,7 +231,7 @@ class ScoringService:
         firsts = texts[: len(_sides(req)[0])]
         seconds = texts[len(firsts) :]
         for where, text in texts:
-            self._encode(text, where)  # an empty text is refused by name
+            _check_text(text, where)
         if len(firsts) == 1:
             firsts = firsts * len(seconds)
         prompts: list[list[int]] = []
@@ -240,10 +247,7 @@ class ScoringService:
         return ScoreJob(req, prompts, 0, starts)
 
     def _encode(self, text: str, where: str) -> list[int]:
-        if not text:
-            raise InvalidRequestError(
-                f"'{where}' is an empty string; every text must have text.", param=where
-            )
+        _check_text(text, where)
         return self.engine.tokenizer.encode(text)
 
     def _check_length(self, count: int, where: str) -> None:
