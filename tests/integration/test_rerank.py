@@ -93,5 +93,10 @@ def test_llamaindex_rerank_postprocessors_keep_the_relevant_nodes(
             base_url=server.root, api_key="unused", model=EMBEDDING_MODEL, top_n=2
         )
     nodes = [NodeWithScore(node=TextNode(text=text)) for text in DOCUMENTS]
-    kept = rerank.postprocess_nodes(nodes, query_str=QUERY)
+    try:
+        kept = rerank.postprocess_nodes(nodes, query_str=QUERY)
+    finally:
+        if isinstance(rerank, JinaRerank):
+            # Its requests.Session is never closed by it: an unclosed socket otherwise.
+            rerank._session.close()
     assert {n.node.get_content() for n in kept} == {DOCUMENTS[0], DOCUMENTS[3]}
