@@ -13,6 +13,7 @@
 - outages: latency and health while Redis or PostgreSQL hangs or dies (module `outages`).
 - multiturn / replicas: conversations that come back, against any server or on a local Ray.
 - embeddings: /v1/embeddings against `vllm serve --runner pooling`, start-up, PSS (`embeddings`).
+- rerank: /rerank pairs/s and latency against `vllm serve --runner pooling` (`rerank`).
 - lora: LoRA adapters mixed with the base model, and an adapter's first request (`lora`).
 - bigprompts: streams' inter-chunk gaps while big prompts arrive; refusal time (`big_prompts`).
 - tokenizing: long prompts' tokenizing rate in threads and in processes (`tokenizing`).
@@ -47,6 +48,7 @@ from benchmarks import (
     quality,
     realtime,
     replicas,
+    rerank,
     response_cache,
     responses,
     store,
@@ -189,6 +191,7 @@ _REGISTRARS: Sequence[Callable[[Subparsers], None]] = (
     response_cache.register,
     outages.register,
     embeddings.register,
+    rerank.register,
     batch.register,
     lora.register,
     big_prompts.register,

@@ -31,6 +31,7 @@ from oai_server import (
     limits,
     lora,
     realtime,
+    rerank,
     responses,
     store,
     tracing,
@@ -39,6 +40,7 @@ from oai_server import (
 )
 from oai_server.answering import AnsweringChain
 from oai_server.batch import BatchRunner
+from oai_server.batch.endpoints import Endpoint, ServiceEndpoint
 from oai_server.cache import ResponseCache
 from oai_server.embeddings import EmbeddingService
 from oai_server.engine.pooling import EmbeddingEngine
@@ -78,6 +80,7 @@ from oai_server.startup import ready_message
 from oai_server.state import ServerState
 from oai_server.store import StoreService
 from oai_server.tool_calls.selection import ToolParsers
+from schemas.rerank import RerankRequest, ScoreRequest
 
 logger = logging.getLogger(__name__)
 
@@ -285,8 +288,13 @@ def _wire(
     embedded = embeddings.feature(core, admit)
     cached = cache.feature(core, embedded.service)
     answered = responses.feature(core, stored.service)
-    messages = {anthropic.batches.URL: anthropic.MessagesEndpoint(core)}
-    batched = batch.feature(core, stored.service, embedded.service, traced.service, messages)
+    scored = rerank.feature(core, admit, cached.service)
+    more: dict[str, Endpoint] = {anthropic.batches.URL: anthropic.MessagesEndpoint(core)}
+    if scored.service is not None:
+        # On the embedding model's engine, as embeddings' lines are.
+        for url, schema in (("/v1/rerank", RerankRequest), ("/v1/score", ScoreRequest)):
+            more[url] = ServiceEndpoint(schema, scored.service, shares_chat_engine=False)
+    batched = batch.feature(core, stored.service, embedded.service, traced.service, more)
     used = usage.feature(core, stored.service)
     if batched.service is not None:
         # The one hook bound after the core: the runner is built on the core's services, and
@@ -309,6 +317,7 @@ def _wire(
         auth.feature(keys, OPEN),
         limited,
         embedded,
+        scored,
         *(make(core) for make in extra),
         web.feature(settings),  # last: the API's routes win over the page's paths
     ]

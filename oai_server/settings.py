@@ -109,6 +109,12 @@ class Settings(BaseSettings, EngineOptions):
         "Anthropic do; by default the answer may run to the end of the context and ends "
         "there for length, as vllm serve answers (agents ask for 32,000 tokens).",
     )
+    max_score_documents: int = Field(
+        1024,
+        ge=1,
+        description="Most documents one /v1/rerank request may rank, or pairs one /v1/score "
+        "request may score (else 400); each is one engine request, all sent at once.",
+    )
 
     # --- images a request carries or points at (oai_server/media) ----------------
     # Where they may come from is vLLM's --allowed-media-domains and

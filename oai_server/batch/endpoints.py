@@ -23,10 +23,18 @@ from schemas.anthropic import MessagesRequest
 from schemas.chat import CreateChatCompletionRequest
 from schemas.common import GenerationRequest, ResponseModel
 from schemas.embeddings import CreateEmbeddingRequest
+from schemas.rerank import RerankRequest, ScoreRequest
 from schemas.responses import CreateResponse
 
 # A batch line's body, as its endpoint's schema reads it.
-Body = GenerationRequest | CreateEmbeddingRequest | CreateResponse | MessagesRequest
+Body = (
+    GenerationRequest
+    | CreateEmbeddingRequest
+    | CreateResponse
+    | MessagesRequest
+    | RerankRequest
+    | ScoreRequest
+)
 
 
 class Endpoint(ABC):

@@ -89,13 +89,13 @@ class ResponseCache:
         self, request: Request
     ) -> CachedService[CreateChatCompletionRequest, ChatJob, ChatRequest]:
         """The chat service, answering `request` through the cache."""
-        return self._serving(request, self._chat)
+        return self.serving(request, self._chat)
 
     def completions(
         self, request: Request
     ) -> CachedService[CreateCompletionRequest, CompletionJob, Batch]:
         """The completions service, answering `request` through the cache."""
-        return self._serving(request, self._completions)
+        return self.serving(request, self._completions)
 
     def embeddings(
         self, request: Request
@@ -104,11 +104,13 @@ class ResponseCache:
         server serves no embedding model)."""
         if self._embeddings is None:
             return None
-        return self._serving(request, self._embeddings)
+        return self.serving(request, self._embeddings)
 
-    def _serving(
+    def serving(
         self, request: Request, endpoint: Endpoint[Any, Any, Any]
     ) -> CachedService[Any, Any, Any]:
+        """`endpoint`'s service answering `request` through the cache (a feature's own
+        endpoint, as rerank's)."""
         owner = None if self._shared else caller(request.scope)
         return CachedService(self, endpoint, owner, _directives(request))
 

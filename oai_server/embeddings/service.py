@@ -101,6 +101,12 @@ class EmbeddingService:
         """Check the model, tokenize and check every input; a 4xx naming the first bad one."""
         if self.models is not None:
             self.models.find(req.model, "embedding")
+        if self.engine.model_info.task != "embed":
+            raise InvalidRequestError(
+                f"The model '{self.model_name}' is a cross-encoder or classifier: it serves "
+                "rerank, score and classify (/v1/rerank, /v1/score, /classify), not embeddings.",
+                param="model",
+            )
         self._check_dimensions(req.dimensions)
         inputs = _inputs(req)
         size = sum(len(item) for item in inputs if isinstance(item, str))

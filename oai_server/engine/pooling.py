@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass
+from typing import Literal
 
 from oai_server.engine.protocol import Tokenizer
 
@@ -29,6 +30,11 @@ class EmbeddingModelInfo:
     dtype: str | None = None
     # As `ModelInfo.longest_token_bytes`.
     longest_token_bytes: int | None = None
+    # What its pooler does: embed (a vector per text) or classify (a cross-encoder or a
+    # classifier: one probability per label of a text, or of a pair of texts).
+    task: Literal["embed", "classify"] = "embed"
+    # A classifier's labels, by index (its config's `id2label`).
+    labels: tuple[str, ...] = ()
 
 
 class EmbeddingEngine(abc.ABC):
@@ -63,6 +69,23 @@ class EmbeddingEngine(abc.ABC):
         Raises `EngineDeadError` if the engine fails, `EngineNotReadyError` before `start`
         completed. Cancelling the call aborts the engine request.
         """
+
+    @abc.abstractmethod
+    async def classify(
+        self, request_id: str, prompt_token_ids: list[int], second_from: int | None = None
+    ) -> list[float]:
+        """A classifying model's probabilities for one prompt (one per label; a
+        cross-encoder's one label is its score). `second_from`: where the second text of a
+        pair begins (its token type ids are 1 from there on), for models that read them.
+
+        Raises as `embed` does; `InvalidRequestError` when the model does not classify.
+        """
+
+    def pair(self, first: str, second: str) -> tuple[list[int], int | None]:
+        """The token ids of two texts as the model reads them as a pair (its tokenizer's
+        `text_pair`), and where the second begins when the model takes token type ids."""
+        tokens = self.tokenizer.encode(first)
+        return tokens + self.tokenizer.encode(second, add_special_tokens=False), None
 
     @abc.abstractmethod
     async def check_health(self) -> None:

@@ -17,6 +17,7 @@ from oai_server.services.events import EventStream
 from schemas.chat import CreateChatCompletionRequest
 from schemas.common import ResponseModel
 from schemas.embeddings import CreateEmbeddingRequest
+from schemas.rerank import ScoringFields
 
 
 class Asked(Protocol):
@@ -76,6 +77,8 @@ def engine_request_id(request: Request, req: Asked) -> str | None:
         prefix = "chatcmpl"
     elif isinstance(req, CreateEmbeddingRequest):
         prefix = "embd"
+    elif isinstance(req, ScoringFields):
+        prefix = "score"  # as vLLM names its rerank and score answers
     else:
         prefix = "cmpl"
     return f"{prefix}-{request_id}"

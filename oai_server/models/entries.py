@@ -40,7 +40,9 @@ class ModelEntry(EngineSettings):
 
     name: str = Field(min_length=1, description="The id clients use for this model.")
     kind: Literal["chat", "embedding"] = Field(
-        "chat", description="chat (chat, completions, responses, realtime) or embedding."
+        "chat",
+        description="chat (chat, completions, responses, realtime) or embedding (any pooling "
+        "model: an embedding model, or a cross-encoder for rerank and score).",
     )
     aliases: list[str] = Field(
         default_factory=list,

@@ -19,7 +19,7 @@ ModelKind = Literal["chat", "embedding"]
 # What each kind of model answers, for the error that sends a client to the right one.
 _SERVES: dict[ModelKind, str] = {
     "chat": "chat and completions",
-    "embedding": "embeddings (/v1/embeddings)",
+    "embedding": "embeddings (/v1/embeddings), rerank and score",
 }
 
 
@@ -105,9 +105,11 @@ class ModelRegistry:
             )
         return model
 
-    def find(self, name: str, kind: ModelKind, *, param: str = "model") -> ServedModel:
+    def find(
+        self, name: str, kind: ModelKind, *, param: str = "model", wanted: str | None = None
+    ) -> ServedModel:
         """The model served as `name`, which must be of `kind`; a 400 says which model
-        does what when it is not."""
+        does what when it is not (`wanted`: what was asked of it, if not all `kind` serves)."""
         model = self.get(name, param=param)
         if model.kind != kind:
             others = [m.name for m in self._models.values() if m.kind == kind]
@@ -115,7 +117,7 @@ class ModelRegistry:
             article = "an" if model.kind[0] in "aeiou" else "a"
             raise InvalidRequestError(
                 f"The model '{name}' is {article} {model.kind} model: it serves "
-                f"{_SERVES[model.kind]}, not {_SERVES[kind]}{hint}.",
+                f"{_SERVES[model.kind]}, not {wanted or _SERVES[kind]}{hint}.",
                 param=param,
             )
         return model

@@ -108,6 +108,12 @@ class Metrics:
         self.embedding_tokens = Counter(
             "oai_embedding_tokens", "Tokens of the inputs embedded.", ["model"], registry=r
         )
+        self.score_pairs = Counter(
+            "oai_score_pairs",
+            "Pairs scored by rerank and score, texts by classify.",
+            ["model"],
+            registry=r,
+        )
         # Tokens by API key id, model and tier: totals kept by the meter, rendered on scrape.
         self.usage = UsageMeter()
         r.register(self.usage)

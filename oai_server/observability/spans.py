@@ -31,7 +31,12 @@ current_tracer: contextvars.ContextVar[Tracer | None] = contextvars.ContextVar(
 _OFF: contextlib.nullcontext[None] = contextlib.nullcontext()
 
 # The request's id prefix (`engine_request_id`) names its GenAI operation.
-_OPERATIONS = {"chatcmpl": "chat", "cmpl": "text_completion", "embd": "embeddings"}
+_OPERATIONS = {
+    "chatcmpl": "chat",
+    "cmpl": "text_completion",
+    "embd": "embeddings",
+    "score": "rerank",
+}
 # The request's sampling fields, as GenAI's `gen_ai.request.*` attributes.
 _SAMPLING = {
     "temperature": "gen_ai.request.temperature",

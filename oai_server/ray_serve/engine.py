@@ -102,6 +102,14 @@ class StartOnceEmbedding(EmbeddingEngine):
     ) -> list[float]:
         return await self.inner.embed(request_id, prompt_token_ids, dimensions)
 
+    async def classify(
+        self, request_id: str, prompt_token_ids: list[int], second_from: int | None = None
+    ) -> list[float]:
+        return await self.inner.classify(request_id, prompt_token_ids, second_from)
+
+    def pair(self, first: str, second: str) -> tuple[list[int], int | None]:
+        return self.inner.pair(first, second)
+
     async def check_health(self) -> None:
         await self.inner.check_health()
 

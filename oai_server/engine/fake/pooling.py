@@ -35,6 +35,8 @@ class FakeEmbeddingEngine(EmbeddingEngine):
     dimensions: int = 8
     max_model_len: int = 64
     matryoshka: bool = False
+    # A cross-encoder (`classify`, one label) instead of an embedding model.
+    labels: tuple[str, ...] = ()
     start_delay: float = 0.0
     # The prompts embedded, in order.
     calls: list[list[int]] = field(default_factory=list)
@@ -63,6 +65,8 @@ class FakeEmbeddingEngine(EmbeddingEngine):
             dimensions=self.dimensions,
             matryoshka=self.matryoshka,
             longest_token_bytes=self._longest,
+            task="classify" if self.labels else "embed",
+            labels=self.labels,
         )
 
     @property
@@ -81,6 +85,27 @@ class FakeEmbeddingEngine(EmbeddingEngine):
 
     def running_requests(self) -> int:
         return self._running
+
+    async def classify(
+        self, request_id: str, prompt_token_ids: list[int], second_from: int | None = None
+    ) -> list[float]:
+        """Softmax (sigmoid for one label) of a seeded draw per label, as vLLM's classify
+        pooler activates its logits."""
+        await self.check_health()
+        self.calls.append(list(prompt_token_ids))
+        seed = hashlib.sha256(repr((prompt_token_ids, second_from)).encode()).digest()
+        rng = random.Random(seed)
+        logits = [rng.gauss(0.0, 2.0) for _ in self.labels]
+        if len(logits) == 1:
+            return [1.0 / (1.0 + math.exp(-logits[0]))]
+        top = max(logits)
+        exps = [math.exp(x - top) for x in logits]
+        return [x / sum(exps) for x in exps]
+
+    def pair(self, first: str, second: str) -> tuple[list[int], int | None]:
+        """As a BERT tokenizer pairs: the second's tokens after the first's, typed 1."""
+        tokens = self.tokenizer.encode(first)
+        return tokens + self.tokenizer.encode(second), len(tokens)
 
     async def embed(
         self, request_id: str, prompt_token_ids: list[int], dimensions: int | None = None

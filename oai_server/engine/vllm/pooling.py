@@ -7,9 +7,10 @@ and process bookkeeping as `engine/vllm/engine.py`, and vllm imported lazily, in
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from oai_server.engine.pooling import EmbeddingEngine, EmbeddingModelInfo
 from oai_server.engine.settings import EngineSettings
@@ -23,7 +24,7 @@ from oai_server.engine.vllm.holder import (
 from oai_server.errors import EngineDeadError, EngineNotReadyError, InvalidRequestError
 
 if TYPE_CHECKING:
-    pass
+    from vllm.pooling_params import PoolingParams
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +46,11 @@ class VLLMEmbeddingEngine(AsyncLLMHolder, EmbeddingEngine):
 
     async def start(self) -> None:
         await asyncio.to_thread(self._start_blocking)
+        # A cross-encoder or classifier (`*ForSequenceClassification`) pools by `classify`.
+        tasks = await self._ready_llm().get_supported_tasks()
+        if "embed" not in tasks and "classify" in tasks:
+            info = self.model_info
+            self._model_info = dataclasses.replace(info, task="classify")
 
     def _start_blocking(self) -> None:
         began = time.monotonic()
@@ -68,6 +74,7 @@ class VLLMEmbeddingEngine(AsyncLLMHolder, EmbeddingEngine):
         hf_tokenizer = llm.get_tokenizer()
         tokenizer = VLLMTokenizer(hf_tokenizer)
         config = llm.model_config
+        labels: dict[Any, str] = getattr(config.hf_config, "id2label", None) or {}
         self._model_info = EmbeddingModelInfo(
             max_model_len=config.max_model_len,
             source=self._options.model or "",
@@ -77,6 +84,7 @@ class VLLMEmbeddingEngine(AsyncLLMHolder, EmbeddingEngine):
             dtype=str(config.dtype).removeprefix("torch."),
             # Before the engine says it is ready (`_hold`): see `engine.token_bytes`.
             longest_token_bytes=longest_token(tokenizer, len(hf_tokenizer)),
+            labels=tuple(labels[key] for key in sorted(labels, key=int)),
         )
         self._hold(llm, known, tokenizer)
         del llm  # nothing but `self` may keep the engine alive past `stop` (see VLLMEngine)
@@ -91,13 +99,40 @@ class VLLMEmbeddingEngine(AsyncLLMHolder, EmbeddingEngine):
     async def embed(
         self, request_id: str, prompt_token_ids: list[int], dimensions: int | None = None
     ) -> list[float]:
+        from vllm.pooling_params import PoolingParams
+
+        params = PoolingParams(task="embed", dimensions=dimensions)
+        return await self._pool(request_id, prompt_token_ids, params)
+
+    async def classify(
+        self, request_id: str, prompt_token_ids: list[int], second_from: int | None = None
+    ) -> list[float]:
+        from vllm.pooling_params import PoolingParams
+
+        params = PoolingParams(task="classify")
+        if second_from is not None:
+            # What vLLM's cross-encoder scoring passes: where the token type ids turn to 1.
+            params.extra_kwargs = {"compressed_token_type_ids": second_from}
+        return await self._pool(request_id, prompt_token_ids, params)
+
+    def pair(self, first: str, second: str) -> tuple[list[int], int | None]:
+        """The tokenizer's own pair encoding (`text`, `text_pair`), as vLLM's
+        cross-encoder scoring builds it; its token type ids as where the 1s begin."""
+        encoded = self.tokenizer.backend(text=first, text_pair=second)
+        tokens: list[int] = list(encoded["input_ids"])
+        types: list[int] | None = encoded.get("token_type_ids")
+        if types is None:
+            return tokens, None
+        return tokens, next((i for i, t in enumerate(types) if t == 1), len(types))
+
+    async def _pool(
+        self, request_id: str, prompt_token_ids: list[int], params: PoolingParams
+    ) -> list[float]:
         from vllm.exceptions import VLLMClientError
         from vllm.inputs import tokens_input
-        from vllm.pooling_params import PoolingParams
         from vllm.v1.engine.exceptions import EngineDeadError as VLLMEngineDeadError
 
         llm = self._ready_llm()
-        params = PoolingParams(task="embed", dimensions=dimensions)
         final = None
         try:
             async for out in llm.encode(tokens_input(prompt_token_ids), params, request_id):
