@@ -49,10 +49,27 @@ class FunctionCall(RequestModel):
     arguments: str
 
 
-class ToolCall(RequestModel):
+class FunctionToolCall(RequestModel):
     id: str
     type: Literal["function"] = "function"
     function: FunctionCall
+
+
+class CustomCall(RequestModel):
+    name: str
+    input: str
+
+
+class CustomToolCall(RequestModel):
+    """An earlier turn's call of a custom tool (free-text input)."""
+
+    id: str
+    type: Literal["custom"]
+    custom: CustomCall
+
+
+# `type` may be left out of a function call (the default); a custom call names it.
+ToolCall = Annotated[FunctionToolCall | CustomToolCall, Field(union_mode="left_to_right")]
 
 
 class SystemMessage(RequestModel):
@@ -121,6 +138,40 @@ class ChatCompletionTool(RequestModel):
     function: FunctionDefinition
 
 
+class TextFormat(RequestModel):
+    """Unconstrained free-form text."""
+
+    type: Literal["text"]
+
+
+class Grammar(RequestModel):
+    definition: str
+    syntax: Literal["lark", "regex"]
+
+
+class GrammarFormat(RequestModel):
+    """A custom tool's input constrained by a grammar (Lark) or a regular expression."""
+
+    type: Literal["grammar"]
+    grammar: Grammar
+
+
+class CustomToolProperties(RequestModel):
+    name: str
+    description: str | None = None
+    format: Annotated[TextFormat | GrammarFormat, Field(discriminator="type")] | None = None
+
+
+class ChatCompletionCustomTool(RequestModel):
+    """A tool whose input is free text (`CustomToolChatCompletions` in the spec)."""
+
+    type: Literal["custom"]
+    custom: CustomToolProperties
+
+
+Tool = Annotated[ChatCompletionTool | ChatCompletionCustomTool, Field(discriminator="type")]
+
+
 class NamedToolChoiceFunction(RequestModel):
     name: str
 
@@ -130,7 +181,32 @@ class NamedToolChoice(RequestModel):
     function: NamedToolChoiceFunction
 
 
-ToolChoice = Literal["none", "auto", "required"] | NamedToolChoice | None
+class NamedToolChoiceCustom(RequestModel):
+    type: Literal["custom"]
+    custom: NamedToolChoiceFunction
+
+
+class AllowedTools(RequestModel):
+    mode: Literal["auto", "required"]
+    # `{"type": "function", "function": {"name": ...}}` or `{"type": "custom", "custom":
+    # {"name": ...}}`: tools of `tools`, by name.
+    tools: list[dict[str, Any]]
+
+
+class AllowedToolChoice(RequestModel):
+    """Only these of `tools` are offered; `required`: one of them must be called."""
+
+    type: Literal["allowed_tools"]
+    allowed_tools: AllowedTools
+
+
+ToolChoice = (
+    Literal["none", "auto", "required"]
+    | Annotated[
+        NamedToolChoice | NamedToolChoiceCustom | AllowedToolChoice, Field(discriminator="type")
+    ]
+    | None
+)
 
 
 class CreateChatCompletionRequest(GenerationRequest):
@@ -140,7 +216,7 @@ class CreateChatCompletionRequest(GenerationRequest):
     max_tokens: TokenCount = None
     max_completion_tokens: TokenCount = None
     store: bool | None = False
-    tools: list[ChatCompletionTool] | None = None
+    tools: list[Tool] | None = None
     tool_choice: ToolChoice = None
     parallel_tool_calls: bool | None = None
     functions: list[dict[str, Any]] | None = None
@@ -195,11 +271,25 @@ class ChatCompletionMessageToolCall(ResponseModel):
     function: FunctionCallOut
 
 
+class CustomCallOut(ResponseModel):
+    name: str
+    input: str
+
+
+class ChatCompletionMessageCustomToolCall(ResponseModel):
+    id: str
+    type: Literal["custom"] = "custom"
+    custom: CustomCallOut
+
+
+MessageToolCall = ChatCompletionMessageToolCall | ChatCompletionMessageCustomToolCall
+
+
 class ChatCompletionMessage(ResponseModel):
     role: Literal["assistant"] = "assistant"
     content: str | None
     refusal: str | None
-    tool_calls: list[ChatCompletionMessageToolCall] | None = None
+    tool_calls: list[MessageToolCall] | None = None
     annotations: list[dict[str, Any]] | None = None
     # vLLM extension (--reasoning-parser): the model's thinking, apart from its answer.
     reasoning: str | None = None
@@ -230,11 +320,19 @@ class FunctionCallChunk(ResponseModel):
     arguments: str | None = None
 
 
+class CustomCallChunk(ResponseModel):
+    name: str | None = None
+    input: str | None = None
+
+
 class ChatCompletionMessageToolCallChunk(ResponseModel):
     index: int
     id: str | None = None
-    type: Literal["function"] | None = None
+    # `custom`, with `custom: {name, input}`, as OpenAI streams a custom tool's call (the
+    # spec's chunk lists `function` only: openai/openai-openapi#576).
+    type: Literal["function", "custom"] | None = None
     function: FunctionCallChunk | None = None
+    custom: CustomCallChunk | None = None
 
 
 class ChatCompletionDelta(ResponseModel):

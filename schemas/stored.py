@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from schemas.chat import ChatCompletionMessageToolCall, CreateChatCompletionResponse
+from schemas.chat import CreateChatCompletionResponse, MessageToolCall
 from schemas.common import Metadata, RequestModel, ResponseModel
 
 
@@ -42,7 +42,7 @@ class ChatCompletionStoreMessage(ResponseModel):
     refusal: str | None
     name: str | None = None
     content_parts: list[dict[str, Any]] | None = None
-    tool_calls: list[ChatCompletionMessageToolCall] | None = None
+    tool_calls: list[MessageToolCall] | None = None
     tool_call_id: str | None = None
 
 

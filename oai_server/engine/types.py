@@ -18,10 +18,13 @@ FinishReason = Literal["stop", "length", "abort", "error", "repetition"]
 
 @dataclass(frozen=True, slots=True)
 class StructuredOutput:
-    """Constrain decoding: to JSON matching `json_schema`, or to any JSON object."""
+    """Constrain decoding: to JSON matching `json_schema`, to any JSON object, to a Lark
+    `grammar` or to a `regex` (a custom tool's input format)."""
 
     json_schema: dict[str, Any] | None = None
     json_object: bool = False
+    grammar: str | None = None
+    regex: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,13 +12,15 @@ from pydantic import PrivateAttr
 from oai_server.engine.protocol import Tokenizer
 from oai_server.errors import InvalidRequestError, UnsupportedParameterError
 from oai_server.media.loader import ImageRef
+from oai_server.tool_calls.custom import as_function_call
+from oai_server.tool_calls.plan import forces_call
 from oai_server.tool_calls.prompt import with_tools_prompt
 from schemas.chat import (
     ChatMessage,
     Content,
     CreateChatCompletionRequest,
+    CustomToolCall,
     ImageContentPart,
-    NamedToolChoice,
     TextContentPart,
 )
 
@@ -115,7 +117,11 @@ def to_template_message(message: ChatMessage, index: int) -> dict[str, Any]:
     if message.role == "tool":
         out["tool_call_id"] = message.tool_call_id
     if message.role == "assistant" and message.tool_calls:
-        out["tool_calls"] = [call.model_dump() for call in message.tool_calls]
+        # A custom tool's call as the call of the function the tool is shown as.
+        out["tool_calls"] = [
+            as_function_call(call) if isinstance(call, CustomToolCall) else call.model_dump()
+            for call in message.tool_calls
+        ]
     if message.role == "assistant" and message.reasoning is not None:
         # Under both names, as vLLM passes it: templates read one or the other.
         out["reasoning"] = out["reasoning_content"] = message.reasoning
@@ -177,9 +183,7 @@ def render_prompt_text(
         text = apply(messages, tools)
         if tools and text == apply(messages, None):
             # The template ignores `tools`: the model would never see them.
-            call_format = not (
-                req.tool_choice == "required" or isinstance(req.tool_choice, NamedToolChoice)
-            )
+            call_format = not forces_call(req.tool_choice)
             text = apply(with_tools_prompt(messages, tools, call_format), None)
     except (jinja2.TemplateError, ValueError, TypeError, KeyError) as exc:
         # Templates raise for conversations they refuse, e.g. roles out of order.

@@ -17,11 +17,11 @@ from schemas.chat import (
     ChatMessage,
     ContentPart,
     FunctionCall,
+    FunctionToolCall,
     ImageContentPart,
     ImageURL,
     SystemMessage,
     TextContentPart,
-    ToolCall,
     ToolMessage,
     UserMessage,
 )
@@ -101,7 +101,7 @@ def to_messages(instructions: str | None, items: Sequence[ContextItem]) -> list[
             else:
                 messages.append(SystemMessage(role="system", content=item.text))
         elif isinstance(item, Call):
-            call = ToolCall(
+            call = FunctionToolCall(
                 id=item.call_id, function=FunctionCall(name=item.name, arguments=item.arguments)
             )
             if isinstance(last, AssistantMessage):

@@ -46,8 +46,10 @@ class CallItem:
     index: int
     call_id: str
     name: str
+    # `arguments`: a function's JSON arguments, or a custom tool's input text.
     arguments: str = ""
     status: Status = "in_progress"
+    custom: bool = False
 
 
 @dataclass(slots=True)
@@ -163,11 +165,16 @@ class ItemStream:
         if delta.content:
             self._add_text(delta.content, out)
         for call in delta.tool_calls or ():
-            if call.id is not None:
-                name = call.function.name if call.function and call.function.name else ""
+            function, custom = call.function, call.custom
+            if call.id is not None and custom is not None:
+                self._start_call(call.index, call.id, custom.name or "", out, custom=True)
+            elif call.id is not None:
+                name = function.name if function and function.name else ""
                 self._start_call(call.index, call.id, name, out)
-            if call.function is not None and call.function.arguments:
-                self._add_arguments(call.index, call.function.arguments, out)
+            if function is not None and function.arguments:
+                self._add_arguments(call.index, function.arguments, out)
+            elif custom is not None and custom.input:
+                self._add_arguments(call.index, custom.input, out)
         if choice.finish_reason is not None:
             self.finish_reason = choice.finish_reason
 
@@ -191,11 +198,13 @@ class ItemStream:
             out.append(ItemAdded(item))
         out.append(ThoughtAdded(item, text))
 
-    def _start_call(self, index: int, call_id: str, name: str, out: list[ItemUpdate]) -> None:
+    def _start_call(
+        self, index: int, call_id: str, name: str, out: list[ItemUpdate], custom: bool = False
+    ) -> None:
         if self.one_open:
             out += self.close("completed")
         self._logprobs = []  # the call's own tokens: no text part to carry them
-        item = self._calls[index] = CallItem(len(self.items), call_id, name)
+        item = self._calls[index] = CallItem(len(self.items), call_id, name, custom=custom)
         self.items.append(item)
         out.append(ItemAdded(item))
 

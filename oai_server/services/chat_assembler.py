@@ -16,13 +16,17 @@ from schemas.chat import (
     ChatCompletionChoice,
     ChatCompletionChunkChoice,
     ChatCompletionMessage,
+    ChatCompletionMessageCustomToolCall,
     ChatCompletionMessageToolCall,
+    ChatCompletionMessageToolCallChunk,
     ChatCompletionTokenLogprob,
     ChoiceLogprobs,
     CreateChatCompletionResponse,
     CreateChatCompletionStreamResponse,
+    CustomCallOut,
     FinishReason,
     FunctionCallOut,
+    MessageToolCall,
 )
 from schemas.common import CompletionUsage
 
@@ -31,7 +35,7 @@ from schemas.common import CompletionUsage
 class _Choice:
     content: str = ""
     reasoning: str | None = None
-    calls: list[ChatCompletionMessageToolCall] = field(default_factory=list)
+    calls: list[MessageToolCall] = field(default_factory=list)
     logprobs: list[ChatCompletionTokenLogprob] = field(default_factory=list)
     finish_reason: FinishReason | None = None
     stop_reason: str | int | None = None
@@ -43,22 +47,35 @@ class _Choice:
         if delta.reasoning:
             self.reasoning = (self.reasoning or "") + delta.reasoning
         for call in delta.tool_calls or ():
-            function = call.function
-            if call.id is not None:
-                name = function.name if function is not None and function.name else ""
-                self.calls.append(
-                    ChatCompletionMessageToolCall(
-                        id=call.id, function=FunctionCallOut(name=name, arguments="")
-                    )
-                )
-            if function is not None and function.arguments:
-                self.calls[call.index].function.arguments += function.arguments
+            self._call(call)
         if choice.logprobs is not None and choice.logprobs.content:
             self.logprobs += choice.logprobs.content
         if choice.finish_reason is not None:
             self.finish_reason = choice.finish_reason
         if choice.stop_reason is not None:
             self.stop_reason = choice.stop_reason
+
+    def _call(self, call: ChatCompletionMessageToolCallChunk) -> None:
+        function, custom = call.function, call.custom
+        if call.id is not None and custom is not None:
+            name = custom.name or ""
+            self.calls.append(
+                ChatCompletionMessageCustomToolCall(
+                    id=call.id, custom=CustomCallOut(name=name, input="")
+                )
+            )
+        elif call.id is not None:
+            name = function.name if function is not None and function.name else ""
+            self.calls.append(
+                ChatCompletionMessageToolCall(
+                    id=call.id, function=FunctionCallOut(name=name, arguments="")
+                )
+            )
+        made = self.calls[call.index]
+        if isinstance(made, ChatCompletionMessageCustomToolCall):
+            made.custom.input += custom.input if custom is not None and custom.input else ""
+        elif function is not None and function.arguments:
+            made.function.arguments += function.arguments
 
     def message(self) -> ChatCompletionMessage:
         if self.calls:

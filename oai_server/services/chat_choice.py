@@ -13,10 +13,14 @@ from oai_server.services.common import finish_reason
 from oai_server.tool_calls.parsers import CallStart, Content, ContentOnly, Event, OutputParser
 from schemas.chat import (
     ChatCompletionDelta,
+    ChatCompletionMessageCustomToolCall,
     ChatCompletionMessageToolCall,
     ChatCompletionMessageToolCallChunk,
+    CustomCallChunk,
+    CustomCallOut,
     FunctionCallChunk,
     FunctionCallOut,
+    MessageToolCall,
 )
 
 
@@ -30,7 +34,7 @@ class ChoiceState:
     """
 
     parser: OutputParser
-    calls: list[ChatCompletionMessageToolCall] = field(default_factory=list)
+    calls: list[MessageToolCall] = field(default_factory=list)
     reasoning: ReasoningStage | None = None
     # False (the request's `include_reasoning`): the thinking is counted, not sent.
     show_reasoning: bool = True
@@ -79,14 +83,24 @@ class ChoiceState:
         for event in events:
             if isinstance(event, Content):
                 continue
-            if isinstance(event, CallStart):
+            if isinstance(event, CallStart) and event.custom:
+                self.calls.append(
+                    ChatCompletionMessageCustomToolCall(
+                        id=event.id, custom=CustomCallOut(name=event.name, input="")
+                    )
+                )
+            elif isinstance(event, CallStart):
                 self.calls.append(
                     ChatCompletionMessageToolCall(
                         id=event.id, function=FunctionCallOut(name=event.name, arguments="")
                     )
                 )
             else:
-                self.calls[event.index].function.arguments += event.text
+                call = self.calls[event.index]
+                if isinstance(call, ChatCompletionMessageCustomToolCall):
+                    call.custom.input += event.text
+                else:
+                    call.function.arguments += event.text
         return events
 
     @staticmethod
@@ -96,12 +110,23 @@ class ChoiceState:
             return ChatCompletionDelta(reasoning=event.text)
         if isinstance(event, Content):
             return ChatCompletionDelta(content=event.text)
-        if isinstance(event, CallStart):
+        if isinstance(event, CallStart) and event.custom:
+            chunk = ChatCompletionMessageToolCallChunk(
+                index=event.index,
+                id=event.id,
+                type="custom",
+                custom=CustomCallChunk(name=event.name, input=""),
+            )
+        elif isinstance(event, CallStart):
             chunk = ChatCompletionMessageToolCallChunk(
                 index=event.index,
                 id=event.id,
                 type="function",
                 function=FunctionCallChunk(name=event.name, arguments=""),
+            )
+        elif event.custom:
+            chunk = ChatCompletionMessageToolCallChunk(
+                index=event.index, custom=CustomCallChunk(input=event.text)
             )
         else:
             chunk = ChatCompletionMessageToolCallChunk(

@@ -11,6 +11,7 @@ from oai_server.generation.offload import off_loop
 from oai_server.harmony import Harmony, harmony_of
 from oai_server.models import ModelRegistry
 from oai_server.services.common import Target, check_model
+from oai_server.tool_calls.plan import template_tool
 from schemas.chat import CreateChatCompletionRequest
 from schemas.tokenize import (
     DetokenizeRequest,
@@ -109,7 +110,7 @@ class TokenizeService:
         if harmony is not None:  # gpt-oss: rendered with harmony, as its chat completions are
             return harmony.render(chat).prompt_token_ids
         # As vLLM does, tools are shown to the template whatever a later tool_choice would be.
-        tools = [t.model_dump(exclude_none=True) for t in chat.tools] if chat.tools else None
+        tools = [template_tool(t) for t in chat.tools] if chat.tools else None
         template = self.chat_template if target.model == self.model_name else None
         return render_prompt(chat, engine.tokenizer, template, tools)
 

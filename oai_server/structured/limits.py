@@ -2,9 +2,13 @@
 
 A schema is compiled into a grammar inside the engine process, and some keywords
 cost memory in proportion to their value: `{"type": "array", "minItems": 1000000000}`
-once made the whole server run out of memory. Every schema a request brings
-(`response_format`, a tool's `parameters`) is checked here first, and anything
-beyond these bounds is a 400 naming the keyword, before the engine sees it.
+once made the whole server run out of memory. Every schema that is compiled
+(`response_format` and `text.format`, a strict tool's parameters, the tools a
+`tool_choice` of `required` or a name forces) is checked here first, and anything
+beyond these bounds is a 400 naming the keyword, before the engine sees it. A tool's
+schema that is only shown to the model (`tool_choice: auto`) is never compiled, so
+only the body size bounds it: agents' tools say what they take in big numbers
+(Claude Code's `Bash` has a string `maxLength` of 524288).
 
 The bounds are far beyond what an answer can hold (a model writes a few thousand
 tokens at most), so no useful schema meets them.
@@ -35,8 +39,10 @@ class SchemaLimits:
     max_ref_targets: int = 256
     # minItems, maxItems, minContains, maxContains.
     max_items: int = 4096
-    # minLength, maxLength.
-    max_length: int = 65_536
+    # minLength, maxLength. A string's length is a counter, not a copy, in the grammar:
+    # xgrammar compiled `maxLength` 16777216 for a 49k vocabulary in the time (~2 s) and
+    # memory (no growth) that 65536 took.
+    max_length: int = 2**24
     # minProperties, maxProperties.
     max_properties: int = 1024
     # A repeat count `{n}` / `{n,m}` in a `pattern`.

@@ -37,12 +37,15 @@ class CallStart:
     index: int
     id: str
     name: str
+    # A custom tool's call (`tool_calls.custom`): its arguments are the input text.
+    custom: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class CallArguments:
     index: int
     text: str
+    custom: bool = False
 
 
 Event = Content | CallStart | CallArguments

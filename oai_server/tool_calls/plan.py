@@ -3,6 +3,8 @@
 `required` and a named function work on any model: decoding is constrained to the
 JSON of the call(s), so the output always parses. `auto` needs a model trained to
 call tools; its free text is parsed by the configured parser (`--tool-call-parser`).
+Custom tools are offered as functions of one string (`custom.py`); `allowed_tools`
+offers only the tools it names, in its own mode.
 """
 
 from __future__ import annotations
@@ -14,6 +16,13 @@ from typing import Any
 from oai_server.engine.types import StructuredOutput
 from oai_server.errors import InvalidRequestError, UnsupportedParameterError
 from oai_server.structured.limits import check_schema
+from oai_server.tool_calls.custom import (
+    INPUT_SCHEMA,
+    CustomInputs,
+    RawInput,
+    as_function,
+    grammar_of,
+)
 from oai_server.tool_calls.parsers import (
     ContentOnly,
     EngineCalls,
@@ -23,7 +32,17 @@ from oai_server.tool_calls.parsers import (
     RequiredCalls,
 )
 from oai_server.tool_calls.selection import ToolParsing
-from schemas.chat import ChatCompletionTool, CreateChatCompletionRequest, NamedToolChoice
+from schemas.chat import (
+    AllowedToolChoice,
+    AllowedTools,
+    ChatCompletionCustomTool,
+    ChatCompletionTool,
+    CreateChatCompletionRequest,
+    NamedToolChoice,
+    NamedToolChoiceCustom,
+    Tool,
+    ToolChoice,
+)
 
 
 @dataclass(frozen=True)
@@ -58,12 +77,28 @@ def _parameters(tool: ChatCompletionTool) -> dict[str, Any]:
     return {**schema, "additionalProperties": False}
 
 
-def _required_schema(tools: list[ChatCompletionTool], parallel: bool) -> dict[str, Any]:
+def _name(tool: Tool) -> str:
+    return tool.custom.name if isinstance(tool, ChatCompletionCustomTool) else tool.function.name
+
+
+def template_tool(tool: Tool) -> dict[str, Any]:
+    """`tool` as the chat template (and the engine's parsers) are given it: a function."""
+    if isinstance(tool, ChatCompletionCustomTool):
+        return as_function(tool)
+    return tool.model_dump(exclude_none=True)
+
+
+def _required_schema(tools: list[Tool], parallel: bool) -> dict[str, Any]:
     """A JSON array of calls, each `{"name": <a tool>, "parameters": <its schema>}`."""
     items = [
         {
             "type": "object",
-            "properties": {"name": {"const": t.function.name}, "parameters": _parameters(t)},
+            "properties": {
+                "name": {"const": _name(t)},
+                "parameters": INPUT_SCHEMA
+                if isinstance(t, ChatCompletionCustomTool)
+                else _parameters(t),
+            },
             "required": ["name", "parameters"],
             "additionalProperties": False,
         }
@@ -75,8 +110,62 @@ def _required_schema(tools: list[ChatCompletionTool], parallel: bool) -> dict[st
     return schema
 
 
+def forces_call(choice: ToolChoice) -> bool:
+    """Whether `choice` makes the model call a tool (decoding constrained to the call)."""
+    if isinstance(choice, AllowedToolChoice):
+        return choice.allowed_tools.mode == "required"
+    return choice == "required" or isinstance(choice, NamedToolChoice | NamedToolChoiceCustom)
+
+
+def _allowed(tools: list[tuple[int, Tool]], allowed: AllowedTools) -> list[tuple[int, Tool]]:
+    """The tools `allowed` names, each as `{"type": ..., <type>: {"name": ...}}`."""
+    names: set[tuple[str, str]] = set()
+    for j, entry in enumerate(allowed.tools):
+        kind = entry.get("type")
+        spec = entry.get(kind) if isinstance(kind, str) else None
+        name = spec.get("name") if isinstance(spec, dict) else None
+        if kind not in ("function", "custom") or not isinstance(name, str):
+            raise InvalidRequestError(
+                "Each of 'tool_choice.allowed_tools.tools' must be "
+                '{"type": "function", "function": {"name": ...}} or '
+                '{"type": "custom", "custom": {"name": ...}}.',
+                param=f"tool_choice.allowed_tools.tools[{j}]",
+            )
+        if not any(t.type == kind and _name(t) == name for _, t in tools):
+            raise InvalidRequestError(
+                f"tool_choice.allowed_tools names the {kind} tool '{name}', which is not "
+                "among 'tools'.",
+                param=f"tool_choice.allowed_tools.tools[{j}]",
+            )
+        names.add((kind, name))
+    return [(i, t) for i, t in tools if (t.type, _name(t)) in names]
+
+
+def _check_compiled(tools: list[tuple[int, Tool]], choice: ToolChoice) -> None:
+    """Bound the schemas the grammar compiler will see: those `choice` forces, and strict
+    tools'. A schema only shown to the model is bounded by the body size alone."""
+    for i, tool in tools:
+        if isinstance(tool, ChatCompletionCustomTool) or tool.function.parameters is None:
+            continue
+        named = isinstance(choice, NamedToolChoice) and choice.function.name == _name(tool)
+        if choice == "required" or named or tool.function.strict:
+            check_schema(tool.function.parameters, f"tools[{i}].function.parameters")
+
+
 # Most requests: no tools, the same plan every time.
 _NO_TOOLS = ToolPlan(ContentOnly)
+
+
+def _named(choice: NamedToolChoice | NamedToolChoiceCustom, tools: list[Tool]) -> Tool:
+    kind = choice.type
+    name = choice.function.name if isinstance(choice, NamedToolChoice) else choice.custom.name
+    named = next((t for t in tools if t.type == kind and _name(t) == name), None)
+    if named is None:
+        raise InvalidRequestError(
+            f"tool_choice names the {kind} tool '{name}', which is not among 'tools'.",
+            param="tool_choice",
+        )
+    return named
 
 
 def plan_tools(
@@ -89,46 +178,59 @@ def plan_tools(
             "'functions' and 'function_call' are deprecated; use 'tools' and 'tool_choice'.",
             param="functions" if req.functions else "function_call",
         )
-    tools = req.tools or []
-    for i, tool in enumerate(tools):
-        if tool.function.parameters is not None:
-            check_schema(tool.function.parameters, f"tools[{i}].function.parameters")
-    choice = req.tool_choice if req.tool_choice is not None else ("auto" if tools else "none")
-    if choice != "none" and not tools:
+    indexed = list(enumerate(req.tools or []))
+    choice = req.tool_choice if req.tool_choice is not None else ("auto" if indexed else "none")
+    if choice != "none" and not indexed:
         raise InvalidRequestError(
             "'tool_choice' is only allowed when 'tools' are specified.", param="tool_choice"
         )
     if choice == "none":
         return _NO_TOOLS
-    template_tools = [t.model_dump(exclude_none=True) for t in tools]
-    if isinstance(choice, NamedToolChoice):
-        named = next((t for t in tools if t.function.name == choice.function.name), None)
-        if named is None:
-            raise InvalidRequestError(
-                f"tool_choice names '{choice.function.name}', which is not among 'tools'.",
-                param="tool_choice",
-            )
+    if isinstance(choice, AllowedToolChoice):
+        indexed = _allowed(indexed, choice.allowed_tools)
+        choice = choice.allowed_tools.mode
+    _check_compiled(indexed, choice)
+    tools = [t for _, t in indexed]
+    template_tools = [template_tool(t) for t in tools]
+    if isinstance(choice, NamedToolChoice | NamedToolChoiceCustom):
+        named = _named(choice, tools)
+        if isinstance(named, ChatCompletionCustomTool):
+            name = named.custom.name
+            return ToolPlan(lambda: RawInput(name), grammar_of(named), template_tools)
+        function = named.function.name
         return ToolPlan(
-            lambda: NamedFunction(named.function.name),
+            lambda: NamedFunction(function),
             StructuredOutput(json_schema=_parameters(named)),
             template_tools,
         )
+    customs = frozenset(t.custom.name for t in tools if isinstance(t, ChatCompletionCustomTool))
+
+    def reading(make: Callable[[], OutputParser]) -> Callable[[], OutputParser]:
+        """`make`, its custom tools' calls read as such."""
+        return (lambda: CustomInputs(make(), customs)) if customs else make
+
     if choice == "required":
         schema = _required_schema(tools, req.parallel_tool_calls is not False)
-        return ToolPlan(RequiredCalls, StructuredOutput(json_schema=schema), template_tools)
+        return ToolPlan(
+            reading(RequiredCalls), StructuredOutput(json_schema=schema), template_tools
+        )
     parallel = req.parallel_tool_calls is not False
     parsing = parsing_of_model()
     engine_parsing = parsing.parsing
     if engine_parsing is not None:
+        # vLLM's parsers are given the tools as the template is: functions only.
         request = req.model_dump(mode="json", exclude_none=True)
+        request.update(tools=template_tools, tool_choice="auto")
         return ToolPlan(
-            lambda: EngineCalls(engine_parsing.new(request), whole=False, parallel=parallel),
+            reading(
+                lambda: EngineCalls(engine_parsing.new(request), whole=False, parallel=parallel)
+            ),
             None,
             template_tools,
             parsing.name,
             keep_special_tokens=True,
-            make_whole=lambda: EngineCalls(
-                engine_parsing.new(request), whole=True, parallel=parallel
+            make_whole=reading(
+                lambda: EngineCalls(engine_parsing.new(request), whole=True, parallel=parallel)
             ),
         )
     if not parsing.builtin:
@@ -137,4 +239,4 @@ def plan_tools(
             "server with --tool-call-parser auto or a parser's name.",
             param="tool_choice",
         )
-    return ToolPlan(HermesCalls, None, template_tools, parsing.name)
+    return ToolPlan(reading(HermesCalls), None, template_tools, parsing.name)

@@ -52,8 +52,9 @@ def json_schema(schema: Any) -> dict[str, Any]:
     return {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}
 
 
-def tool(parameters: dict[str, Any], name: str = "f") -> dict[str, Any]:
-    return {"type": "function", "function": {"name": name, "parameters": parameters}}
+def tool(parameters: dict[str, Any], name: str = "f", strict: bool = False) -> dict[str, Any]:
+    function = {"name": name, "parameters": parameters, **({"strict": True} if strict else {})}
+    return {"type": "function", "function": function}
 
 
 SCHEMA = "response_format.json_schema.schema"
@@ -152,9 +153,9 @@ SCHEMA_BOMBS = [
         "tools[0].function.parameters.properties.xs.minItems",
     ),
     HostileCase(
-        "tool-minItems-1e9-auto",
+        "tool-minItems-1e9-strict",
         CHAT,
-        chat(tools=[tool({"type": "object", "properties": {"xs": ARRAY_BOMB}})]),
+        chat(tools=[tool({"type": "object", "properties": {"xs": ARRAY_BOMB}}, strict=True)]),
         400,
         "tools[0].function.parameters.properties.xs.minItems",
     ),

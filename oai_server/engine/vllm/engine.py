@@ -378,6 +378,10 @@ def _params_factory() -> Any:
             return None
         if s.json_schema is not None:
             return StructuredOutputsParams(json=s.json_schema)
+        if s.grammar is not None:
+            return StructuredOutputsParams(grammar=s.grammar)
+        if s.regex is not None:
+            return StructuredOutputsParams(regex=s.regex)
         return StructuredOutputsParams(json_object=True)
 
     return make
