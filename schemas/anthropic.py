@@ -88,11 +88,11 @@ class MessageParam(RequestModel):
 
 
 class Tool(RequestModel):
-    """A client tool; Anthropic's own server tools (a `type` such as `bash_20250124`)
-    carry no `input_schema` and are refused."""
+    """A client tool (`input_schema` required), or one of Anthropic's own tools (a `type`
+    such as `web_search_20250305` or `bash_20250124`), which carry none."""
 
     name: str
-    input_schema: dict[str, Any]
+    input_schema: dict[str, Any] | None = None
     description: str | None = None
     type: str | None = None
     cache_control: CacheControl = None

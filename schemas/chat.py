@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, Field
+from pydantic import AliasChoices, Field, Tag
 
 from schemas.common import (
     CompletionUsage,
@@ -12,6 +12,7 @@ from schemas.common import (
     RequestModel,
     ResponseModel,
     TokenCount,
+    by_type,
 )
 
 
@@ -159,7 +160,14 @@ class GrammarFormat(RequestModel):
 class CustomToolProperties(RequestModel):
     name: str
     description: str | None = None
-    format: Annotated[TextFormat | GrammarFormat, Field(discriminator="type")] | None = None
+    format: (
+        Annotated[
+            Annotated[TextFormat, Tag("TextFormat")]
+            | Annotated[GrammarFormat, Tag("GrammarFormat")],
+            by_type({"text": "TextFormat", "grammar": "GrammarFormat"}),
+        ]
+        | None
+    ) = None
 
 
 class ChatCompletionCustomTool(RequestModel):
@@ -169,7 +177,11 @@ class ChatCompletionCustomTool(RequestModel):
     custom: CustomToolProperties
 
 
-Tool = Annotated[ChatCompletionTool | ChatCompletionCustomTool, Field(discriminator="type")]
+Tool = Annotated[
+    Annotated[ChatCompletionTool, Tag("ChatCompletionTool")]
+    | Annotated[ChatCompletionCustomTool, Tag("ChatCompletionCustomTool")],
+    by_type({"function": "ChatCompletionTool", "custom": "ChatCompletionCustomTool"}),
+]
 
 
 class NamedToolChoiceFunction(RequestModel):
@@ -203,7 +215,16 @@ class AllowedToolChoice(RequestModel):
 ToolChoice = (
     Literal["none", "auto", "required"]
     | Annotated[
-        NamedToolChoice | NamedToolChoiceCustom | AllowedToolChoice, Field(discriminator="type")
+        Annotated[NamedToolChoice, Tag("NamedToolChoice")]
+        | Annotated[NamedToolChoiceCustom, Tag("NamedToolChoiceCustom")]
+        | Annotated[AllowedToolChoice, Tag("AllowedToolChoice")],
+        by_type(
+            {
+                "function": "NamedToolChoice",
+                "custom": "NamedToolChoiceCustom",
+                "allowed_tools": "AllowedToolChoice",
+            }
+        ),
     ]
     | None
 )

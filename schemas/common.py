@@ -12,9 +12,10 @@ Conventions, held across all of `schemas/`:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Discriminator, Field
 
 
 class RequestModel(BaseModel):
@@ -51,6 +52,22 @@ class ResponseModel(BaseModel):
     def to_json(self) -> bytes:
         """Serialize for the wire."""
         return self.__pydantic_serializer__.to_json(self, exclude_unset=True)
+
+
+def by_type(tags: Mapping[str, str]) -> Any:
+    """A discriminator on `type` whose tags (`tags[type]`) are class names, so an error's
+    location names fields only (`tools[0].function`, not `tools[0].function.function`)."""
+
+    def tag(value: Any) -> str | None:
+        kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
+        return tags.get(kind, kind) if isinstance(kind, str) else None
+
+    kinds = " or ".join(f"'{kind}'" for kind in tags)
+    return Discriminator(
+        tag,
+        custom_error_type="invalid_union_member",
+        custom_error_message=f"'type' must be {kinds}",
+    )
 
 
 class StreamOptions(RequestModel):

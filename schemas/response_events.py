@@ -116,6 +116,22 @@ class ArgumentsDoneEvent(ResponseModel):
     sequence_number: int
 
 
+class CustomToolCallInputDeltaEvent(ResponseModel):
+    type: Literal["response.custom_tool_call_input.delta"] = "response.custom_tool_call_input.delta"
+    item_id: str
+    output_index: int
+    delta: str
+    sequence_number: int
+
+
+class CustomToolCallInputDoneEvent(ResponseModel):
+    type: Literal["response.custom_tool_call_input.done"] = "response.custom_tool_call_input.done"
+    item_id: str
+    output_index: int
+    input: str
+    sequence_number: int
+
+
 class ErrorEvent(ResponseModel):
     type: Literal["error"] = "error"
     code: str | None
@@ -134,5 +150,7 @@ ResponseStreamEvent = (
     | ReasoningTextDoneEvent
     | ArgumentsDeltaEvent
     | ArgumentsDoneEvent
+    | CustomToolCallInputDeltaEvent
+    | CustomToolCallInputDoneEvent
     | ErrorEvent
 )

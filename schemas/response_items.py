@@ -71,6 +71,28 @@ class FunctionCallItem(ResponseModel):
     name: str
     arguments: str
     status: ItemStatus
+    # The namespace tool the function is one of (left out for a function of its own).
+    namespace: str | None = None
+
+
+class CustomToolCallItem(ResponseModel):
+    """A call of a custom tool: its input is free text."""
+
+    id: str
+    type: Literal["custom_tool_call"] = "custom_tool_call"
+    call_id: str
+    name: str
+    input: str
+    status: ItemStatus
+    namespace: str | None = None
+
+
+class CustomToolCallOutputItem(ResponseModel):
+    id: str
+    type: Literal["custom_tool_call_output"] = "custom_tool_call_output"
+    call_id: str
+    output: str | list[dict[str, Any]]
+    status: ItemStatus
 
 
 class FunctionCallOutputItem(ResponseModel):
@@ -102,6 +124,11 @@ class ReasoningItem(ResponseModel):
 
 
 Item = Annotated[
-    MessageItem | FunctionCallItem | FunctionCallOutputItem | ReasoningItem,
+    MessageItem
+    | FunctionCallItem
+    | FunctionCallOutputItem
+    | CustomToolCallItem
+    | CustomToolCallOutputItem
+    | ReasoningItem,
     Field(discriminator="type"),
 ]

@@ -10,9 +10,10 @@ in their input item lists and in conversations.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import Discriminator, Field, Tag
+from pydantic import ConfigDict, Discriminator, Field, Tag
 
 from schemas.common import (
     CacheSalt,
@@ -23,20 +24,23 @@ from schemas.common import (
     Temperature,
     TokenCount,
     TopP,
+    by_type,
 )
 from schemas.response_items import Item, ItemStatus
 
 # --- what a client sends --------------------------------------------------------
 
 
-def _type_tag(known: frozenset[str], default: str | None = None) -> Any:
-    """A discriminator on `type` that sends unknown types to an `other` variant."""
+def _type_tag(known: frozenset[str] | Mapping[str, str], default: str | None = None) -> Any:
+    """A discriminator on `type` that sends unknown types to an `other` variant; `known`
+    may map a type to its tag (a class name: an error's location then names fields only)."""
+    tags = known if isinstance(known, Mapping) else {kind: kind for kind in known}
 
     def tag(value: Any) -> str:
         kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
         if kind is None and default is not None:
             return default
-        return kind if kind in known else "other"
+        return tags.get(kind, "other") if isinstance(kind, str) else "other"
 
     return Discriminator(tag)
 
@@ -92,7 +96,24 @@ class FunctionCallInput(RequestModel):
     call_id: str
     name: str
     arguments: str
+    namespace: str | None = None
     status: ItemStatus | None = None
+
+
+class CustomToolCallInput(RequestModel):
+    type: Literal["custom_tool_call"]
+    id: str | None = None
+    call_id: str
+    name: str
+    input: str
+    namespace: str | None = None
+
+
+class CustomToolCallOutputInput(RequestModel):
+    type: Literal["custom_tool_call_output"]
+    id: str | None = None
+    call_id: str
+    output: str | list[InputPart]
 
 
 class FunctionCallOutputInput(RequestModel):
@@ -125,15 +146,26 @@ class OtherItem(RequestModel):
     type: str
 
 
+_ITEM_TYPES = frozenset(
+    {
+        "message",
+        "function_call",
+        "function_call_output",
+        "custom_tool_call",
+        "custom_tool_call_output",
+        "reasoning",
+    }
+)
+
 InputItem = Annotated[
     Annotated[InputMessage, Tag("message")]
     | Annotated[FunctionCallInput, Tag("function_call")]
     | Annotated[FunctionCallOutputInput, Tag("function_call_output")]
+    | Annotated[CustomToolCallInput, Tag("custom_tool_call")]
+    | Annotated[CustomToolCallOutputInput, Tag("custom_tool_call_output")]
     | Annotated[ReasoningInput, Tag("reasoning")]
     | Annotated[OtherItem, Tag("other")],
-    _type_tag(
-        frozenset({"message", "function_call", "function_call_output", "reasoning"}), "message"
-    ),
+    _type_tag(_ITEM_TYPES, "message"),
 ]
 
 
@@ -145,15 +177,64 @@ class FunctionTool(RequestModel):
     strict: bool | None = None
 
 
+class TextInputFormat(RequestModel):
+    """Unconstrained free-form text."""
+
+    type: Literal["text"]
+
+
+class GrammarInputFormat(RequestModel):
+    """A custom tool's input constrained by a Lark grammar or a regular expression."""
+
+    type: Literal["grammar"]
+    syntax: Literal["lark", "regex"]
+    definition: str
+
+
+class CustomTool(RequestModel):
+    """A tool whose input is free text, optionally in a grammar's language."""
+
+    type: Literal["custom"]
+    name: str
+    description: str | None = None
+    format: (
+        Annotated[
+            Annotated[TextInputFormat, Tag("TextInputFormat")]
+            | Annotated[GrammarInputFormat, Tag("GrammarInputFormat")],
+            by_type({"text": "TextInputFormat", "grammar": "GrammarInputFormat"}),
+        ]
+        | None
+    ) = None
+
+
+class NamespaceTool(RequestModel):
+    """Function and custom tools grouped under a name (their calls carry `namespace`)."""
+
+    type: Literal["namespace"]
+    name: str
+    description: str
+    tools: list[
+        Annotated[
+            Annotated[FunctionTool, Tag("FunctionTool")] | Annotated[CustomTool, Tag("CustomTool")],
+            by_type({"function": "FunctionTool", "custom": "CustomTool"}),
+        ]
+    ]
+
+
 class OtherTool(RequestModel):
-    """A built-in tool (web search, file search, ...), refused by name."""
+    """A hosted tool (web search, file search, MCP, ...): kept as sent, for the echo."""
+
+    model_config = ConfigDict(extra="allow")
 
     type: str
 
 
 Tool = Annotated[
-    Annotated[FunctionTool, Tag("function")] | Annotated[OtherTool, Tag("other")],
-    _type_tag(frozenset({"function"})),
+    Annotated[FunctionTool, Tag("FunctionTool")]
+    | Annotated[CustomTool, Tag("CustomTool")]
+    | Annotated[NamespaceTool, Tag("NamespaceTool")]
+    | Annotated[OtherTool, Tag("other")],
+    _type_tag({"function": "FunctionTool", "custom": "CustomTool", "namespace": "NamespaceTool"}),
 ]
 
 
@@ -162,15 +243,42 @@ class ToolChoiceFunction(RequestModel):
     name: str
 
 
+class ToolChoiceCustom(RequestModel):
+    type: Literal["custom"]
+    name: str
+
+
+class ToolChoiceAllowed(RequestModel):
+    """Only these tools are offered (`{"type": "function", "name": ...}`, ...);
+    `required`: one of them must be called."""
+
+    type: Literal["allowed_tools"]
+    mode: Literal["auto", "required"]
+    tools: list[dict[str, Any]]
+
+
 class OtherToolChoice(RequestModel):
+    """A hosted tool forced (`web_search_preview`, `mcp`, ...): kept as sent, for the echo."""
+
+    model_config = ConfigDict(extra="allow")
+
     type: str
 
 
 ToolChoice = (
     Literal["none", "auto", "required"]
     | Annotated[
-        Annotated[ToolChoiceFunction, Tag("function")] | Annotated[OtherToolChoice, Tag("other")],
-        _type_tag(frozenset({"function"})),
+        Annotated[ToolChoiceFunction, Tag("ToolChoiceFunction")]
+        | Annotated[ToolChoiceCustom, Tag("ToolChoiceCustom")]
+        | Annotated[ToolChoiceAllowed, Tag("ToolChoiceAllowed")]
+        | Annotated[OtherToolChoice, Tag("other")],
+        _type_tag(
+            {
+                "function": "ToolChoiceFunction",
+                "custom": "ToolChoiceCustom",
+                "allowed_tools": "ToolChoiceAllowed",
+            }
+        ),
     ]
 )
 

@@ -143,32 +143,50 @@ def _image_params(req: CountTokensRequest) -> list[str]:
     ]
 
 
-def _tool_choice(req: CountTokensRequest) -> tuple[ToolChoice, bool | None]:
-    """Chat's `tool_choice` and `parallel_tool_calls` for Anthropic's `tool_choice`."""
+def _tool_choice(
+    req: CountTokensRequest, offered: list[ChatCompletionTool]
+) -> tuple[ToolChoice, bool | None]:
+    """Chat's `tool_choice` and `parallel_tool_calls` for Anthropic's `tool_choice`, over
+    the tools `offered` (Anthropic's own tools are not: forcing one is a 400)."""
     choice = req.tool_choice
     if choice is None:
         return None, None
-    parallel = None if isinstance(choice, ToolChoiceNone) else choice.disable_parallel_tool_use
-    parallel = None if parallel is None else not parallel
     if isinstance(choice, ToolChoiceNone):
         return "none", None
+    parallel = choice.disable_parallel_tool_use
+    parallel = None if parallel is None else not parallel
+    own = {tool.name: tool.type for tool in req.tools or () if tool.type not in (None, "custom")}
     if isinstance(choice, ToolChoiceAuto):
-        return "auto", parallel
+        return ("auto" if offered else None), parallel
     if isinstance(choice, ToolChoiceAny):
+        if not offered and own:
+            raise _forced_own(next(iter(own.values())))
         return "required", parallel
+    if choice.name in own:
+        raise _forced_own(own[choice.name])
     named = NamedToolChoice(type="function", function=NamedToolChoiceFunction(name=choice.name))
     return named, parallel
 
 
-def _tools(req: CountTokensRequest) -> list[ChatCompletionTool] | None:
-    if not req.tools:
-        return None
+def _forced_own(kind: str | None) -> UnsupportedParameterError:
+    return UnsupportedParameterError(
+        f"tool_choice forces Anthropic's tool '{kind}', which this server cannot run; "
+        "such tools are accepted in 'tools' but not offered to the model.",
+        param="tool_choice",
+    )
+
+
+def _tools(req: CountTokensRequest) -> list[ChatCompletionTool]:
+    """The client tools, as chat's function tools. Anthropic's own tools (server tools
+    such as `web_search_20250305`, and schema-less ones such as `bash_20250124`) run on
+    Anthropic's side or have no schema here: accepted, not offered."""
     out: list[ChatCompletionTool] = []
-    for i, tool in enumerate(req.tools):
+    for i, tool in enumerate(req.tools or ()):
         if tool.type not in (None, "custom"):
-            raise UnsupportedParameterError(
-                f"The server tool '{tool.type}' is not supported by this server.",
-                param=f"tools[{i}]",
+            continue
+        if tool.input_schema is None:
+            raise InvalidRequestError(
+                f"tools.{i}.input_schema: Field required", param=f"tools[{i}].input_schema"
             )
         definition = FunctionDefinition(
             name=tool.name, description=tool.description, parameters=tool.input_schema
@@ -189,11 +207,12 @@ def chat_request(req: CountTokensRequest) -> TranslatedChatRequest:
     messages = to_messages(system_text(req.system), _items(req.messages))
     if not messages:
         raise InvalidRequestError("The request has no messages.", param="messages")
-    choice, parallel = _tool_choice(req)
+    tools = _tools(req)
+    choice, parallel = _tool_choice(req, tools)
     chat = TranslatedChatRequest(
         model=req.model,
         messages=messages,
-        tools=_tools(req),
+        tools=tools or None,
         tool_choice=choice,
         parallel_tool_calls=parallel,
     ).name_images(_image_params(req))

@@ -18,7 +18,8 @@ from oai_server.dialects import ModelTraits, detect
 from oai_server.engine.protocol import Engine
 from oai_server.errors import UnsupportedParameterError
 from oai_server.harmony.stage import HarmonyStage
-from schemas.chat import CreateChatCompletionRequest, NamedToolChoice
+from oai_server.tool_calls.plan import forces_call, offered, template_tool
+from schemas.chat import AllowedToolChoice, ChatCompletionCustomTool, CreateChatCompletionRequest
 
 FAMILY = "gpt-oss"
 NONE = "none"
@@ -71,6 +72,9 @@ class Harmony:
 
         _refuse_constraints(req)
         body = req.model_dump(mode="json", exclude_none=True)
+        if isinstance(req.tool_choice, AllowedToolChoice):  # `auto` among some of the tools
+            allowed = offered(req.tools or [], req.tool_choice)
+            body.update(tools=[template_tool(t) for t in allowed], tool_choice="auto")
         ids = render_prompt(body)
         return HarmonyRequest(
             ids,
@@ -87,12 +91,20 @@ def _refuse_constraints(req: CreateChatCompletionRequest) -> None:
     """Refuse what would constrain decoding: a grammar over the whole output would keep
     the model from writing harmony's channels (`vllm serve` builds a structural tag
     around them, which this server does not)."""
-    choice = req.tool_choice
-    if choice == "required" or isinstance(choice, NamedToolChoice):
+    if forces_call(req.tool_choice):
         raise UnsupportedParameterError(
             "tool_choice 'required' or a named function is not supported for gpt-oss "
             "(harmony) models; use 'auto'.",
             param="tool_choice",
+        )
+    custom = next(
+        (i for i, t in enumerate(req.tools or ()) if isinstance(t, ChatCompletionCustomTool)), None
+    )
+    if custom is not None:
+        # Harmony's parser reads function calls only: a custom call would come back as one.
+        raise UnsupportedParameterError(
+            "Custom tools are not supported for gpt-oss (harmony) models.",
+            param=f"tools[{custom}]",
         )
     if req.response_format is not None and req.response_format.type != "text":
         raise UnsupportedParameterError(

@@ -16,12 +16,15 @@ from schemas.chat import (
     AssistantMessage,
     ChatMessage,
     ContentPart,
+    CustomCall,
+    CustomToolCall,
     FunctionCall,
     FunctionToolCall,
     ImageContentPart,
     ImageURL,
     SystemMessage,
     TextContentPart,
+    ToolCall,
     ToolMessage,
     UserMessage,
 )
@@ -44,6 +47,8 @@ class Call:
     call_id: str
     name: str
     arguments: str
+    # A custom tool's call: `arguments` is its input text.
+    custom: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,9 +106,12 @@ def to_messages(instructions: str | None, items: Sequence[ContextItem]) -> list[
             else:
                 messages.append(SystemMessage(role="system", content=item.text))
         elif isinstance(item, Call):
-            call = FunctionToolCall(
+            call: ToolCall = FunctionToolCall(
                 id=item.call_id, function=FunctionCall(name=item.name, arguments=item.arguments)
             )
+            if item.custom:
+                custom = CustomCall(name=item.name, input=item.arguments)
+                call = CustomToolCall(id=item.call_id, type="custom", custom=custom)
             if isinstance(last, AssistantMessage):
                 last.tool_calls = [*(last.tool_calls or []), call]
             else:

@@ -18,7 +18,10 @@ from pydantic import TypeAdapter
 from oai_server.errors import InvalidRequestError, UnsupportedParameterError
 from oai_server.ids import new_id
 from oai_server.items.context import Call, CallOutput, ContextItem, Said, Thought
+from oai_server.responses.tools import qualified
 from schemas.response_items import (
+    CustomToolCallItem,
+    CustomToolCallOutputItem,
     FunctionCallItem,
     FunctionCallOutputItem,
     InputImageContent,
@@ -31,6 +34,8 @@ from schemas.response_items import (
     SummaryTextContent,
 )
 from schemas.responses import (
+    CustomToolCallInput,
+    CustomToolCallOutputInput,
     FunctionCallInput,
     FunctionCallOutputInput,
     InputImagePart,
@@ -115,36 +120,59 @@ def _reasoning(item: ReasoningInput, param: str) -> ReasoningItem:
     )
 
 
+def _output(output: str | list[InputPart], param: str) -> str | list[dict[str, Any]]:
+    """A call's output as stored: its text, or its text parts."""
+    if isinstance(output, str):
+        return output
+    return [{"type": "input_text", "text": t} for t in _texts(output, param)]
+
+
 def to_item(item: InputItem, index: int) -> Item:
     """One input item in its stored shape; items the model cannot take raise a 400."""
     param = f"input[{index}]"
     if isinstance(item, InputMessage):
         return _message(item, f"{param}.content")
     if isinstance(item, FunctionCallInput):
-        return FunctionCallItem(
+        call = FunctionCallItem(
             id=item.id or new_id("fc"),
             call_id=item.call_id,
             name=item.name,
             arguments=item.arguments,
             status=item.status or "completed",
         )
+        if item.namespace is not None:
+            call.namespace = item.namespace
+        return call
+    if isinstance(item, CustomToolCallInput):
+        custom = CustomToolCallItem(
+            id=item.id or new_id("ctc"),
+            call_id=item.call_id,
+            name=item.name,
+            input=item.input,
+            status="completed",
+        )
+        if item.namespace is not None:
+            custom.namespace = item.namespace
+        return custom
     if isinstance(item, FunctionCallOutputInput):
-        output: str | list[dict[str, Any]]
-        if isinstance(item.output, str):
-            output = item.output
-        else:
-            output = [{"type": "input_text", "text": t} for t in _texts(item.output, param)]
         return FunctionCallOutputItem(
             id=item.id or new_id("fco"),
             call_id=item.call_id,
-            output=output,
+            output=_output(item.output, param),
             status=item.status or "completed",
+        )
+    if isinstance(item, CustomToolCallOutputInput):
+        return CustomToolCallOutputItem(
+            id=item.id or new_id("ctco"),
+            call_id=item.call_id,
+            output=_output(item.output, param),
+            status="completed",
         )
     if isinstance(item, ReasoningInput):
         return _reasoning(item, param)
     raise UnsupportedParameterError(
         f"Input items of type '{item.type}' are not supported by this server; it takes "
-        "messages, 'function_call', 'function_call_output' and 'reasoning' items.",
+        "messages, function and custom tool calls and their outputs, and 'reasoning' items.",
         param=param,
     )
 
@@ -205,7 +233,11 @@ def to_context(items: Sequence[Item], files: Mapping[str, str] | None = None) ->
             )
             out.append(Said(item.role, text, images))
         elif isinstance(item, FunctionCallItem):
-            out.append(Call(item.call_id, item.name, item.arguments))
+            name = qualified(item.namespace, item.name)
+            out.append(Call(item.call_id, name, item.arguments))
+        elif isinstance(item, CustomToolCallItem):
+            name = qualified(item.namespace, item.name)
+            out.append(Call(item.call_id, name, item.input, custom=True))
         elif isinstance(item, ReasoningItem):
             parts = item.content or item.summary
             out.append(Thought(parts[0].text if parts else ""))

@@ -12,7 +12,6 @@ import base64
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from oai_server.errors import ContextLengthExceededError, InvalidRequestError, OpenAIError
 from oai_server.ids import new_id
@@ -20,6 +19,12 @@ from oai_server.items.context import oldest_to_drop
 from oai_server.responses.items import image_files, to_context, to_items
 from oai_server.responses.state import ResponseState, now_us
 from oai_server.responses.stream import ResponseRun, RunEvent
+from oai_server.responses.tools import (
+    OfferedTools,
+    echo_tool,
+    echo_tool_choice,
+    offered_tools,
+)
 from oai_server.responses.translate import chat_request, reject_unsupported
 from oai_server.services.chat import ChatJob, ChatRequest, ChatService
 from oai_server.services.metadata import check_metadata
@@ -29,7 +34,6 @@ from schemas.responses import (
     ConversationId,
     ConversationRef,
     CreateResponse,
-    FunctionTool,
     InputTokensRequest,
     Response,
 )
@@ -45,13 +49,20 @@ _PARAMS = {
 }
 
 
-def _renamed(exc: OpenAIError) -> OpenAIError:
+def _renamed(exc: OpenAIError, tools: OfferedTools | None = None) -> OpenAIError:
+    """`exc` naming the field as the Responses request calls it."""
     if exc.param is not None:
         head = exc.param.split("[", 1)[0]
+        prefixes = [p for p in _PARAMS if exc.param.startswith(f"{p}.")]
+        prefix = max(prefixes, key=len) if prefixes else None
         if exc.param in _PARAMS:
             exc.param = _PARAMS[exc.param]
+        elif prefix is not None:  # a schema's keyword: `text.format.schema.properties...`
+            exc.param = _PARAMS[prefix] + exc.param[len(prefix) :]
         elif head == "messages":
             exc.param = "input"
+        elif head == "tools" and tools is not None:
+            exc.param = tools.param(exc.param)
     return exc
 
 
@@ -98,6 +109,7 @@ class ResponsesService:
         """The chat job for `items`; with `truncation: auto`, the oldest items that do not
         fit the context window are dropped (`oldest_to_drop`: never the instructions)."""
         files = await self._image_files(items)
+        tools = offered_tools(req.tools)
         start = 0
         while True:
             try:
@@ -108,7 +120,7 @@ class ResponsesService:
                     raise _renamed(exc) from None
                 start += dropped
             except OpenAIError as exc:
-                raise _renamed(exc) from None
+                raise _renamed(exc, tools) from None
 
     async def _image_files(self, items: Sequence[Item]) -> dict[str, str]:
         """The images the items name by `file_id`, as `data:` URLs of the files' bytes
@@ -161,8 +173,8 @@ class ResponsesService:
             text=req.text.model_dump(exclude_none=True, by_alias=True)
             if req.text and req.text.format
             else {"format": {"type": "text"}},
-            tool_choice=_echo_choice(req),
-            tools=[_echo_tool(t) for t in req.tools or ()],
+            tool_choice=echo_tool_choice(req.tool_choice),
+            tools=[echo_tool(t) for t in req.tools or ()],
             truncation=req.truncation or "disabled",
             metadata=dict(req.metadata or {}),
             conversation=ConversationId(id=conversation) if conversation else None,
@@ -184,7 +196,7 @@ class ResponsesService:
 
     async def events(self, job: ResponseJob, chat: ChatRequest) -> AsyncIterator[RunEvent]:
         """The response's events; the finished response is stored before the last one."""
-        run = ResponseRun(job.response)
+        run = ResponseRun(job.response, offered_tools(job.req.tools))
         async for event in run.events(self.chat, chat):
             if isinstance(event, ResponseLifecycleEvent) and run.response.status in FINAL:
                 await self._remember(job, run.response)
@@ -192,7 +204,7 @@ class ResponsesService:
 
     async def complete(self, job: ResponseJob) -> Response:
         """The whole response: the last of its events. A failed generation raises."""
-        run = ResponseRun(job.response)
+        run = ResponseRun(job.response, offered_tools(job.req.tools))
         chat = await self.start(job)
         async for event in run.events(self.chat, chat):
             if isinstance(event, ResponseLifecycleEvent) and run.response.status in FINAL:
@@ -212,26 +224,3 @@ class ResponsesService:
             await self.state.extend_conversation(job.conversation, [*job.inputs, *response.output])
         if response.store:
             self.state.record(response, job.inputs, job.created_at_us)
-
-
-def _echo_choice(req: CreateResponse) -> str | dict[str, str]:
-    choice = req.tool_choice
-    if choice is None:
-        return "auto"
-    if isinstance(choice, str):
-        return choice
-    return {"type": choice.type, "name": getattr(choice, "name", "")}
-
-
-def _echo_tool(tool: object) -> dict[str, Any]:
-    if not isinstance(tool, FunctionTool):
-        return {"type": getattr(tool, "type", "")}
-    out: dict[str, Any] = {
-        "type": "function",
-        "name": tool.name,
-        "parameters": tool.parameters,
-        "strict": tool.strict,
-    }
-    if tool.description is not None:
-        out["description"] = tool.description
-    return out

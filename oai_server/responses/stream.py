@@ -1,7 +1,8 @@
 """One response's events: the answer's item events as Responses stream events.
 
 The text item becomes an assistant message (`response.output_text.delta` ...), each call
-item a `function_call` item (`response.function_call_arguments.delta` ...), the thinking
+item a `function_call` item (`response.function_call_arguments.delta` ...) or a
+`custom_tool_call` item (`response.custom_tool_call_input.delta` ...), the thinking
 (with a reasoning parser) a `reasoning` item (`response.reasoning_text.delta` ...), in OpenAI's
 order: an item is added, its content grows, it is done, and only then does the next
 item start. The last event carries the whole response, which is
@@ -19,6 +20,7 @@ from oai_server.error_responses import to_openai_error
 from oai_server.ids import new_id
 from oai_server.items.stream import (
     ArgumentsAdded,
+    CallItem,
     ItemAdded,
     ItemDone,
     ItemStream,
@@ -30,12 +32,15 @@ from oai_server.items.stream import (
     ThoughtItem,
 )
 from oai_server.responses.logprobs import event_logprobs, part_logprobs
+from oai_server.responses.tools import OfferedTools
 from oai_server.services.chat import ChatRequest, ChatService
 from oai_server.services.common import response_usage
 from schemas.response_events import (
     ArgumentsDeltaEvent,
     ArgumentsDoneEvent,
     ContentPartEvent,
+    CustomToolCallInputDeltaEvent,
+    CustomToolCallInputDoneEvent,
     OutputItemEvent,
     OutputTextDeltaEvent,
     OutputTextDoneEvent,
@@ -45,6 +50,7 @@ from schemas.response_events import (
     ResponseStreamEvent,
 )
 from schemas.response_items import (
+    CustomToolCallItem,
     FunctionCallItem,
     MessageItem,
     OutputTextContent,
@@ -88,6 +94,8 @@ class ResponseRun:
     """
 
     response: Response
+    # The tools offered: how a call's name is answered (a namespace's tools).
+    tools: OfferedTools = field(default_factory=OfferedTools)
     error: Exception | None = None
     _sequence: int = 0
     _items: ItemStream = field(default_factory=lambda: ItemStream(one_open=True, reasoning=True))
@@ -149,37 +157,62 @@ class ResponseRun:
             elif isinstance(event, ThoughtAdded):
                 out.append(self._thought_delta(event))
             elif isinstance(event, ArgumentsAdded):
-                call = self.response.output[event.item.index]
-                assert isinstance(call, FunctionCallItem)
-                call.arguments += event.text
-                out.append(
-                    ArgumentsDeltaEvent(
-                        item_id=call.id,
-                        output_index=event.item.index,
-                        delta=event.text,
-                        sequence_number=self._next(),
-                    )
-                )
+                out.append(self._arguments_delta(event))
             elif isinstance(event, ItemAdded):
                 self._added(event.item, out)
             else:
                 self._done(event, out)
         return out
 
+    def _arguments_delta(
+        self, event: ArgumentsAdded
+    ) -> ArgumentsDeltaEvent | CustomToolCallInputDeltaEvent:
+        call = self.response.output[event.item.index]
+        if isinstance(call, CustomToolCallItem):
+            call.input += event.text
+            return CustomToolCallInputDeltaEvent(
+                item_id=call.id,
+                output_index=event.item.index,
+                delta=event.text,
+                sequence_number=self._next(),
+            )
+        assert isinstance(call, FunctionCallItem)
+        call.arguments += event.text
+        return ArgumentsDeltaEvent(
+            item_id=call.id,
+            output_index=event.item.index,
+            delta=event.text,
+            sequence_number=self._next(),
+        )
+
+    def _call(self, added: CallItem) -> FunctionCallItem | CustomToolCallItem:
+        """The item of a call, named as its tool was given (`namespace` and `name`)."""
+        namespace, name = self.tools.call_name(added.name)
+        item: FunctionCallItem | CustomToolCallItem
+        if added.custom:
+            item = CustomToolCallItem(
+                id=new_id("ctc"), call_id=added.call_id, name=name, input="", status="in_progress"
+            )
+        else:
+            item = FunctionCallItem(
+                id=new_id("fc"),
+                call_id=added.call_id,
+                name=name,
+                arguments="",
+                status="in_progress",
+            )
+        if namespace is not None:
+            item.namespace = namespace
+        return item
+
     def _added(self, added: OutputItem, out: list[RunEvent]) -> None:
-        item: MessageItem | FunctionCallItem | ReasoningItem
+        item: MessageItem | FunctionCallItem | CustomToolCallItem | ReasoningItem
         if isinstance(added, TextItem):
             item = MessageItem(id=new_id("msg"), role="assistant", status="in_progress", content=[])
         elif isinstance(added, ThoughtItem):
             item = ReasoningItem(id=new_id("rs"), status="in_progress")
         else:
-            item = FunctionCallItem(
-                id=new_id("fc"),
-                call_id=added.call_id,
-                name=added.name,
-                arguments="",
-                status="in_progress",
-            )
+            item = self._call(added)
         self.response.output.append(item)
         out.append(
             OutputItemEvent(
@@ -279,6 +312,15 @@ class ResponseRun:
                 )
             )
             out.append(self._part_event("response.content_part.done", item, index))
+        elif isinstance(item, CustomToolCallItem):
+            out.append(
+                CustomToolCallInputDoneEvent(
+                    item_id=item.id,
+                    output_index=index,
+                    input=item.input,
+                    sequence_number=self._next(),
+                )
+            )
         else:
             assert isinstance(item, FunctionCallItem)
             out.append(

@@ -13,23 +13,11 @@ from typing import Any
 from oai_server.errors import InvalidRequestError, UnsupportedParameterError
 from oai_server.items.context import to_messages
 from oai_server.responses.items import to_context
-from schemas.chat import (
-    ChatCompletionTool,
-    CreateChatCompletionRequest,
-    FunctionDefinition,
-    NamedToolChoice,
-    NamedToolChoiceFunction,
-    ToolChoice,
-)
+from oai_server.responses.tools import chat_tool_choice, offered_tools
+from schemas.chat import CreateChatCompletionRequest
 from schemas.common import ResponseFormat, StreamOptions
 from schemas.response_items import Item
-from schemas.responses import (
-    CreateResponse,
-    FunctionTool,
-    InputTokensRequest,
-    TextConfig,
-    ToolChoiceFunction,
-)
+from schemas.responses import CreateResponse, InputTokensRequest, TextConfig
 
 # `include` values that ask for nothing this server produces (no encrypted reasoning, no built-in
 # tools ran): accepted, since there is nothing they would add.
@@ -74,36 +62,6 @@ def reject_unsupported(req: CreateResponse | InputTokensRequest) -> None:
             raise _unsupported("include", f"include '{value}'")
 
 
-def _tools(req: CreateResponse | InputTokensRequest) -> list[ChatCompletionTool] | None:
-    if not req.tools:
-        return None
-    out: list[ChatCompletionTool] = []
-    for i, tool in enumerate(req.tools):
-        if not isinstance(tool, FunctionTool):
-            raise _unsupported(f"tools[{i}]", f"The built-in tool '{tool.type}'")
-        out.append(
-            ChatCompletionTool(
-                type="function",
-                function=FunctionDefinition(
-                    name=tool.name,
-                    description=tool.description,
-                    parameters=tool.parameters,
-                    strict=tool.strict,
-                ),
-            )
-        )
-    return out
-
-
-def _tool_choice(req: CreateResponse | InputTokensRequest) -> ToolChoice:
-    choice = req.tool_choice
-    if choice is None or isinstance(choice, str):
-        return choice
-    if isinstance(choice, ToolChoiceFunction):
-        return NamedToolChoice(type="function", function=NamedToolChoiceFunction(name=choice.name))
-    raise _unsupported("tool_choice", f"tool_choice of type '{choice.type}'")
-
-
 def response_format(text: TextConfig | None) -> ResponseFormat | None:
     """`text.format` as chat's `response_format`."""
     fmt = text.format if text is not None else None
@@ -132,11 +90,12 @@ def chat_request(
     messages = to_messages(req.instructions, to_context(items, files))
     if not messages:
         raise InvalidRequestError("The request has no input.", param="input")
+    offered = offered_tools(req.tools)
     chat = CreateChatCompletionRequest(
         model=req.model,
         messages=messages,
-        tools=_tools(req),
-        tool_choice=_tool_choice(req),
+        tools=offered.tools or None,
+        tool_choice=chat_tool_choice(req.tool_choice, offered),
         parallel_tool_calls=req.parallel_tool_calls,
         response_format=response_format(req.text),
     )

@@ -135,7 +135,7 @@ class _InputDecoder:
                 return ""
             escape, self.escape = self.escape, ""
             try:
-                decoded = json.loads(f'"{escape}"')
+                decoded = str(json.loads(f'"{escape}"'))
             except ValueError:
                 decoded = escape
             if "\ud800" <= decoded <= "\udbff":
@@ -144,7 +144,7 @@ class _InputDecoder:
             if self.high:
                 pair, self.high = self.high + decoded, ""
                 return pair.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-            return str(decoded)
+            return decoded
         if ch == "\\":
             self.escape = ch
             return ""

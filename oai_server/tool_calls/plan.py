@@ -141,6 +141,11 @@ def _allowed(tools: list[tuple[int, Tool]], allowed: AllowedTools) -> list[tuple
     return [(i, t) for i, t in tools if (t.type, _name(t)) in names]
 
 
+def offered(tools: list[Tool], choice: AllowedToolChoice) -> list[Tool]:
+    """The tools `choice` allows (a 400 for one it names that `tools` lacks)."""
+    return [t for _, t in _allowed(list(enumerate(tools)), choice.allowed_tools)]
+
+
 def _check_compiled(tools: list[tuple[int, Tool]], choice: ToolChoice) -> None:
     """Bound the schemas the grammar compiler will see: those `choice` forces, and strict
     tools'. A schema only shown to the model is bounded by the body size alone."""

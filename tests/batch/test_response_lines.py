@@ -95,7 +95,11 @@ def test_response_lines_the_live_route_refuses_fail_the_batch(store_url: str) ->
         refused = {
             "model": {"model": "no-such-model", "input": "x"},
             "others": {"input": "x", "previous_response_id": alices},
-            "tool": {"input": "x", "tools": [{"type": "web_search"}]},
+            "tool": {
+                "input": "x",
+                "tools": [{"type": "web_search"}],
+                "tool_choice": {"type": "web_search_preview"},
+            },
             "empty": {"input": []},
         }
         lines = [response_line("ok", input="fine")]

@@ -140,6 +140,7 @@ def _parse_spec() -> dict[str, Any]:
     }
     _allow_unscored_echo_token(schemas["CreateCompletionResponse"])
     _allow_request_roles(schemas)
+    _allow_streamed_custom_tool_calls(schemas["ChatCompletionMessageToolCallChunk"])
     schemas.setdefault(
         COMPLETION_STREAM_SCHEMA, _completion_stream_schema(schemas["CreateCompletionResponse"])
     )
@@ -175,6 +176,22 @@ def _allow_request_roles(schemas: dict[str, Any]) -> None:
     }
     items = schemas["ChatCompletionMessageList"]["properties"]["data"]["items"]
     items["allOf"] = [message, *items["allOf"][1:]]
+
+
+def _allow_streamed_custom_tool_calls(chunk_schema: dict[str, Any]) -> None:
+    """Erratum: a streamed custom tool call is `type: "custom"` with `custom: {name, input}`.
+
+    The whole message's tool calls may be custom (`ChatCompletionMessageCustomToolCall`),
+    but the chunk's `type` lists `function` only and it has no `custom`: the spec's own
+    gap (openai/openai-openapi#576; OpenAI streams them so, and its SDKs read them as
+    such). The enum is widened and `custom` added, in the message's shape made partial.
+    """
+    properties = chunk_schema["properties"]
+    properties["type"] = {**properties["type"], "enum": ["function", "custom"]}
+    properties["custom"] = {
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "input": {"type": "string"}},
+    }
 
 
 def _cache_file() -> Path:

@@ -126,7 +126,11 @@ def test_text_format_reaches_the_engine() -> None:
     ("options", "param"),
     [
         ({"reasoning": {"summary": "auto"}}, "reasoning.summary"),
-        ({"tools": [{"type": "web_search"}]}, "tools[0]"),
+        # A hosted tool is accepted (not offered); forcing one cannot be served.
+        (
+            {"tools": [{"type": "web_search"}], "tool_choice": {"type": "web_search_preview"}},
+            "tool_choice",
+        ),
         (
             # This model takes no images (the vision tests serve one that does).
             {"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]},

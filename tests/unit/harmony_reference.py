@@ -24,7 +24,7 @@ def engine_for(text: str) -> FakeEngine:
 
 def ask(**overrides: Any) -> dict[str, Any]:
     """A chat request of `MESSAGES` with `TOOLS`."""
-    return chat_body(messages=MESSAGES, tools=TOOLS, **overrides)
+    return chat_body(**{"messages": MESSAGES, "tools": TOOLS, **overrides})
 
 
 def _vllm_parser(body: dict[str, Any]) -> tuple[Any, Any]:

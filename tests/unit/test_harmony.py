@@ -207,6 +207,21 @@ async def test_earlier_turns_reach_the_model_in_harmony() -> None:
             "tool_choice",
         ),
         ({"response_format": {"type": "json_object"}}, "response_format"),
+        (
+            {
+                "tool_choice": {
+                    "type": "allowed_tools",
+                    "allowed_tools": {
+                        "mode": "required",
+                        "tools": [
+                            {"type": "function", "function": {"name": "get_current_weather"}}
+                        ],
+                    },
+                }
+            },
+            "tool_choice",
+        ),
+        ({"tools": [*TOOLS, {"type": "custom", "custom": {"name": "patch"}}]}, "tools[2]"),
     ],
 )
 async def test_what_harmony_cannot_serve_is_refused(overrides: dict[str, Any], param: str) -> None:

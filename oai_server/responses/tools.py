@@ -1,0 +1,202 @@
+"""A Responses request's tools as the chat tools the model is offered.
+
+- `function` and `custom` tools are offered as they are (chat has both).
+- A `namespace` tool's functions and custom tools are offered each under its qualified
+  name, `<namespace>.<name>` (as harmony addresses a namespace's functions); a call of
+  one is answered with its own `name` and the `namespace` field.
+- Hosted tools (`web_search`, `file_search`, `code_interpreter`, `mcp`, ...) run on
+  OpenAI's side: this server cannot run them, so they are accepted and not offered.
+  A `tool_choice` that forces one is a 400, since the answer could not be what was asked.
+- `allowed_tools` names tools by type and name; hosted ones among them are left out.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from oai_server.errors import InvalidRequestError, UnsupportedParameterError
+from schemas.chat import (
+    AllowedToolChoice,
+    AllowedTools,
+    ChatCompletionCustomTool,
+    ChatCompletionTool,
+    CustomToolProperties,
+    FunctionDefinition,
+    Grammar,
+    GrammarFormat,
+    NamedToolChoice,
+    NamedToolChoiceCustom,
+    NamedToolChoiceFunction,
+    TextFormat,
+    Tool,
+    ToolChoice,
+)
+from schemas.responses import (
+    CustomTool,
+    FunctionTool,
+    GrammarInputFormat,
+    NamespaceTool,
+    OtherToolChoice,
+    ToolChoiceAllowed,
+    ToolChoiceCustom,
+    ToolChoiceFunction,
+)
+from schemas.responses import Tool as ResponsesTool
+from schemas.responses import ToolChoice as ResponsesToolChoice
+
+# A chat tool's field, as the chat service names it: `tools[3].function.` or `tools[3].custom.`.
+_CHAT_TOOL = re.compile(r"tools\[(\d+)\]\.(?:function|custom)")
+
+
+def qualified(namespace: str | None, name: str) -> str:
+    """The name a namespace's tool is offered (and called back) under."""
+    return name if namespace is None else f"{namespace}.{name}"
+
+
+@dataclass(frozen=True)
+class OfferedTools:
+    """The chat tools a request's tools come to, and how to name their calls back."""
+
+    tools: list[Tool] = field(default_factory=list)
+    # Offered name -> (namespace, name), for the tools of a namespace.
+    namespaced: dict[str, tuple[str, str]] = field(default_factory=dict)
+    # Hosted tools sent, by type: accepted, not offered.
+    hosted: frozenset[str] = frozenset()
+    # Where each chat tool is in the request (`tools[1].tools[0]`), to name it in errors.
+    params: list[str] = field(default_factory=list)
+
+    def param(self, chat_param: str) -> str:
+        """`chat_param` (`tools[0].function.parameters...`) as the request names it."""
+        match = _CHAT_TOOL.match(chat_param)
+        if match is None or int(match[1]) >= len(self.params):
+            return chat_param
+        return self.params[int(match[1])] + chat_param[match.end() :]
+
+    def call_name(self, offered: str) -> tuple[str | None, str]:
+        """The `namespace` (None: none) and `name` a call of `offered` is answered with."""
+        found = self.namespaced.get(offered)
+        return (None, offered) if found is None else found
+
+
+def _chat_tool(tool: FunctionTool | CustomTool, namespace: str | None) -> Tool:
+    name = qualified(namespace, tool.name)
+    if isinstance(tool, FunctionTool):
+        definition = FunctionDefinition(
+            name=name, description=tool.description, parameters=tool.parameters, strict=tool.strict
+        )
+        return ChatCompletionTool(type="function", function=definition)
+    fmt: TextFormat | GrammarFormat | None = None
+    if isinstance(tool.format, GrammarInputFormat):
+        grammar = Grammar(definition=tool.format.definition, syntax=tool.format.syntax)
+        fmt = GrammarFormat(type="grammar", grammar=grammar)
+    custom = CustomToolProperties(name=name, description=tool.description, format=fmt)
+    return ChatCompletionCustomTool(type="custom", custom=custom)
+
+
+def offered_tools(tools: Sequence[ResponsesTool] | None) -> OfferedTools:
+    """The chat tools `tools` are offered as (hosted ones left out)."""
+    chat: list[Tool] = []
+    namespaced: dict[str, tuple[str, str]] = {}
+    hosted: set[str] = set()
+    params: list[str] = []
+    for i, tool in enumerate(tools or ()):
+        if isinstance(tool, FunctionTool | CustomTool):
+            chat.append(_chat_tool(tool, None))
+            params.append(f"tools[{i}]")
+        elif isinstance(tool, NamespaceTool):
+            for j, inner in enumerate(tool.tools):
+                chat.append(_chat_tool(inner, tool.name))
+                params.append(f"tools[{i}].tools[{j}]")
+                namespaced[qualified(tool.name, inner.name)] = (tool.name, inner.name)
+        else:
+            hosted.add(tool.type)
+    return OfferedTools(chat, namespaced, frozenset(hosted), params)
+
+
+def _forced_hosted(kind: str) -> UnsupportedParameterError:
+    return UnsupportedParameterError(
+        f"tool_choice forces the hosted tool '{kind}', which this server cannot run; "
+        "hosted tools are accepted in 'tools' but not offered to the model.",
+        param="tool_choice",
+    )
+
+
+def _allowed_entry(entry: dict[str, Any], offered: OfferedTools) -> list[dict[str, Any]]:
+    """One `allowed_tools` entry as chat's entries: a namespace's tools each, none for a
+    hosted tool."""
+    kind, name = entry.get("type"), entry.get("name")
+    if kind == "namespace" and isinstance(name, str):
+        return [
+            _chat_entry(tool)
+            for tool in offered.tools
+            if offered.call_name(_offered_name(tool))[0] == name
+        ]
+    if kind in ("function", "custom") and isinstance(name, str):
+        namespace = entry.get("namespace")
+        full = qualified(namespace if isinstance(namespace, str) else None, name)
+        return [{"type": kind, kind: {"name": full}}]
+    if kind in ("function", "custom", "namespace"):
+        raise InvalidRequestError(
+            f"An allowed tool of type '{kind}' needs its 'name'.",
+            param="tool_choice.tools",
+        )
+    return []
+
+
+def _offered_name(tool: Tool) -> str:
+    return tool.custom.name if isinstance(tool, ChatCompletionCustomTool) else tool.function.name
+
+
+def _chat_entry(tool: Tool) -> dict[str, Any]:
+    return {"type": tool.type, tool.type: {"name": _offered_name(tool)}}
+
+
+def chat_tool_choice(choice: ResponsesToolChoice | None, offered: OfferedTools) -> ToolChoice:
+    """Chat's `tool_choice` for a Responses one, over the tools actually `offered`."""
+    if choice is None or isinstance(choice, str):
+        if choice in (None, "auto") and not offered.tools:
+            return None  # only hosted tools: nothing to choose from
+        if choice == "required" and not offered.tools and offered.hosted:
+            raise _forced_hosted(sorted(offered.hosted)[0])
+        return choice
+    if isinstance(choice, ToolChoiceFunction):
+        return NamedToolChoice(type="function", function=NamedToolChoiceFunction(name=choice.name))
+    if isinstance(choice, ToolChoiceCustom):
+        return NamedToolChoiceCustom(
+            type="custom", custom=NamedToolChoiceFunction(name=choice.name)
+        )
+    if isinstance(choice, ToolChoiceAllowed):
+        entries = [e for entry in choice.tools for e in _allowed_entry(entry, offered)]
+        if not entries and choice.mode == "required":
+            kinds = [str(e.get("type")) for e in choice.tools] or ["none"]
+            raise _forced_hosted(kinds[0])
+        if not entries:
+            return "none"
+        return AllowedToolChoice(
+            type="allowed_tools", allowed_tools=AllowedTools(mode=choice.mode, tools=entries)
+        )
+    assert isinstance(choice, OtherToolChoice)
+    raise _forced_hosted(choice.type)
+
+
+def echo_tool_choice(choice: ResponsesToolChoice | None) -> str | dict[str, Any]:
+    """`tool_choice` as the response object repeats it."""
+    if choice is None:
+        return "auto"
+    if isinstance(choice, str):
+        return choice
+    return choice.model_dump(exclude_none=True)
+
+
+def echo_tool(tool: ResponsesTool) -> dict[str, Any]:
+    """A tool as the response object repeats it (a function's `parameters` and `strict`
+    always there, as OpenAI's are)."""
+    if isinstance(tool, FunctionTool):
+        out = tool.model_dump(exclude_none=True)
+        out.setdefault("parameters", None)
+        out.setdefault("strict", None)
+        return out
+    return tool.model_dump(exclude_none=True)
