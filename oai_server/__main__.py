@@ -5,6 +5,7 @@ oai-server --model Qwen/Qwen2.5-7B-Instruct --host 0.0.0.0 --tensor-parallel-siz
 oai-server --model qwen=Qwen/Qwen2.5-0.5B-Instruct --model smol=/models/smollm2
 oai-server --models-file models.yaml
 oai-server serve Qwen/Qwen2.5-7B-Instruct -tp 2 --quantization fp8   # a vllm serve line
+oai-server key-id sk-...         # the id logs, metrics and the Usage API name that key by
 """
 
 from __future__ import annotations
@@ -24,11 +25,12 @@ from pydantic_settings import SettingsError
 
 from oai_server.app import create_app
 from oai_server.assembly import build_embedding_engine, build_engine
-from oai_server.cli import parse_command_line
+from oai_server.cli import parse_command_line, print_key_ids
 from oai_server.lifecycle import Lifecycle, Phase
 from oai_server.models.embedded_embedding import EmbeddedEmbeddingModelError
 from oai_server.models.entries import ModelEntry, ModelsFileError, model_entries
 from oai_server.models.registry import DuplicateModelError
+from oai_server.secret import SecretFileError
 from oai_server.settings import EMBEDDED_MODEL_NAME, Settings
 from oai_server.startup import (
     configure_logging,
@@ -114,8 +116,15 @@ def _check_hub_models(entries: list[ModelEntry]) -> None:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Parse flags and environment, then serve until stopped."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["key-id"]:
+        try:
+            print_key_ids(args[1:])
+        except SecretFileError as exc:
+            sys.exit(f"oai-server: {exc}")
+        return
     try:
-        command_line = parse_command_line(sys.argv[1:] if argv is None else argv)
+        command_line = parse_command_line(args)
     except ValidationError as exc:
         sys.exit(f"oai-server: {invalid_settings(exc)}")
     except (SettingsError, ValueError) as exc:  # a flag's value that could not be parsed
@@ -132,7 +141,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         embedder = build_embedding_engine(settings, entries)
         engine = build_engine(settings, entries)
         app = create_app(settings, engine, embedder=embedder, entries=entries)
-    except (DuplicateModelError, EmbeddedEmbeddingModelError, ModelsFileError) as exc:
+    except (
+        DuplicateModelError,
+        EmbeddedEmbeddingModelError,
+        ModelsFileError,
+        SecretFileError,
+    ) as exc:
         sys.exit(f"oai-server: {exc}")
     if any(e.kind == "chat" and e.model is None for e in entries):
         logger.info("no chat model named: serving the embedded %s", EMBEDDED_MODEL_NAME)

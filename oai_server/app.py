@@ -69,6 +69,7 @@ from oai_server.resilience import Dependencies
 from oai_server.responses.background import BackgroundRuns
 from oai_server.routes import chat, completions, models, system, tokenize
 from oai_server.routes import embeddings as embedding_routes
+from oai_server.secret import ServerSecret
 from oai_server.services.chat import ChatService
 from oai_server.services.completions import CompletionService
 from oai_server.services.tokenize import TokenizeService
@@ -193,6 +194,7 @@ def _core(
         lifecycle=Lifecycle(served, settings.drain_timeout),
         created=int(time.time()),
         dependencies=dependencies,
+        secret=ServerSecret.load(settings.secret_key, settings.data_dir),
         models=registry,
         adapters=adapters,
         embedder=embedder,
@@ -284,7 +286,7 @@ def _wire(
         realtime.feature(None if limiter is None else limiter.settle),
         lora.feature(core),
         # Middleware in this order, inside the core's: keys, then limits (per key).
-        auth.feature(settings, OPEN),
+        auth.feature(settings, core.secret, OPEN),
         limited,
         embedded,
         *(make(core) for make in extra),

@@ -1,5 +1,7 @@
 """The command line: a `vllm serve` command line, unchanged, and our own flags beside it.
 
+`oai-server key-id KEY...` prints the id the server names each API key by.
+
 `oai-server serve MODEL [flags]` (or `oai-server [flags]`) takes every flag `vllm serve`
 takes, parsed by vLLM's own parser (`engine/vllm/flags.py`), and every flag of
 `Settings`, parsed by pydantic-settings. What vLLM's parser read then lands in one of
@@ -23,11 +25,14 @@ import logging
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from pydantic_settings import CliApp
 
+from oai_server.auth.keys import key_id
 from oai_server.engine.settings import EngineOptions
+from oai_server.secret import ServerSecret
 from oai_server.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -192,3 +197,24 @@ def print_help() -> None:
         "\nEvery flag of `vllm serve` is taken as well; its engine arguments:\n\n"
         + vllm_flags.engine_help()
     )
+
+
+def print_key_ids(argv: Sequence[str]) -> None:
+    """`oai-server key-id KEY...`: the id this deployment names each key by (in logs,
+    metrics, the Usage API and `--service-tier-priority-keys`), under its secret."""
+    parser = argparse.ArgumentParser(prog=f"{PROG} key-id", description=print_key_ids.__doc__)
+    parser.add_argument("key", nargs="+", help="an API key")
+    parser.add_argument("--secret-key", help="the server's --secret-key (else OAI_SECRET_KEY)")
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        help="the server's --data-dir, which keeps "
+        "its generated secret (else OAI_DATA_DIR, else the default)",
+    )
+    args = parser.parse_args(list(argv))
+    settings = Settings()
+    secret = ServerSecret.load(
+        args.secret_key or settings.secret_key, args.data_dir or settings.data_dir
+    )
+    for key in args.key:
+        print(key_id(key, secret))

@@ -277,9 +277,9 @@ class Settings(BaseSettings, EngineOptions):
     service_tier_priority_keys: Annotated[list[str] | None, NoDecode] = Field(
         None,
         description="The API keys, by id ('key-' and 12 hex digits, as the access log names "
-        "them), that may ask for service_tier 'priority' or a negative 'priority' (repeat, or "
-        "comma-separated); default: every key. Another key's 'priority' request is served at "
-        "the 'default' tier.",
+        "them; 'oai-server key-id KEY' prints one), that may ask for service_tier "
+        "'priority' or a negative 'priority' (repeat, or comma-separated); default: every "
+        "key. Another key's 'priority' request is served at the 'default' tier.",
     )
 
     # --- Ray Serve (oai_server.ray_serve; ignored by the plain server) ------------
@@ -349,6 +349,14 @@ class Settings(BaseSettings, EngineOptions):
         description="An admin key: accepted as --api-key is, and the only kind the Usage API "
         "(/v1/organization/usage/...) answers (others get 403); repeat the flag for several, "
         "or give them comma-separated in OAI_ADMIN_API_KEY.",
+    )
+    secret_key: str | None = Field(
+        None,
+        min_length=16,  # oai_server.secret.MIN_LENGTH
+        description="The deployment's secret: keys the API-key ids of logs, metrics and the "
+        "Usage API (HMAC) and the encrypted reasoning of 'reasoning.encrypted_content' "
+        "(AES-GCM); replicas behind one gateway must share it. Unset: generated on the first "
+        "start and kept in --data-dir/secret (mode 0600).",
     )
     rate_limit_rpm: int | None = Field(
         None, ge=1, description="Requests per key per window (default: no limit); over it, 429."

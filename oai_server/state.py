@@ -20,6 +20,7 @@ from oai_server.models.adapters import AdapterEngine
 from oai_server.observability.engine import InstrumentedEngine
 from oai_server.observability.metrics import Metrics
 from oai_server.resilience import Dependencies
+from oai_server.secret import ServerSecret
 from oai_server.services.chat import ChatService
 from oai_server.services.completions import CompletionService
 from oai_server.services.tokenize import TokenizeService
@@ -39,6 +40,8 @@ class ServerState:
     created: int
     # Redis and the database, each behind one breaker: /health and oai_dependency_up.
     dependencies: Dependencies
+    # The deployment's secret: API-key ids and sealed reasoning are keyed with it.
+    secret: ServerSecret
     # Every model served, by the name clients use.
     models: ModelRegistry = field(default_factory=ModelRegistry)
     # Adapters of the chat model loaded after start-up, when the server serves LoRA.

@@ -120,6 +120,8 @@ class ReasoningItem(ResponseModel):
     type: Literal["reasoning"] = "reasoning"
     summary: list[SummaryTextContent] = Field(default_factory=list)
     content: list[ReasoningTextContent] = Field(default_factory=list)
+    # Sent only when asked for (`include: ["reasoning.encrypted_content"]`).
+    encrypted_content: str | None = None
     status: ItemStatus
 
 

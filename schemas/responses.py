@@ -18,6 +18,7 @@ from pydantic import ConfigDict, Discriminator, Field, Tag
 from schemas.common import (
     CacheSalt,
     Metadata,
+    Penalty,
     RequestModel,
     ResponseModel,
     ServiceTier,
@@ -293,7 +294,20 @@ class TextFormat(RequestModel):
 
 class TextConfig(RequestModel):
     format: TextFormat | None = None
-    verbosity: str | None = None
+    verbosity: Literal["low", "medium", "high"] | None = None
+
+
+SummaryKind = Literal["auto", "concise", "detailed"]
+
+
+class ReasoningConfig(RequestModel):
+    """`reasoning`: how hard the model thinks, and what a client would like shown of it."""
+
+    effort: str | None = None
+    summary: SummaryKind | None = None
+    generate_summary: SummaryKind | None = None  # the deprecated name of `summary`
+    mode: str | None = None
+    context: Literal["auto", "current_turn", "all_turns"] | None = None
 
 
 class ConversationRef(RequestModel):
@@ -319,16 +333,23 @@ class CreateResponse(RequestModel):
     truncation: Literal["auto", "disabled"] | None = None
     include: list[str] | None = None
     background: bool | None = None
-    reasoning: dict[str, Any] | None = None
+    reasoning: ReasoningConfig | None = None
     prompt: dict[str, Any] | None = None
     max_tool_calls: int | None = None
     top_logprobs: Annotated[int, Field(ge=0, le=20)] | None = None
     # OpenAI's `ServiceTierResponses`: the chat tiers and `ultrafast` (served as default).
     service_tier: ServiceTier | Literal["ultrafast"] | None = None
     user: str | None = None
-    safety_identifier: str | None = None
+    safety_identifier: Annotated[str, Field(max_length=64)] | None = None
     prompt_cache_key: Annotated[str, Field(max_length=64)] | None = None
+    prompt_cache_retention: Literal["in_memory", "24h"] | None = None
+    prompt_cache_options: dict[str, Any] | None = None
+    moderation: dict[str, Any] | None = None
+    context_management: list[dict[str, Any]] | None = None
     stream_options: dict[str, Any] | None = None
+    # Open Responses' sampling penalties, as chat completions take them.
+    presence_penalty: Penalty = None
+    frequency_penalty: Penalty = None
     cache_salt: CacheSalt | None = None  # vLLM's extension, as on chat completions
 
 
@@ -344,7 +365,7 @@ class InputTokensRequest(RequestModel):
     text: TextConfig | None = None
     previous_response_id: str | None = None
     conversation: str | ConversationRef | None = None
-    reasoning: dict[str, Any] | None = None
+    reasoning: ReasoningConfig | None = None
     truncation: Literal["auto", "disabled"] | None = None
 
 
@@ -412,7 +433,15 @@ class Response(ResponseModel):
     conversation: ConversationId | None
     service_tier: str = "default"
     user: str | None = None
+    # Sent as null where the request did not set them (`prepare` sets each, None included);
+    # optional so that responses stored before they were echoed still read back.
     top_logprobs: int | None = None
+    max_tool_calls: int | None = None
+    safety_identifier: str | None = None
+    prompt_cache_key: str | None = None
+    prompt_cache_retention: str | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
 
 
 class ResponseItemList(ResponseModel):

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from oai_server.secret import ServerSecret
 
-def key_id(key: str) -> str:
-    """A short id for `key` that logs and metrics can show: the key cannot be read back."""
-    return "key-" + hashlib.sha256(key.encode()).hexdigest()[:12]
+# The HMAC's use name: `key-` and the first 12 hex digits of HMAC-SHA256 under its key.
+KEY_ID_USE = "api-key-id"
+
+
+def key_id(key: str, secret: ServerSecret) -> str:
+    """A short id for `key` that logs and metrics can show: keyed with the server's secret,
+    so that neither the key nor a guess at it can be checked against the id without it."""
+    return "key-" + secret.mac(KEY_ID_USE, key)[:12]
 
 
 @dataclass(frozen=True)
@@ -21,9 +26,9 @@ class KeyRing:
     keys: tuple[tuple[bytes, str], ...]
 
     @classmethod
-    def of(cls, keys: Iterable[str]) -> KeyRing:
+    def of(cls, keys: Iterable[str], secret: ServerSecret) -> KeyRing:
         unique = dict.fromkeys(k for k in keys if k)
-        return cls(tuple((k.encode(), key_id(k)) for k in unique))
+        return cls(tuple((k.encode(), key_id(k, secret)) for k in unique))
 
     def __bool__(self) -> bool:
         return bool(self.keys)
@@ -51,9 +56,9 @@ def read_keys_file(path: Path) -> list[str]:
     return keys
 
 
-def load_keys(api_keys: Iterable[str], keys_file: Path | None) -> KeyRing:
+def load_keys(api_keys: Iterable[str], keys_file: Path | None, secret: ServerSecret) -> KeyRing:
     """Every key given by flag or environment, plus those of `keys_file`."""
     keys = list(api_keys)
     if keys_file is not None:
         keys += read_keys_file(keys_file)
-    return KeyRing.of(keys)
+    return KeyRing.of(keys, secret)

@@ -51,7 +51,7 @@ def feature(
     endpoints: dict[str, Endpoint] = {
         "/v1/chat/completions": ServiceEndpoint(CreateChatCompletionRequest, core.chat),
         "/v1/completions": ServiceEndpoint(CreateCompletionRequest, core.completions),
-        "/v1/responses": ResponsesEndpoint(core.chat, store),
+        "/v1/responses": ResponsesEndpoint(core.chat, store, core.secret),
     }
     if embeddings is not None:
         # On the embedding model's own engine: its lines never share a step with the chat,

@@ -16,6 +16,7 @@ from oai_server.errors import InvalidRequestError
 from oai_server.http.answer import GenerationService
 from oai_server.responses.service import ResponsesService
 from oai_server.responses.state import ResponseState
+from oai_server.secret import ServerSecret
 from oai_server.services.chat import ChatService
 from oai_server.store.service import StoreService
 from schemas.anthropic import MessagesRequest
@@ -74,12 +75,13 @@ class ResponsesEndpoint(Endpoint):
 
     schema = CreateResponse
 
-    def __init__(self, chat: ChatService, store: StoreService) -> None:
+    def __init__(self, chat: ChatService, store: StoreService, secret: ServerSecret) -> None:
         self.chat = chat
         self.store = store
+        self.secret = secret
 
     def _service(self, owner: str) -> ResponsesService:
-        return ResponsesService(self.chat, ResponseState(self.store, owner))
+        return ResponsesService(self.chat, ResponseState(self.store, owner), self.secret)
 
     async def check(self, body: Any, owner: str) -> None:
         if body.background:

@@ -26,7 +26,7 @@ def feature(core: ServerState, store: StoreService | None) -> Feature[Background
     runs = None if store is None else BackgroundRuns(core.engine.abort_all)
     endpoints = [
         *routes.router(core, kept, runs).routes,
-        *conversations.router(core.settings, kept).routes,
+        *conversations.router(core.settings, core.secret, kept).routes,
     ]
     if runs is None:
         return Feature(None, endpoints)

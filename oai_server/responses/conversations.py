@@ -22,6 +22,7 @@ from oai_server.responses.state import (
     stored_item,
     wire_item,
 )
+from oai_server.secret import ServerSecret
 from oai_server.services.metadata import check_metadata
 from oai_server.settings import Settings
 from oai_server.store.interface import Record, StoredObject
@@ -42,8 +43,9 @@ def _conversation(obj: StoredObject) -> Conversation:
     )
 
 
-def router(settings: Settings, kept: Kept) -> APIRouter:
-    """The routes, on `kept`'s store (each a 400 on a server that keeps nothing)."""
+def router(settings: Settings, secret: ServerSecret, kept: Kept) -> APIRouter:
+    """The routes, on `kept`'s store (each a 400 on a server that keeps nothing); `secret`
+    opens reasoning items added sealed."""
     router = APIRouter()
     limit = settings.max_request_bytes
 
@@ -52,7 +54,7 @@ def router(settings: Settings, kept: Kept) -> APIRouter:
         body = await parse_body(request, CreateConversation, limit)
         check_metadata(body.metadata)
         state = kept.stored(request)
-        items = to_items(body.items)
+        items = to_items(body.items, secret)
         created = now_us()
         conversation_id = new_id("conv")
         obj = StoredObject(
@@ -114,7 +116,7 @@ def router(settings: Settings, kept: Kept) -> APIRouter:
     async def add_conversation_items(conversation_id: str, request: Request) -> Response:
         body = await parse_body(request, AddConversationItems, limit)
         state = kept.stored(request)
-        items = to_items(body.items)
+        items = to_items(body.items, secret)
         await state.store.append_or_404(
             CONVERSATION,
             conversation_id,

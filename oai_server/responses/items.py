@@ -19,6 +19,7 @@ from oai_server.errors import InvalidRequestError, UnsupportedParameterError
 from oai_server.ids import new_id
 from oai_server.items.context import Call, CallOutput, ContextItem, Said, Thought
 from oai_server.responses.tools import qualified
+from oai_server.secret import BrokenSealError, ServerSecret
 from schemas.response_items import (
     CustomToolCallItem,
     CustomToolCallOutputItem,
@@ -47,6 +48,14 @@ from schemas.responses import (
 )
 
 ITEM = TypeAdapter[Item](Item)
+
+# What the server secret seals a reasoning item's text under (`reasoning.encrypted_content`).
+REASONING_SEAL = "responses.reasoning.encrypted_content"
+
+
+def seal_reasoning(secret: ServerSecret, item: ReasoningItem) -> str:
+    """The item's reasoning text, sealed for a client to send back in a later turn."""
+    return secret.seal(REASONING_SEAL, "".join(part.text for part in item.content))
 
 
 def _texts(parts: Sequence[InputPart], param: str) -> list[str]:
@@ -103,21 +112,29 @@ def _message(item: InputMessage, param: str) -> MessageItem:
     )
 
 
-def _reasoning(item: ReasoningInput, param: str) -> ReasoningItem:
-    """An earlier turn's reasoning; its text (or, lacking one, its summary's) goes back
-    to the model's template as vLLM's Responses sends it."""
+def _reasoning(item: ReasoningInput, param: str, secret: ServerSecret) -> ReasoningItem:
+    """An earlier turn's reasoning; its text (or, lacking one, its summary's, or what its
+    `encrypted_content` seals) goes back to the model's template as vLLM's Responses sends it."""
+    content = [ReasoningTextContent(text=p.text) for p in item.content or ()]
     if item.encrypted_content is not None:
-        raise UnsupportedParameterError(
-            "Encrypted reasoning content is not supported by this server; send the "
-            "reasoning item's 'content' as this server returned it.",
-            param=f"{param}.encrypted_content",
-        )
-    return ReasoningItem(
+        try:
+            opened = secret.unseal(REASONING_SEAL, item.encrypted_content)
+        except BrokenSealError:
+            raise InvalidRequestError(
+                f"The reasoning item's 'encrypted_content' ({param}) was not made by this "
+                "server, or was altered: send it back as this server returned it.",
+                param=f"{param}.encrypted_content",
+            ) from None
+        content = [ReasoningTextContent(text=opened)]
+    reasoning = ReasoningItem(
         id=item.id or new_id("rs"),
         summary=[SummaryTextContent(text=p.text) for p in item.summary],
-        content=[ReasoningTextContent(text=p.text) for p in item.content or ()],
+        content=content,
         status=item.status or "completed",
     )
+    if item.encrypted_content is not None:
+        reasoning.encrypted_content = item.encrypted_content
+    return reasoning
 
 
 def _output(output: str | list[InputPart], param: str) -> str | list[dict[str, Any]]:
@@ -127,8 +144,9 @@ def _output(output: str | list[InputPart], param: str) -> str | list[dict[str, A
     return [{"type": "input_text", "text": t} for t in _texts(output, param)]
 
 
-def to_item(item: InputItem, index: int) -> Item:
-    """One input item in its stored shape; items the model cannot take raise a 400."""
+def to_item(item: InputItem, index: int, secret: ServerSecret) -> Item:
+    """One input item in its stored shape; items the model cannot take raise a 400
+    (`secret` opens reasoning sent back sealed)."""
     param = f"input[{index}]"
     if isinstance(item, InputMessage):
         return _message(item, f"{param}.content")
@@ -169,7 +187,7 @@ def to_item(item: InputItem, index: int) -> Item:
             status="completed",
         )
     if isinstance(item, ReasoningInput):
-        return _reasoning(item, param)
+        return _reasoning(item, param, secret)
     raise UnsupportedParameterError(
         f"Input items of type '{item.type}' are not supported by this server; it takes "
         "messages, function and custom tool calls and their outputs, and 'reasoning' items.",
@@ -177,8 +195,9 @@ def to_item(item: InputItem, index: int) -> Item:
     )
 
 
-def to_items(input_: str | Sequence[InputItem] | None) -> list[Item]:
-    """The request's `input` as stored items, each with a fresh id where it had none."""
+def to_items(input_: str | Sequence[InputItem] | None, secret: ServerSecret) -> list[Item]:
+    """The request's `input` as stored items, each with a fresh id where it had none
+    (`secret` opens reasoning sent back sealed)."""
     if input_ is None:
         return []
     if isinstance(input_, str):
@@ -190,7 +209,7 @@ def to_items(input_: str | Sequence[InputItem] | None) -> list[Item]:
                 content=[InputTextContent(text=input_)],
             )
         ]
-    items = [to_item(item, i) for i, item in enumerate(input_)]
+    items = [to_item(item, i, secret) for i, item in enumerate(input_)]
     seen: set[str] = set()
     for i, item in enumerate(items):
         # Item ids key the stored items: a repeated one (a client sending an item twice)

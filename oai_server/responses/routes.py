@@ -82,7 +82,7 @@ def router(core: ServerState, kept: Kept, runs: BackgroundRuns | None) -> APIRou
     settings = core.settings
 
     def responses_service(request: Request) -> ResponsesService:
-        return ResponsesService(core.chat, kept.of(request))
+        return ResponsesService(core.chat, kept.of(request), core.secret)
 
     def background_runs() -> BackgroundRuns:
         if runs is None:  # they need a store, which the caller has checked

@@ -12,11 +12,13 @@ import base64
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
+from functools import partial
+from typing import Any
 
 from oai_server.errors import ContextLengthExceededError, InvalidRequestError, OpenAIError
 from oai_server.ids import new_id
 from oai_server.items.context import oldest_to_drop
-from oai_server.responses.items import image_files, to_context, to_items
+from oai_server.responses.items import image_files, seal_reasoning, to_context, to_items
 from oai_server.responses.state import ResponseState, now_us
 from oai_server.responses.stream import ResponseRun, RunEvent
 from oai_server.responses.tools import (
@@ -25,7 +27,12 @@ from oai_server.responses.tools import (
     echo_tool_choice,
     offered_tools,
 )
-from oai_server.responses.translate import chat_request, reject_unsupported
+from oai_server.responses.translate import (
+    ENCRYPTED_REASONING,
+    chat_request,
+    reject_unsupported,
+)
+from oai_server.secret import ServerSecret
 from oai_server.services.chat import ChatJob, ChatRequest, ChatService
 from oai_server.services.metadata import check_metadata
 from schemas.response_events import ResponseLifecycleEvent
@@ -85,13 +92,15 @@ class ResponseJob:
 class ResponsesService:
     chat: ChatService
     state: ResponseState | None  # None: no store configured
+    # Seals reasoning for `include: ["reasoning.encrypted_content"]` and opens it sent back.
+    secret: ServerSecret
 
     async def context(
         self, req: CreateResponse | InputTokensRequest
     ) -> tuple[list[Item], list[Item]]:
         """The remembered items before this request, and this request's new input items."""
         reject_unsupported(req)
-        inputs = to_items(req.input)
+        inputs = to_items(req.input, self.secret)
         earlier: list[Item] = []
         conversation = conversation_id(req.conversation)
         if self.state is not None and req.previous_response_id is not None:
@@ -164,25 +173,32 @@ class ResponsesService:
             output=[],
             parallel_tool_calls=req.parallel_tool_calls is not False,
             previous_response_id=req.previous_response_id,
-            reasoning=None,
+            # The effort asked for; no summary is written (`summary: []` on every item).
+            reasoning=None
+            if req.reasoning is None
+            else {"effort": req.reasoning.effort, "summary": None},
             store=req.store is not False,
             background=False,
             # What was sampled with: the request's values, else the model's own defaults.
             temperature=job.options.temperature,
             top_p=job.options.top_p,
-            text=req.text.model_dump(exclude_none=True, by_alias=True)
-            if req.text and req.text.format
-            else {"format": {"type": "text"}},
+            text=_echo_text(req),
             tool_choice=echo_tool_choice(req.tool_choice),
             tools=[echo_tool(t) for t in req.tools or ()],
             truncation=req.truncation or "disabled",
             metadata=dict(req.metadata or {}),
             conversation=ConversationId(id=conversation) if conversation else None,
+            # Echoed as the spec has them: null where the request did not set them.
+            top_logprobs=req.top_logprobs,
+            max_tool_calls=req.max_tool_calls,
+            safety_identifier=req.safety_identifier,
+            prompt_cache_key=req.prompt_cache_key,
+            prompt_cache_retention=req.prompt_cache_retention,
+            presence_penalty=job.options.presence_penalty,
+            frequency_penalty=job.options.frequency_penalty,
         )
         if req.user is not None:
             response.user = req.user
-        if req.top_logprobs is not None:
-            response.top_logprobs = req.top_logprobs
         if job.req.service_tier is not None:
             response.service_tier = job.req.service_tier  # the tier served
         return ResponseJob(req, inputs, job, response, conversation, now_us())
@@ -196,7 +212,7 @@ class ResponsesService:
 
     async def events(self, job: ResponseJob, chat: ChatRequest) -> AsyncIterator[RunEvent]:
         """The response's events; the finished response is stored before the last one."""
-        run = ResponseRun(job.response, offered_tools(job.req.tools))
+        run = self._run(job)
         async for event in run.events(self.chat, chat):
             if isinstance(event, ResponseLifecycleEvent) and run.response.status in FINAL:
                 await self._remember(job, run.response)
@@ -204,7 +220,7 @@ class ResponsesService:
 
     async def complete(self, job: ResponseJob) -> Response:
         """The whole response: the last of its events. A failed generation raises."""
-        run = ResponseRun(job.response, offered_tools(job.req.tools))
+        run = self._run(job)
         chat = await self.start(job)
         async for event in run.events(self.chat, chat):
             if isinstance(event, ResponseLifecycleEvent) and run.response.status in FINAL:
@@ -212,6 +228,13 @@ class ResponsesService:
                     raise run.error
                 await self._remember(job, run.response)
         return run.response
+
+    def _run(self, job: ResponseJob) -> ResponseRun:
+        if ENCRYPTED_REASONING not in (job.req.include or ()):
+            return ResponseRun(job.response, offered_tools(job.req.tools))
+        return ResponseRun(
+            job.response, offered_tools(job.req.tools), seal=partial(seal_reasoning, self.secret)
+        )
 
     async def _remember(self, job: ResponseJob, response: Response) -> None:
         if self.state is not None and job.background:
@@ -224,3 +247,10 @@ class ResponsesService:
             await self.state.extend_conversation(job.conversation, [*job.inputs, *response.output])
         if response.store:
             self.state.record(response, job.inputs, job.created_at_us)
+
+
+def _echo_text(req: CreateResponse) -> dict[str, Any]:
+    text: dict[str, Any] = {"format": {"type": "text"}}
+    if req.text is not None:
+        text.update(req.text.model_dump(exclude_none=True, by_alias=True))
+    return text

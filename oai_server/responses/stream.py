@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
 from oai_server.error_responses import to_openai_error
@@ -96,6 +96,8 @@ class ResponseRun:
     response: Response
     # The tools offered: how a call's name is answered (a namespace's tools).
     tools: OfferedTools = field(default_factory=OfferedTools)
+    # Each finished reasoning item's `encrypted_content`, when the request asked for it.
+    seal: Callable[[ReasoningItem], str] | None = None
     error: Exception | None = None
     _sequence: int = 0
     _items: ItemStream = field(default_factory=lambda: ItemStream(one_open=True, reasoning=True))
@@ -312,6 +314,8 @@ class ResponseRun:
                 )
             )
             out.append(self._part_event("response.content_part.done", item, index))
+            if self.seal is not None:
+                item.encrypted_content = self.seal(item)
         elif isinstance(item, CustomToolCallItem):
             out.append(
                 CustomToolCallInputDoneEvent(

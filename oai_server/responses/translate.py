@@ -19,11 +19,10 @@ from schemas.common import ResponseFormat, StreamOptions
 from schemas.response_items import Item
 from schemas.responses import CreateResponse, InputTokensRequest, TextConfig
 
-# `include` values that ask for nothing this server produces (no encrypted reasoning, no built-in
-# tools ran): accepted, since there is nothing they would add.
+# `include` values that ask for nothing this server produces (no built-in tools ran, an
+# image's URL is kept in its item anyway): accepted, since there is nothing they would add.
 HARMLESS_INCLUDES = frozenset(
     {
-        "reasoning.encrypted_content",
         "file_search_call.results",
         "web_search_call.results",
         "web_search_call.action.sources",
@@ -36,6 +35,10 @@ HARMLESS_INCLUDES = frozenset(
 
 # The `include` value that asks for the output text's token logprobs.
 LOGPROBS_INCLUDE = "message.output_text.logprobs"
+# The `include` value that asks for each reasoning item's text, sealed with the server's
+# secret, for a client that keeps the conversation itself (`store: false`).
+ENCRYPTED_REASONING = "reasoning.encrypted_content"
+SERVED_INCLUDES = HARMLESS_INCLUDES | {LOGPROBS_INCLUDE, ENCRYPTED_REASONING}
 
 
 def _unsupported(param: str, what: str) -> UnsupportedParameterError:
@@ -43,11 +46,10 @@ def _unsupported(param: str, what: str) -> UnsupportedParameterError:
 
 
 def reject_unsupported(req: CreateResponse | InputTokensRequest) -> None:
-    """Refuse what would change the answer but cannot be served; never ignore it silently."""
-    reasoning = req.reasoning or {}
-    # `effort` reaches the chat template (as chat's `reasoning_effort`); no summaries are made.
-    if any(reasoning.get(key) is not None for key in ("summary", "generate_summary")):
-        raise _unsupported("reasoning.summary", "Reasoning summaries")
+    """Refuse what would change the answer but cannot be served; never ignore it silently.
+
+    `reasoning.summary` is not among them: no summary is written (reasoning items carry
+    their text as `content` and an empty `summary`), which changes no answer."""
     if req.previous_response_id is not None and req.conversation is not None:
         raise InvalidRequestError(
             "'previous_response_id' and 'conversation' cannot both be given.",
@@ -58,7 +60,7 @@ def reject_unsupported(req: CreateResponse | InputTokensRequest) -> None:
     if req.prompt is not None:
         raise _unsupported("prompt", "Prompt templates ('prompt')")
     for value in req.include or ():
-        if value not in HARMLESS_INCLUDES and value != LOGPROBS_INCLUDE:
+        if value not in SERVED_INCLUDES:
             raise _unsupported("include", f"include '{value}'")
 
 
@@ -109,7 +111,11 @@ def chat_request(
         if LOGPROBS_INCLUDE in (req.include or ()) or req.top_logprobs is not None:
             chat.logprobs = True
             chat.top_logprobs = req.top_logprobs or 0
-        chat.reasoning_effort = (req.reasoning or {}).get("effort")
+        chat.reasoning_effort = req.reasoning.effort if req.reasoning is not None else None
+        if req.presence_penalty is not None:
+            chat.presence_penalty = req.presence_penalty
+        if req.frequency_penalty is not None:
+            chat.frequency_penalty = req.frequency_penalty
         chat.prompt_cache_key = req.prompt_cache_key
         chat.cache_salt = req.cache_salt
         # The tier served (the route resolved it; never `ultrafast`): the engine priority.

@@ -30,7 +30,7 @@ def feature(core: ServerState, store: StoreService) -> Feature[UsageWriter | Non
     meter = core.metrics.usage
     records = UsageRecords(store.database)
     writer = UsageWriter(meter, records, store.breaker)
-    admins = frozenset(key_id(key) for key in core.settings.admin_api_key if key)
+    admins = frozenset(key_id(key, core.secret) for key in core.settings.admin_api_key if key)
     routes = router(store, records, writer, store.breaker, admins)
     task: list[asyncio.Task[None]] = []
 

@@ -3,10 +3,10 @@ and always run at the engine's lowest priority."""
 
 from __future__ import annotations
 
-from oai_server.auth import key_id
 from oai_server.engine.fake import FakeEngine
 from oai_server.generation.service_tier import BATCH_PRIORITY
 from tests.batch.helpers import chat_line, read_lines, upload, wait
+from tests.keys import served_key_id
 from tests.live import serve
 from tests.store.conftest import make_app, sdk
 
@@ -20,7 +20,7 @@ def test_lines_echo_their_owners_tier_and_run_last(store_url: str) -> None:
         engine,
         scheduling_policy="priority",
         api_key=[ALLOWED, OTHER],
-        service_tier_priority_keys=[key_id(ALLOWED)],
+        service_tier_priority_keys=[served_key_id(ALLOWED)],
     )
     with serve(app) as base, sdk(base, ALLOWED) as allowed, sdk(base, OTHER) as other:
         tiers = {}
@@ -55,4 +55,7 @@ def test_lines_echo_their_owners_tier_and_run_last(store_url: str) -> None:
         ("other", "flex"): "flex",
     }
     assert {call.options.priority for call in engine.calls} == {BATCH_PRIORITY}
-    assert {call.options.cache_salt for call in engine.calls} == {key_id(ALLOWED), key_id(OTHER)}
+    assert {call.options.cache_salt for call in engine.calls} == {
+        served_key_id(ALLOWED),
+        served_key_id(OTHER),
+    }

@@ -64,8 +64,9 @@ def sample(schema: dict[str, Any]) -> Any:
         return [sample(schema.get("items", {"type": "string"}))]
     if kind == "object":
         return {"k": sample(schema.get("additionalProperties") or {"type": "string"})}
-    # Strings and paths: a directory that exists, which a setting naming one may require.
-    return "/"
+    # Strings and paths: a directory that exists, which a setting naming one may require
+    # (repeated to a string's least length: "////" is still the root).
+    return "/" * schema.get("minLength", 1)
 
 
 def settings_from_env(monkeypatch: pytest.MonkeyPatch, variables: dict[str, str]) -> Settings:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from websockets.exceptions import InvalidStatus
 
 from oai_server.app import OPEN
 from oai_server.auth import key_id, load_keys
+from oai_server.secret import ServerSecret
 from oai_server.settings import Settings
 from tests.conformance import async_validating_client
 from tests.live import serve_async
@@ -25,11 +27,12 @@ def _bearer(key: str, scheme: str = "Bearer") -> dict[str, str]:
 def test_keys_come_from_flags_env_and_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     keys_file = tmp_path / "keys"
     keys_file.write_text("# the team's keys\nfile-key-1\n\n file-key-2  # rotated monthly\n")
-    ring = load_keys(["flag-key"], keys_file)
+    secret = ServerSecret(b"the deployment's secret")
+    ring = load_keys(["flag-key"], keys_file, secret)
     assert [ident for _, ident in ring.keys] == [
-        key_id(k) for k in ("flag-key", "file-key-1", "file-key-2")
+        key_id(k, secret) for k in ("flag-key", "file-key-1", "file-key-2")
     ]
-    assert ring.match(b"file-key-2") == key_id("file-key-2")
+    assert ring.match(b"file-key-2") == key_id("file-key-2", secret)
     assert ring.match(b"file-key") is None
     monkeypatch.setenv("OAI_API_KEY", "env-a,env-b")
     assert Settings().api_key == ["env-a", "env-b"]
@@ -39,9 +42,12 @@ def test_keys_come_from_flags_env_and_file(tmp_path: Path, monkeypatch: pytest.M
 
 
 def test_key_id_is_short_and_not_the_key() -> None:
-    ident = key_id("sk-secret")
-    assert ident == "key-" + hashlib.sha256(b"sk-secret").hexdigest()[:12]
+    ident = key_id("sk-secret", ServerSecret(b"the deployment's secret"))
+    assert re.fullmatch(r"key-[0-9a-f]{12}", ident)
     assert "secret" not in ident
+    # Keyed: no plain hash of a guessed key finds it, and another secret names it otherwise.
+    assert ident != "key-" + hashlib.sha256(b"sk-secret").hexdigest()[:12]
+    assert ident != key_id("sk-secret", ServerSecret(b"another deployment's"))
 
 
 async def test_every_route_but_the_open_ones_needs_a_key(tmp_path: Path) -> None:

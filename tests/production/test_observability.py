@@ -49,9 +49,9 @@ async def test_every_response_carries_a_request_id(caplog: pytest.LogCaptureFixt
 
 
 def key_id_of(key: str) -> str:
-    from oai_server.auth import key_id
+    from tests.keys import served_key_id
 
-    return key_id(key)
+    return served_key_id(key)
 
 
 async def test_prompt_text_only_when_asked(caplog: pytest.LogCaptureFixture) -> None:

@@ -13,10 +13,10 @@ from typing import Any
 import httpx
 import websockets
 
-from oai_server.auth import key_id
 from oai_server.engine.fake import FakeEngine
 from oai_server.generation.salt import salt_for
 from tests.conformance import async_validating_client
+from tests.keys import served_key_id
 from tests.live import serve_async
 from tests.production.conftest import MODEL, make_app, new_key
 from tests.realtime.conftest import EVENTS_TIMEOUT_S, checked
@@ -51,13 +51,13 @@ async def test_two_keys_never_share_a_prefix_and_each_hits_its_own() -> None:
         assert await _cached(http, a, chat, _body()) > 0
         assert await _cached(http, b, chat, _body(prompt_cache_key="weather")) > 0
         # A salt of the request's own narrows its key's cache, and cannot reach another's.
-        assert await _cached(http, a, chat, _body(cache_salt=key_id(b))) == 0
+        assert await _cached(http, a, chat, _body(cache_salt=served_key_id(b))) == 0
         responses = {"model": MODEL, "instructions": PROMPT, "input": "Hi", "store": False}
         assert await _cached(http, b, "/v1/responses", responses) > 0
     assert {call.options.cache_salt for call in engine.calls} == {
-        key_id(a),
-        key_id(b),
-        f"{key_id(a)}:{key_id(b)}",
+        served_key_id(a),
+        served_key_id(b),
+        f"{served_key_id(a)}:{served_key_id(b)}",
     }
 
 
@@ -73,7 +73,7 @@ async def test_a_realtime_session_is_salted_with_its_key() -> None:
             async with asyncio.timeout(EVENTS_TIMEOUT_S):
                 while checked(await ws.recv())["type"] != "response.done":
                     pass
-    assert [call.options.cache_salt for call in engine.calls] == [key_id(key)]
+    assert [call.options.cache_salt for call in engine.calls] == [served_key_id(key)]
 
 
 async def test_shared_prefix_cache_lets_keys_share_blocks() -> None:

@@ -13,10 +13,10 @@ from typing import Any
 
 import httpx
 
-from oai_server.auth import key_id
 from oai_server.engine.fake import FakeEngine
 from oai_server.generation.service_tier import FLEX_PRIORITY, PRIORITY_TIER
 from tests.conformance import async_validating_client
+from tests.keys import served_key_id
 from tests.live import serve_async
 from tests.production.conftest import MODEL, chat_body, make_app, new_key
 
@@ -89,7 +89,7 @@ async def test_only_the_named_keys_may_jump_the_queue() -> None:
     allowed, other = new_key(), new_key()
     engine = FakeEngine(scheduling_policy="priority")
     app = _priority_app(
-        engine, api_key=[allowed, other], service_tier_priority_keys=[key_id(allowed)]
+        engine, api_key=[allowed, other], service_tier_priority_keys=[served_key_id(allowed)]
     )
     async with serve_async(app) as root, async_validating_client(base_url=root) as http:
 

@@ -125,7 +125,6 @@ def test_text_format_reaches_the_engine() -> None:
 @pytest.mark.parametrize(
     ("options", "param"),
     [
-        ({"reasoning": {"summary": "auto"}}, "reasoning.summary"),
         # A hosted tool is accepted (not offered); forcing one cannot be served.
         (
             {"tools": [{"type": "web_search"}], "tool_choice": {"type": "web_search_preview"}},

@@ -17,7 +17,6 @@ from fastapi import FastAPI
 from prometheus_client import CollectorRegistry, generate_latest
 
 from oai_server.app import create_app
-from oai_server.auth import key_id
 from oai_server.engine.fake import FakeEmbeddingEngine, FakeEngine
 from oai_server.engine.router import EngineRouter
 from oai_server.observability import usage as usage_meter
@@ -28,6 +27,7 @@ from oai_server.usage.records import UsageRecords
 from oai_server.usage.writer import UsageWriter
 from tests.batch.helpers import chat_line, read_lines, upload, wait
 from tests.conformance import ValidatingTransport
+from tests.keys import served_key_id
 from tests.live import serve
 from tests.store.conftest import sdk
 
@@ -72,7 +72,7 @@ Totals = dict[tuple[str, str], Counter[str]]
 
 
 def _count(totals: Totals, key: str, model: str, usage: Any, output: bool = True) -> None:
-    seen = totals.setdefault((key_id(key), model), Counter())
+    seen = totals.setdefault((served_key_id(key), model), Counter())
     seen["input"] += usage.prompt_tokens
     seen["output"] += usage.completion_tokens if output else 0
     seen["requests"] += 1
@@ -149,9 +149,9 @@ def test_usage_adds_up_per_key_and_model_across_a_restart(store_url: str) -> Non
             assert minutes.data[0].start_time == start
             page = usage.embeddings(start_time=start, group_by=["api_key_id", "model"])
             assert _sum(page.data[0].results, "api_key_id", "model") == embeddings
-            only_bob = usage.completions(start_time=start, api_key_ids=[key_id(BOB)])
+            only_bob = usage.completions(start_time=start, api_key_ids=[served_key_id(BOB)])
             assert _sum(only_bob.data[0].results) == _merged(
-                {k: v for k, v in chat.items() if k[0] == key_id(BOB)}, None
+                {k: v for k, v in chat.items() if k[0] == served_key_id(BOB)}, None
             )
         # The counters count since this start: the second round only.
         second: Totals = {}
@@ -163,12 +163,14 @@ def test_usage_adds_up_per_key_and_model_across_a_restart(store_url: str) -> Non
         metrics = httpx.get(f"{base}/metrics", headers={"Authorization": f"Bearer {ALICE}"}).text
     for secret in (ADMIN, ALICE, BOB):
         assert secret not in metrics
-    labels = f'api_key_id="{key_id(ALICE)}",batch="false",model="second",service_tier="default"'
+    labels = (
+        f'api_key_id="{served_key_id(ALICE)}",batch="false",model="second",service_tier="default"'
+    )
     requests = _metric(metrics, f"oai_usage_requests_total{{{labels}}}")
     output = _metric(metrics, f'oai_usage_tokens_total{{{labels},type="output"}}')
-    round_two = totals[(key_id(ALICE), "second")]
+    round_two = totals[(served_key_id(ALICE), "second")]
     assert requests == round_two["requests"] / 2 + 1
-    assert output == round_two["output"] / 2 + second[(key_id(ALICE), "second")]["output"]
+    assert output == round_two["output"] / 2 + second[(served_key_id(ALICE), "second")]["output"]
 
 
 def _metric(page: str, series: str) -> float:
@@ -310,7 +312,7 @@ def test_batch_lines_are_their_owners_usage_marked_batch(tmp_path: Path) -> None
                 start_time=start, group_by=["api_key_id", "batch"]
             )
     by_batch = {r.batch: r for r in page.data[0].results}
-    assert {r.api_key_id for r in by_batch.values()} == {key_id(BOB)}
+    assert {r.api_key_id for r in by_batch.values()} == {served_key_id(BOB)}
     assert by_batch[True].num_model_requests == 3
     usages = [line["response"]["body"]["usage"] for line in output]
     assert by_batch[True].input_tokens == sum(u["prompt_tokens"] for u in usages)
