@@ -169,7 +169,9 @@ def _core(
         admit=admit,
     )
     chat_template = load_template(settings.chat_template)
-    work = WorkLimits(settings.max_request_tokens, settings.max_request_prompts)
+    work = WorkLimits(
+        settings.max_request_tokens, settings.max_request_prompts, settings.strict_max_tokens
+    )
     priority_keys = settings.service_tier_priority_keys
     tiers = TierPolicy(
         settings.scheduling_policy == "priority",

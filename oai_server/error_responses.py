@@ -20,6 +20,7 @@ from starlette.requests import ClientDisconnect
 from starlette.types import Receive, Scope, Send
 
 from oai_server.errors import (
+    ContextLengthExceededError,
     EngineOverloadedError,
     InternalServerError,
     InvalidRequestError,
@@ -127,7 +128,24 @@ def anthropic_error(exc: BaseException) -> tuple[int, anthropic.ErrorResponse]:
     own errors are typed; an overloaded engine is Anthropic's 529."""
     error = to_openai_error(exc)
     status = OVERLOADED if isinstance(error, EngineOverloadedError) else error.status_code
-    return status, anthropic_body(status, error.message)
+    message = error.message
+    if isinstance(error, ContextLengthExceededError):
+        message = _too_long(error) or message
+    return status, anthropic_body(status, message)
+
+
+def _too_long(error: ContextLengthExceededError) -> str | None:
+    """Anthropic's own words for a context too small, which agents match to compact their
+    conversation (the prompt alone) or lower their max_tokens (prompt and output)."""
+    if error.prompt_tokens is None or error.maximum is None:
+        return None
+    if error.max_tokens is None:
+        return f"prompt is too long: {error.prompt_tokens} tokens > {error.maximum} maximum"
+    return (
+        f"input length and `max_tokens` exceed context limit: {error.prompt_tokens} + "
+        f"{error.max_tokens} > {error.maximum}, decrease input length or `max_tokens` "
+        "and try again"
+    )
 
 
 def anthropic_body(status: int, message: str) -> anthropic.ErrorResponse:

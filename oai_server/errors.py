@@ -60,7 +60,25 @@ class UnsupportedParameterError(InvalidRequestError):
 
 
 class ContextLengthExceededError(InvalidRequestError):
+    """A prompt of `prompt_tokens` (and `max_tokens` asked for, where those count) past the
+    context's `maximum`: the Messages API words the error as Anthropic's does with them, for
+    the agents that recognise it (to compact a conversation, or lower their max_tokens)."""
+
     code = "context_length_exceeded"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        param: str | None = None,
+        prompt_tokens: int | None = None,
+        max_tokens: int | None = None,
+        maximum: int | None = None,
+    ) -> None:
+        super().__init__(message, param=param)
+        self.prompt_tokens = prompt_tokens
+        self.max_tokens = max_tokens
+        self.maximum = maximum
 
 
 class AuthenticationError(OpenAIError):

@@ -102,6 +102,13 @@ class Settings(BaseSettings, EngineOptions):
     max_request_prompts: int = Field(
         1024, ge=1, description="Most prompts in one /v1/completions batch (else 400)."
     )
+    strict_max_tokens: bool = Field(
+        False,
+        description="Refuse (400 context_length_exceeded) a max_tokens, max_completion_tokens "
+        "or max_output_tokens past the room the prompt leaves in the context, as OpenAI and "
+        "Anthropic do; by default the answer may run to the end of the context and ends "
+        "there for length, as vllm serve answers (agents ask for 32,000 tokens).",
+    )
 
     # --- images a request carries or points at (oai_server/media) ----------------
     # Where they may come from is vLLM's --allowed-media-domains and

@@ -33,6 +33,18 @@ class ImageBlockParam(RequestModel):
 class DocumentBlockParam(RequestModel):
     type: Literal["document"]
     source: dict[str, Any]
+    title: str | None = None
+    context: str | None = None
+    cache_control: CacheControl = None
+
+
+class SearchResultBlockParam(RequestModel):
+    """A search's result, given to the model with its source and title."""
+
+    type: Literal["search_result"]
+    source: str
+    title: str
+    content: list[TextBlockParam]
     cache_control: CacheControl = None
 
 
@@ -45,7 +57,8 @@ class ToolUseBlockParam(RequestModel):
 
 
 ToolResultPart = Annotated[
-    TextBlockParam | ImageBlockParam | DocumentBlockParam, Field(discriminator="type")
+    TextBlockParam | ImageBlockParam | DocumentBlockParam | SearchResultBlockParam,
+    Field(discriminator="type"),
 ]
 
 
@@ -74,6 +87,7 @@ ContentBlockParam = Annotated[
     TextBlockParam
     | ImageBlockParam
     | DocumentBlockParam
+    | SearchResultBlockParam
     | ToolUseBlockParam
     | ToolResultBlockParam
     | ThinkingBlockParam
@@ -124,9 +138,15 @@ ToolChoice = Annotated[
 ]
 
 
+# How thinking shows in the answer; accepted, and the thinking is always returned (as
+# `vllm serve`): held back, it would be lost from the next turn's prompt.
+ThinkingDisplay = Literal["summarized", "omitted", "updates"] | None
+
+
 class ThinkingEnabled(RequestModel):
     type: Literal["enabled"]
     budget_tokens: Annotated[int, Field(ge=1024, le=INT32_MAX)]
+    display: ThinkingDisplay = None
 
 
 class ThinkingDisabled(RequestModel):
@@ -135,15 +155,80 @@ class ThinkingDisabled(RequestModel):
 
 class ThinkingAdaptive(RequestModel):
     type: Literal["adaptive"]
+    display: ThinkingDisplay = None
+
+
+class ThinkingBetweenTools(RequestModel):
+    type: Literal["between_tools"]
 
 
 Thinking = Annotated[
-    ThinkingEnabled | ThinkingDisabled | ThinkingAdaptive, Field(discriminator="type")
+    ThinkingEnabled | ThinkingDisabled | ThinkingAdaptive | ThinkingBetweenTools,
+    Field(discriminator="type"),
 ]
 
 
 class RequestMetadata(RequestModel):
     user_id: Annotated[str, Field(max_length=256)] | None = None
+
+
+class JSONOutputFormat(RequestModel):
+    type: Literal["json_schema"]
+    schema_: dict[str, Any] = Field(alias="schema")
+
+
+class OutputConfig(RequestModel):
+    effort: Literal["low", "medium", "high", "xhigh", "max"] | None = None
+    format: JSONOutputFormat | None = None
+
+
+class ThinkingTurns(RequestModel):
+    type: Literal["thinking_turns"]
+    value: Annotated[int, Field(ge=0, le=INT32_MAX)]
+
+
+class AllThinkingTurns(RequestModel):
+    type: Literal["all"]
+
+
+class ClearThinkingEdit(RequestModel):
+    """Drop the thinking of all but the last `keep` assistant turns (default: the last one)."""
+
+    type: Literal["clear_thinking_20251015"]
+    keep: (
+        Annotated[ThinkingTurns | AllThinkingTurns, Field(discriminator="type")]
+        | Literal["all"]
+        | None
+    ) = None
+
+
+class ClearToolUsesEdit(RequestModel):
+    """Clear old tool results past a threshold; accepted, not done (its fields ignored)."""
+
+    type: Literal["clear_tool_uses_20250919"]
+
+
+class CompactEdit(RequestModel):
+    """Summarise old context past a threshold; accepted, not done (its fields ignored)."""
+
+    type: Literal["compact_20260112"]
+
+
+ContextEdit = Annotated[
+    ClearThinkingEdit | ClearToolUsesEdit | CompactEdit, Field(discriminator="type")
+]
+
+
+class ContextManagement(RequestModel):
+    edits: list[ContextEdit] | None = None
+
+
+class Thread(RequestModel):
+    """Server-held conversation state: `create` is accepted (nothing is held), `continue`
+    refused (the earlier turns are not here)."""
+
+    type: Literal["create", "continue"]
+    previous_message_id: str | None = None
 
 
 System = str | list[TextBlockParam] | None
@@ -158,12 +243,16 @@ class CountTokensRequest(RequestModel):
     tools: list[Tool] | None = None
     tool_choice: ToolChoice | None = None
     thinking: Thinking | None = None
+    output_config: OutputConfig | None = None
+    # The structured-outputs beta's name for `output_config.format`.
+    output_format: JSONOutputFormat | None = None
+    context_management: ContextManagement | None = None
 
 
 class MessagesRequest(CountTokensRequest):
     """`POST /v1/messages`."""
 
-    max_tokens: Annotated[int, Field(ge=1, le=INT32_MAX)]
+    max_tokens: Annotated[int, Field(ge=0, le=INT32_MAX)]
     stop_sequences: list[str] | None = None
     stream: bool | None = False
     temperature: Annotated[float, Field(ge=0, le=1)] | None = None
@@ -171,6 +260,9 @@ class MessagesRequest(CountTokensRequest):
     top_k: Annotated[int, Field(ge=0, le=INT32_MAX)] | None = None
     metadata: RequestMetadata | None = None
     service_tier: Literal["auto", "standard_only"] | None = None
+    # Asks for a summary of `messages` in place of an answer: refused, not answered.
+    compaction: dict[str, Any] | None = None
+    thread: Thread | None = None
 
 
 # --- responses --------------------------------------------------------------

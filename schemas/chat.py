@@ -33,14 +33,22 @@ class ImageContentPart(RequestModel):
     image_url: ImageURL
 
 
+class RefusalContentPart(RequestModel):
+    """An earlier assistant turn's refusal, sent back: its text, as `vllm serve` reads it."""
+
+    type: Literal["refusal"]
+    refusal: str
+
+
 class OtherContentPart(RequestModel):
-    """An audio, file or refusal part: parsed so the server can say it can't take it."""
+    """An audio or file part: parsed so the server can say it can't take it."""
 
     type: str
 
 
 ContentPart = Annotated[
-    TextContentPart | ImageContentPart | OtherContentPart, Field(union_mode="left_to_right")
+    TextContentPart | ImageContentPart | RefusalContentPart | OtherContentPart,
+    Field(union_mode="left_to_right"),
 ]
 Content = str | list[ContentPart]
 
@@ -248,7 +256,7 @@ class CreateChatCompletionRequest(GenerationRequest):
     web_search_options: dict[str, Any] | None = None
     reasoning_effort: str | None = None
     # Groups requests that share a long prefix: the Ray Serve router keeps them on one replica.
-    prompt_cache_key: Annotated[str, Field(max_length=64)] | None = None
+    prompt_cache_key: str | None = None
 
     # vLLM's templating extensions.
     add_generation_prompt: bool | None = None

@@ -1,7 +1,8 @@
 """Anthropic's Messages API: `/v1/messages` and `/v1/messages/count_tokens`.
 
 On the engine path chat, Responses and Realtime share, in process: `translate` (a
-Messages request as conversation items, then a chat request), `stream` (the chat
+Messages request as conversation items, then a chat request; `documents` reads text
+documents and search results as text), `stream` (the chat
 service's item events as Anthropic's stream events, and the whole message as their
 fold), `sse` (the event framing, with pings), `routes`, `batches` (Message Batches, on the
 Batch API's runner). Its errors come out in

@@ -5,32 +5,38 @@ Anthropic's turns become the neutral conversation items Responses and Realtime u
 the model's template as any other API's function calls do; the chat service then
 validates, renders, and limits the prompt as it does every chat request's.
 
-Thinking, as `vllm serve` maps it: `disabled` is chat's `reasoning_effort: "none"` (so
-`enable_thinking` is off for templates that have the switch), `enabled` turns the switch
-on (`budget_tokens` is checked against `max_tokens`, not enforced: the engine has no
-thinking budget here). An earlier turn's `thinking` block goes back to the template as
-that turn's reasoning (the template keeps or drops it); `redacted_thinking` is opaque
-and left out.
+Thinking, as `vllm serve` maps it: `output_config.effort` is chat's `reasoning_effort`,
+`disabled` is `reasoning_effort: "none"` (so `enable_thinking` is off for templates that
+have the switch), `enabled` turns the switch on (`budget_tokens` is checked against
+`max_tokens`, not enforced: the engine has no thinking budget here). An earlier turn's
+`thinking` block goes back to the template as that turn's reasoning (the template keeps or
+drops it) unless a `clear_thinking_20251015` edit clears it; `redacted_thinking` is opaque
+and left out. What is accepted and not acted on: docs/api/compatibility.md.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 
+from oai_server.anthropic.documents import block_text
 from oai_server.errors import InvalidRequestError, UnsupportedParameterError
 from oai_server.generation.chat_template import TranslatedChatRequest
 from oai_server.items.context import Call, CallOutput, ContextItem, Said, Thought, to_messages
 from schemas.anthropic import (
+    ClearThinkingEdit,
     CountTokensRequest,
+    DocumentBlockParam,
     ImageBlockParam,
     MessageParam,
     MessagesRequest,
+    SearchResultBlockParam,
     System,
     TextBlockParam,
     ThinkingBlockParam,
     ThinkingDisabled,
     ThinkingEnabled,
+    ThinkingTurns,
     ToolChoiceAny,
     ToolChoiceAuto,
     ToolChoiceNone,
@@ -44,7 +50,7 @@ from schemas.chat import (
     NamedToolChoiceFunction,
     ToolChoice,
 )
-from schemas.common import ServiceTier, StreamOptions
+from schemas.common import ResponseFormat, ServiceTier, StreamOptions
 
 # Anthropic's tiers as OpenAI's: `standard_only` is the default tier, never priority.
 _TIERS: dict[str, ServiceTier] = {"auto": "auto", "standard_only": "default"}
@@ -52,8 +58,8 @@ _TIERS: dict[str, ServiceTier] = {"auto": "auto", "standard_only": "default"}
 
 def _no_images(param: str) -> UnsupportedParameterError:
     return UnsupportedParameterError(
-        "Documents, images in tool results and images in assistant turns are not "
-        "supported; images are taken in user turns.",
+        "Images in tool results and in assistant turns are not supported; images are "
+        "taken in user turns.",
         param=param,
     )
 
@@ -86,14 +92,18 @@ def _result_text(block: ToolResultBlockParam, param: str) -> str:
         return block.content or ""
     texts: list[str] = []
     for j, part in enumerate(block.content):
-        if not isinstance(part, TextBlockParam):
+        if isinstance(part, TextBlockParam):
+            texts.append(part.text)
+        elif isinstance(part, DocumentBlockParam | SearchResultBlockParam):
+            texts.append(block_text(part, f"{param}.content[{j}]"))
+        else:
             raise _no_images(f"{param}.content[{j}]")
-        texts.append(part.text)
     return "\n".join(texts)
 
 
-def _turn(message: MessageParam, param: str) -> Iterator[ContextItem]:
-    """The items of one message: its text (its text blocks joined), calls and results."""
+def _turn(message: MessageParam, param: str, thinking: bool = True) -> Iterator[ContextItem]:
+    """The items of one message: its text (its text blocks joined), calls and results;
+    its thinking unless `thinking` is false (cleared by a context-management edit)."""
     role = message.role
     if isinstance(message.content, str):
         yield Said(role, message.content)
@@ -107,6 +117,8 @@ def _turn(message: MessageParam, param: str) -> Iterator[ContextItem]:
                 texts.append(block.text)
         elif isinstance(block, ImageBlockParam) and role == "user":
             images.append(_image_url(block, where))
+        elif isinstance(block, DocumentBlockParam | SearchResultBlockParam):
+            texts.append(block_text(block, where))
         elif isinstance(block, ToolUseBlockParam):
             if texts:
                 yield Said(role, "\n".join(texts))
@@ -116,18 +128,34 @@ def _turn(message: MessageParam, param: str) -> Iterator[ContextItem]:
             # Anthropic's client sends a call's results first in its next user turn.
             yield CallOutput(block.tool_use_id, _result_text(block, where))
         elif isinstance(block, ThinkingBlockParam) and role == "assistant":
-            yield Thought(block.thinking)
-        elif block.type in ("image", "document"):
+            if thinking:
+                yield Thought(block.thinking)
+        elif block.type == "image":
             raise _no_images(where)
         # `redacted_thinking` of earlier turns: opaque, not part of the prompt.
     if texts or images:
         yield Said(role, "\n".join(texts), tuple(images))
 
 
-def _items(messages: Sequence[MessageParam]) -> list[ContextItem]:
+def _thinking_turns_kept(req: CountTokensRequest) -> int | None:
+    """How many of the latest assistant turns keep their thinking (None: all), as a
+    `clear_thinking_20251015` edit asks: by default the latest one."""
+    edits = req.context_management.edits if req.context_management is not None else None
+    for edit in edits or ():
+        if isinstance(edit, ClearThinkingEdit):
+            if edit.keep is None:
+                return 1
+            return edit.keep.value if isinstance(edit.keep, ThinkingTurns) else None
+    return None
+
+
+def _items(req: CountTokensRequest) -> list[ContextItem]:
+    kept = _thinking_turns_kept(req)
+    turns = [i for i, message in enumerate(req.messages) if message.role == "assistant"]
+    cleared = set() if kept is None else set(turns[: max(0, len(turns) - kept)])
     items: list[ContextItem] = []
-    for i, message in enumerate(messages):
-        items += _turn(message, f"messages[{i}]")
+    for i, message in enumerate(req.messages):
+        items += _turn(message, f"messages[{i}]", thinking=i not in cleared)
     return items
 
 
@@ -195,16 +223,45 @@ def _tools(req: CountTokensRequest) -> list[ChatCompletionTool]:
     return out
 
 
-def _check_thinking(req: MessagesRequest) -> None:
+def _thinking(req: CountTokensRequest, chat: TranslatedChatRequest) -> None:
+    """`thinking` and `output_config.effort` onto the template's switches, as `vllm serve`
+    maps them: the effort is chat's `reasoning_effort`; `disabled` wins over it."""
+    effort = req.output_config.effort if req.output_config is not None else None
+    if isinstance(req.thinking, ThinkingDisabled):
+        chat.reasoning_effort = "none"
+    elif effort is not None:
+        chat.reasoning_effort = effort
+    if isinstance(req.thinking, ThinkingEnabled):
+        chat.chat_template_kwargs = {"enable_thinking": True}
+
+
+def _check_messages_only(req: MessagesRequest) -> None:
+    """Refuse what would be answered wrongly: a budget past `max_tokens`, no answer at all,
+    a summary asked for in place of an answer, a conversation held elsewhere."""
     if isinstance(req.thinking, ThinkingEnabled) and req.thinking.budget_tokens >= req.max_tokens:
         raise InvalidRequestError(
             "`max_tokens` must be greater than `thinking.budget_tokens`.", param="max_tokens"
+        )
+    if req.max_tokens == 0:
+        raise UnsupportedParameterError(
+            "`max_tokens: 0` (warming the prompt cache without an answer) is not supported "
+            "by this server; its engine caches a prompt's prefix when it answers it.",
+            param="max_tokens",
+        )
+    if req.compaction is not None:
+        raise UnsupportedParameterError(
+            "Compaction requests are not supported by this server.", param="compaction"
+        )
+    if req.thread is not None and req.thread.type == "continue":
+        raise UnsupportedParameterError(
+            "This server holds no threads: send the whole conversation in `messages`.",
+            param="thread",
         )
 
 
 def chat_request(req: CountTokensRequest) -> TranslatedChatRequest:
     """The chat request `req` stands for: streamed, with its usage at the end."""
-    messages = to_messages(system_text(req.system), _items(req.messages))
+    messages = to_messages(system_text(req.system), _items(req))
     if not messages:
         raise InvalidRequestError("The request has no messages.", param="messages")
     tools = _tools(req)
@@ -216,12 +273,14 @@ def chat_request(req: CountTokensRequest) -> TranslatedChatRequest:
         tool_choice=choice,
         parallel_tool_calls=parallel,
     ).name_images(_image_params(req))
-    if isinstance(req.thinking, ThinkingDisabled):
-        chat.reasoning_effort = "none"
-    elif isinstance(req.thinking, ThinkingEnabled):
-        chat.chat_template_kwargs = {"enable_thinking": True}
+    _thinking(req, chat)
+    output_format = req.output_config.format if req.output_config is not None else None
+    output_format = output_format or req.output_format
+    if output_format is not None:
+        schema = {"name": "output", "schema": output_format.schema_, "strict": True}
+        chat.response_format = ResponseFormat(type="json_schema", json_schema=schema)
     if isinstance(req, MessagesRequest):
-        _check_thinking(req)
+        _check_messages_only(req)
         # Assigned, not validated again: Anthropic allows more stop sequences than OpenAI.
         chat.max_completion_tokens = req.max_tokens
         chat.stop = req.stop_sequences or None

@@ -55,6 +55,9 @@ class SamplingDefaults:
     repetition_penalty: float | None = None
     # The config's `max_new_tokens`: the output budget of a request that sets none.
     max_tokens: int | None = None
+    # A bound on every request's budget, its own max_tokens too: as `vllm serve`, the
+    # `max_new_tokens` of --override-generation-config, or of a --generation-config directory.
+    max_tokens_cap: int | None = None
 
     @classmethod
     def of(cls, params: dict[str, Any]) -> SamplingDefaults:

@@ -21,6 +21,7 @@ from schemas.chat import (
     CreateChatCompletionRequest,
     CustomToolCall,
     ImageContentPart,
+    RefusalContentPart,
     TextContentPart,
 )
 
@@ -39,9 +40,10 @@ def _content(content: Content | None, index: int) -> str | list[dict[str, Any]] 
     parts: list[dict[str, Any]] = []
     texts: list[str] = []
     for part in content:
-        if isinstance(part, TextContentPart):
-            texts.append(part.text)
-            parts.append({"type": "text", "text": part.text})
+        if isinstance(part, TextContentPart | RefusalContentPart):
+            text = part.text if isinstance(part, TextContentPart) else part.refusal
+            texts.append(text)
+            parts.append({"type": "text", "text": text})
         elif isinstance(part, ImageContentPart):
             parts.append({"type": "image"})
         else:

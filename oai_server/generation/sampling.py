@@ -16,32 +16,36 @@ def resolve_max_tokens(
     prompt_param: str = "messages",
     max_tokens_param: str = "max_tokens",
     default: int | None = None,
+    cap: int | None = None,
+    strict: bool = False,
     at_least: bool = False,
 ) -> int:
     """The output budget: what was asked for, else the model's `default` (its generation
-    config's `max_new_tokens`) where the context has room for it, else all the room left.
+    config's `max_new_tokens`), never past `cap` (`--override-generation-config`'s
+    `max_new_tokens`) nor past the room the context leaves, as `vllm serve` reckons it.
 
-    Raises `ContextLengthExceededError` when prompt plus requested tokens cannot fit. With
-    `at_least`, `prompt_tokens` is a lower bound (the prompt not yet tokenized), and the
-    refusal says so.
+    A request for more than that room is answered up to the end of the context (its
+    answer then ends for `length`): agents ask for 32,000 tokens, which fits the official
+    APIs' contexts but few self-hosted ones. With `strict` it is refused instead, as
+    OpenAI refuses it. A prompt that leaves no room at all is always refused
+    (`ContextLengthExceededError`). With `at_least`, `prompt_tokens` is a lower bound (the
+    prompt not yet tokenized), and the refusal says so.
     """
     room = max_model_len - prompt_tokens
-    if requested is None:
-        if room > 0 and default is not None:
-            return min(room, default)
-        if room <= 0:
-            raise ContextLengthExceededError(
-                f"This model's maximum context length is {max_model_len} tokens. However, your "
-                f"{prompt_param} resulted in {_counted(prompt_tokens, at_least)} tokens. "
-                f"Please reduce the length of the {prompt_param}.",
-                param=prompt_param,
-            )
-        return room
-    if requested < 1:
+    if room <= 0:
+        raise ContextLengthExceededError(
+            f"This model's maximum context length is {max_model_len} tokens. However, your "
+            f"{prompt_param} resulted in {_counted(prompt_tokens, at_least)} tokens. "
+            f"Please reduce the length of the {prompt_param}.",
+            param=prompt_param,
+            prompt_tokens=prompt_tokens,
+            maximum=max_model_len,
+        )
+    if requested is not None and requested < 1:
         raise InvalidRequestError(
             f"'{max_tokens_param}' must be at least 1, got {requested}.", param=max_tokens_param
         )
-    if requested > room:
+    if strict and requested is not None and requested > room:
         raise ContextLengthExceededError(
             f"This model's maximum context length is {max_model_len} tokens. "
             f"However, you requested {_counted(prompt_tokens + requested, at_least)} tokens "
@@ -49,8 +53,12 @@ def resolve_max_tokens(
             f"{requested} in the completion). "
             f"Please reduce the length of the {prompt_param} or completion.",
             param=prompt_param,
+            prompt_tokens=prompt_tokens,
+            max_tokens=requested,
+            maximum=max_model_len,
         )
-    return requested
+    asked = default if requested is None else requested
+    return min(budget for budget in (room, asked, cap) if budget is not None)
 
 
 def _counted(tokens: int, at_least: bool) -> str:

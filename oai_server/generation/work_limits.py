@@ -12,16 +12,20 @@ from dataclasses import dataclass
 
 from oai_server.engine.types import SamplingOptions
 from oai_server.errors import InvalidRequestError
+from oai_server.generation.sampling import resolve_max_tokens
 
 
 @dataclass(frozen=True)
 class WorkLimits:
-    """The server's bounds on one request (`--max-request-tokens`, `--max-request-prompts`)."""
+    """The server's bounds on one request (`--max-request-tokens`, `--max-request-prompts`,
+    `--strict-max-tokens`)."""
 
     # Prompt tokens plus every choice's `max_tokens`, over all prompts; None: no bound.
     max_request_tokens: int | None = None
     # Prompts in one `/v1/completions` batch.
     max_request_prompts: int = 1024
+    # Refuse a max_tokens past the room the context leaves, rather than answer up to it.
+    strict_max_tokens: bool = False
 
     def check_prompt_count(self, count: int) -> None:
         """Refuse a batch of more prompts than allowed, before tokenizing any of them."""
@@ -44,6 +48,32 @@ class WorkLimits:
             return
         total = sum(len(p) + o.n * o.max_tokens for p, o in zip(prompts, options, strict=True))
         self.check_total(total, param=prompt_param if len(prompts) > 1 else "max_tokens")
+
+    def least_work(
+        self,
+        least: int,
+        requested: int | None,
+        samples: int,
+        max_model_len: int,
+        *,
+        prompt_param: str,
+        max_tokens_param: str = "max_tokens",
+    ) -> int:
+        """The fewest tokens a prompt of at least `least` tokens and its `samples` answers
+        can come to, before it is tokenized: a prompt that cannot fit is refused here. An
+        answer past the context's room is cut to it (unless strict), so a longer prompt can
+        mean less work: the fewest is at the shortest prompt or at the longest that fits."""
+        budget = resolve_max_tokens(
+            requested,
+            least,
+            max_model_len,
+            prompt_param=prompt_param,
+            max_tokens_param=max_tokens_param,
+            strict=self.strict_max_tokens,
+            at_least=True,
+        )
+        total = least + samples * (0 if requested is None else budget)
+        return total if self.strict_max_tokens else min(total, max_model_len)
 
     def check_total(self, total: int, *, param: str, at_least: bool = False) -> None:
         """Refuse a request of `total` tokens (prompts and outputs) past `max_request_tokens`;

@@ -193,6 +193,8 @@ class ChatService:
             model.max_model_len,
             max_tokens_param=param,
             default=model.sampling_defaults.max_tokens,
+            cap=model.sampling_defaults.max_tokens_cap,
+            strict=self.limits.strict_max_tokens,
         )
         options = build_options(
             req,
@@ -259,11 +261,15 @@ class ChatService:
         if len(text) > INLINE_CHARS and 4 * len(text) >= model.max_model_len:
             least = tokens_at_least(text, engine.tokenizer, model.vocab_size, model.max_model_len)
         if least:
-            resolve_max_tokens(
-                requested, least, model.max_model_len, max_tokens_param=param, at_least=True
+            work = self.limits.least_work(
+                least,
+                requested,
+                req.n or 1,
+                model.max_model_len,
+                prompt_param="messages",
+                max_tokens_param=param,
             )
-            total = least + (req.n or 1) * (requested or 0)
-            self.limits.check_total(total, param="max_tokens", at_least=True)
+            self.limits.check_total(work, param="max_tokens", at_least=True)
         return text, encode_prompt(text, engine.tokenizer)
 
     def describe(self, model: str) -> str:

@@ -82,17 +82,15 @@ def _unsupported(param: str, what: str) -> UnsupportedParameterError:
 def reject_unsupported(req: CreateChatCompletionRequest | CreateCompletionRequest) -> None:
     """Refuse fields that would change the result but are not implemented.
 
-    Silently ignoring them would hand the client an answer it did not ask for.
+    Silently ignoring them would hand the client an answer it did not ask for. What only
+    speeds an answer up (`prediction`) or adds what this server has not got
+    (`web_search_options`: no search runs, as a hosted tool is not offered) is accepted.
     """
     if isinstance(req, CreateChatCompletionRequest):
         if req.modalities and set(req.modalities) != {"text"}:
             raise _unsupported("modalities", "Audio output")
         if req.audio is not None:
             raise _unsupported("audio", "Audio output")
-        if req.prediction is not None:
-            raise _unsupported("prediction", "Predicted outputs ('prediction')")
-        if req.web_search_options is not None:
-            raise _unsupported("web_search_options", "Web search")
     elif req.suffix:
         raise UnsupportedParameterError(
             "'suffix' (fill-in-the-middle) is not supported by this model.", param="suffix"

@@ -90,12 +90,13 @@ class CompletionService:
             for p in items
         ]
         if any(isinstance(p, str) and n for p, n in zip(items, least, strict=True)):
-            for n in least:
-                resolve_max_tokens(
-                    requested, n, model.max_model_len, prompt_param="prompt", at_least=True
+            samples = req.best_of or req.n or 1
+            total = sum(
+                self.limits.least_work(
+                    n, requested, samples, model.max_model_len, prompt_param="prompt"
                 )
-            samples = (req.best_of or req.n or 1) * (requested or 0)
-            total = sum(least) + len(items) * samples
+                for n in least
+            )
             param = "prompt" if len(items) > 1 else "max_tokens"
             self.limits.check_total(total, param=param, at_least=True)
         return [tokenizer.encode(p) if isinstance(p, str) else list(p) for p in items]
@@ -127,6 +128,8 @@ class CompletionService:
                 model.max_model_len,
                 prompt_param="prompt",
                 default=model.sampling_defaults.max_tokens,
+                cap=model.sampling_defaults.max_tokens_cap,
+                strict=self.limits.strict_max_tokens,
             )
             for p in prompts
         ]

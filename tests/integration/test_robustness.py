@@ -88,8 +88,6 @@ BAD_REQUESTS: list[tuple[str, Any, int, str | None]] = [
     *(
         ("/v1/chat/completions", {"model": MODEL, "messages": HI, name: value}, 400, name)
         for name, value in [
-            ("prediction", {"type": "content", "content": "Hello"}),
-            ("web_search_options", {}),
             ("audio", {"voice": "alloy", "format": "mp3"}),
             ("function_call", "auto"),
         ]
@@ -165,10 +163,24 @@ def test_bad_request_gets_openai_error(
     assert http.get("/health").status_code == 200
 
 
-def test_context_length_error_code(http: httpx.Client) -> None:
-    reply = http.post(
-        "/v1/chat/completions", json={"model": MODEL, "messages": HI, "max_tokens": 10**6}
-    )
+def test_max_tokens_past_the_context_answers_to_its_end(http: httpx.Client) -> None:
+    """Agents ask for 32,000 tokens whatever the context: the answer runs to the end of
+    it and stops for length. A prompt of nearly the whole context keeps the run short."""
+    context = http.get("/v1/models").json()["data"][0]["max_model_len"]
+    words = [{"role": "user", "content": "word " * (context - 60)}]
+    body = {"model": MODEL, "messages": words, "max_tokens": 32_000, "ignore_eos": True}
+    reply = http.post("/v1/chat/completions", json=body)
+    assert reply.status_code == 200, reply.text
+    assert reply.json()["choices"][0]["finish_reason"] == "length"
+    usage = reply.json()["usage"]
+    assert usage["prompt_tokens"] + usage["completion_tokens"] == context
+    assert 0 < usage["completion_tokens"] < 60
+
+
+def test_a_prompt_past_the_context_is_refused(http: httpx.Client) -> None:
+    context = http.get("/v1/models").json()["data"][0]["max_model_len"]
+    words = [{"role": "user", "content": "word " * context}]
+    reply = http.post("/v1/chat/completions", json={"model": MODEL, "messages": words})
     assert reply.json()["error"]["code"] == "context_length_exceeded"
 
 

@@ -112,9 +112,6 @@ async def test_context_too_long() -> None:
         error = error_of(await client.post(CHAT, json=long), 400)
         assert error["code"] == "context_length_exceeded"
         assert "64" in error["message"]
-        # The prompt fits but prompt + max_tokens does not.
-        error = error_of(await client.post(CHAT, json=chat_body(max_tokens=60)), 400)
-        assert error["code"] == "context_length_exceeded"
         body = {"model": MODEL, "prompt": "y" * 80, "max_tokens": 1}
         error = error_of(await client.post("/v1/completions", json=body), 400)
         assert error["code"] == "context_length_exceeded"
@@ -135,8 +132,6 @@ IMAGE = {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"
         ),
         ({"modalities": ["text", "audio"]}, "modalities"),
         ({"audio": {"voice": "alloy", "format": "mp3"}}, "audio"),
-        ({"prediction": {"type": "content", "content": "Hello"}}, "prediction"),
-        ({"web_search_options": {}}, "web_search_options"),
         ({"function_call": "auto"}, "function_call"),
         ({"functions": [{"name": "f", "parameters": {}}]}, "functions"),
     ],

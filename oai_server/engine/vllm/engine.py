@@ -7,6 +7,7 @@ engine) import fast and without vllm installed.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -43,6 +44,20 @@ if TYPE_CHECKING:
     pass
 
 logger = logging.getLogger(__name__)
+
+
+def sampling_defaults(
+    params: dict[str, Any], generation_config: str, override: dict[str, int | float]
+) -> SamplingDefaults:
+    """The model's defaults from vLLM's `get_diff_sampling_param()`, with the bound on every
+    request's max_tokens that `vllm serve` keeps beside them: the config's own
+    `max_new_tokens` when --generation-config names a directory, else the override's."""
+    defaults = SamplingDefaults.of(params)
+    if generation_config in ("auto", "vllm"):
+        cap = override.get("max_new_tokens")
+    else:
+        cap = defaults.max_tokens
+    return dataclasses.replace(defaults, max_tokens_cap=None if cap is None else int(cap))
 
 
 class VLLMEngine(AsyncLLMHolder, Engine):
@@ -178,7 +193,11 @@ class VLLMEngine(AsyncLLMHolder, Engine):
             vocab_size=len(llm.get_tokenizer()),
             dtype=str(llm.model_config.dtype).removeprefix("torch."),
             kernels=None if self.plan is None else self.plan.describe(),
-            sampling_defaults=SamplingDefaults.of(llm.model_config.get_diff_sampling_param()),
+            sampling_defaults=sampling_defaults(
+                llm.model_config.get_diff_sampling_param(),
+                self._options.generation_config,
+                self._options.override_generation_config,
+            ),
             image_limit=image_limit(llm.model_config),
             architectures=tuple(llm.model_config.architectures or ()),
         )
