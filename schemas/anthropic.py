@@ -97,8 +97,12 @@ ContentBlockParam = Annotated[
 
 
 class MessageParam(RequestModel):
-    role: Literal["user", "assistant"]
+    # `system`: instructions given mid-conversation (Claude Code 2.1 sends its environment
+    # so), shown to the model where they stand.
+    role: Literal["user", "assistant", "system"]
     content: str | list[ContentBlockParam]
+    # A system message's lifetime: "next_user_message" shows it only until a later user turn.
+    clear_at: Literal["next_user_message", "never"] | None = None
 
 
 class Tool(RequestModel):

@@ -153,8 +153,11 @@ def _items(req: CountTokensRequest) -> list[ContextItem]:
     kept = _thinking_turns_kept(req)
     turns = [i for i, message in enumerate(req.messages) if message.role == "assistant"]
     cleared = set() if kept is None else set(turns[: max(0, len(turns) - kept)])
+    users = [i for i, message in enumerate(req.messages) if message.role == "user"]
     items: list[ContextItem] = []
     for i, message in enumerate(req.messages):
+        if message.clear_at == "next_user_message" and users and users[-1] > i:
+            continue  # a system message for the turn it preceded only
         items += _turn(message, f"messages[{i}]", thinking=i not in cleared)
     return items
 

@@ -198,6 +198,10 @@ MESSAGES: dict[str, Case] = {
     ),
     "`max_tokens` past the context": served(room_taken("max_tokens"), max_tokens=32_000),
     "`max_tokens: 0`": refused("max_tokens", max_tokens=0),
+    '`messages[].role: "system"`': served(
+        shows("<|user|>Hi\n<|system|>cwd is /w\n"),
+        messages=[*HI, {"role": "system", "content": "cwd is /w"}],
+    ),
     '`thinking: {type: "adaptive"}`': served(template_decides, thinking={"type": "adaptive"}),
     '`thinking: {type: "between_tools"}`': served(
         template_decides, thinking={"type": "between_tools"}
