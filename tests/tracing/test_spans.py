@@ -12,6 +12,7 @@ import pytest
 from oai_server.app import create_app
 from oai_server.auth import key_id
 from oai_server.engine.fake import FakeEngine
+from oai_server.secret import ServerSecret
 from oai_server.settings import Settings
 from tests.tracing.conftest import traced
 from tests.tracing.receiver import ReceivedSpan, Receiver, otlp_grpc_receiver
@@ -76,7 +77,7 @@ async def test_a_chat_continues_the_clients_trace_with_genai_attributes(
     assert (a["http.request.method"], a["url.path"]) == ("POST", "/v1/chat/completions")
     assert a["http.route"] == "/v1/chat/completions"
     assert a["oai.request_id"] == response.headers["x-request-id"]
-    assert a["oai.api_key_id"] == key_id(KEY)
+    assert a["oai.api_key_id"] == key_id(KEY, ServerSecret.load(None, tmp_path))  # the secret of its data dir
     # The key's id, never the key: in no attribute of any span of the trace.
     assert all(KEY not in json.dumps(s.attributes, default=str) for s in receiver.spans)
     # What the request waited on, each a child of the server span, in the same trace.
