@@ -77,7 +77,8 @@ async def test_a_chat_continues_the_clients_trace_with_genai_attributes(
     assert (a["http.request.method"], a["url.path"]) == ("POST", "/v1/chat/completions")
     assert a["http.route"] == "/v1/chat/completions"
     assert a["oai.request_id"] == response.headers["x-request-id"]
-    assert a["oai.api_key_id"] == key_id(KEY, ServerSecret.load(None, tmp_path))  # the secret of its data dir
+    # The key id under the secret the server kept in its data dir.
+    assert a["oai.api_key_id"] == key_id(KEY, ServerSecret.load(None, tmp_path))
     # The key's id, never the key: in no attribute of any span of the trace.
     assert all(KEY not in json.dumps(s.attributes, default=str) for s in receiver.spans)
     # What the request waited on, each a child of the server span, in the same trace.
