@@ -25,6 +25,7 @@ from oai_server.generation.prompt_bound import tokens_at_least
 from oai_server.generation.work_limits import WorkLimits
 from oai_server.models import ModelRegistry
 from oai_server.observability.context import RequestRecord, current_request
+from oai_server.observability.engine import admit_pooling
 from oai_server.observability.metrics import Metrics
 from oai_server.services.events import EventStream
 from schemas.common import ResponseModel
@@ -186,12 +187,7 @@ class EmbeddingService:
 
     async def start(self, job: EmbeddingJob, request_id: str | None = None) -> EmbeddingCall:
         """Reserve the inputs' tokens against the caller's limit (or refuse)."""
-        record = current_request.get()
-        if self.admit is not None:
-            await self.admit(record, job.prompt_tokens)
-        if record is not None:
-            record.prompt_tokens += job.prompt_tokens
-            record.model = self.model_name
+        await admit_pooling(self.admit, job.prompt_tokens, self.model_name)
         return EmbeddingCall(job, request_id or f"embd-{uuid.uuid4().hex}")
 
     async def complete(self, call: EmbeddingCall) -> CreateEmbeddingResponse:

@@ -40,6 +40,20 @@ from oai_server.observability.spans import current_tracer
 # Called before a request reaches the engine with the tokens it may use at most
 # (prompt plus the requested maximum); raises to refuse it.
 Admit = Callable[[RequestRecord | None, int], Awaitable[None]]
+
+
+async def admit_pooling(admit: Admit | None, prompt_tokens: int, model: str) -> None:
+    """Admit a pooling request (embeddings, scores: they reach their engine without the
+    instrumented chat engine): reserve its `prompt_tokens` against the caller's limit (or
+    refuse) and count them, and its model, on the request's record."""
+    record = current_request.get()
+    if admit is not None:
+        await admit(record, prompt_tokens)
+    if record is not None:
+        record.prompt_tokens += prompt_tokens
+        record.model = model
+
+
 # Awaited after that, as the request is about to reach the engine: what must leave the
 # engine before it (the batch's lines beyond their small cap) is handed back.
 MakeRoom = Callable[[], Awaitable[None]]

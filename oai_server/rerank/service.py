@@ -29,7 +29,7 @@ from oai_server.generation.offload import off_loop
 from oai_server.generation.work_limits import WorkLimits
 from oai_server.models import ModelRegistry
 from oai_server.observability.context import current_request
-from oai_server.observability.engine import Admit
+from oai_server.observability.engine import Admit, admit_pooling
 from oai_server.observability.metrics import Metrics
 from oai_server.services.events import EventStream
 from schemas.common import ResponseModel
@@ -263,12 +263,7 @@ class ScoringService:
 
     async def start(self, job: ScoreJob, request_id: str | None = None) -> ScoreCall:
         """Reserve the texts' tokens against the caller's limit (or refuse)."""
-        record = current_request.get()
-        if self.admit is not None:
-            await self.admit(record, job.prompt_tokens)
-        if record is not None:
-            record.prompt_tokens += job.prompt_tokens
-            record.model = self.model_name
+        await admit_pooling(self.admit, job.prompt_tokens, self.model_name)
         return ScoreCall(job, request_id or f"score-{uuid.uuid4().hex}")
 
     async def scores(self, call: ScoreCall) -> list[float]:

@@ -16,7 +16,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from oai_server.engine.types import StructuredOutput
-from oai_server.ids import new_call_id
 from oai_server.tool_calls.parsers import CallArguments, CallStart, Event, OutputParser
 from schemas.chat import ChatCompletionCustomTool, CustomToolCall, GrammarFormat
 
@@ -64,22 +63,6 @@ def grammar_of(tool: ChatCompletionCustomTool) -> StructuredOutput | None:
     if fmt.grammar.syntax == "lark":
         return StructuredOutput(grammar=fmt.grammar.definition)
     return StructuredOutput(regex=fmt.grammar.definition)
-
-
-class RawInput(OutputParser):
-    """All output is the input of the custom tool `name` (forced by `tool_choice`)."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def feed(self, text: str, token_ids: Sequence[int] = ()) -> list[Event]:
-        events: list[Event] = []
-        if self.calls == 0:
-            self.calls = 1
-            events.append(CallStart(0, new_call_id(), self.name, custom=True))
-        if text:
-            events.append(CallArguments(0, text, custom=True))
-        return events
 
 
 class _InputDecoder:

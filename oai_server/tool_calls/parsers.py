@@ -71,18 +71,20 @@ class ContentOnly(OutputParser):
 
 
 class NamedFunction(OutputParser):
-    """All output is the arguments of `name`."""
+    """All output is the arguments of `name` (with `custom`: the input of the custom tool
+    `name`, forced by `tool_choice`)."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, custom: bool = False) -> None:
         self.name = name
+        self.custom = custom
 
     def feed(self, text: str, token_ids: Sequence[int] = ()) -> list[Event]:
         events: list[Event] = []
         if self.calls == 0:
             self.calls = 1
-            events.append(CallStart(0, new_call_id(), self.name))
+            events.append(CallStart(0, new_call_id(), self.name, custom=self.custom))
         if text:
-            events.append(CallArguments(0, text))
+            events.append(CallArguments(0, text, custom=self.custom))
         return events
 
 

@@ -19,7 +19,6 @@ from oai_server.structured.limits import check_schema
 from oai_server.tool_calls.custom import (
     INPUT_SCHEMA,
     CustomInputs,
-    RawInput,
     as_function,
     grammar_of,
 )
@@ -201,7 +200,9 @@ def plan_tools(
         named = _named(choice, tools)
         if isinstance(named, ChatCompletionCustomTool):
             name = named.custom.name
-            return ToolPlan(lambda: RawInput(name), grammar_of(named), template_tools)
+            return ToolPlan(
+                lambda: NamedFunction(name, custom=True), grammar_of(named), template_tools
+            )
         function = named.function.name
         return ToolPlan(
             lambda: NamedFunction(function),
