@@ -162,8 +162,13 @@ async def test_no_text_in_spans_unless_log_request_text(receiver: Receiver) -> N
     assert SECRET in server_span(receiver).attributes["gen_ai.prompt"]
 
 
-async def test_nothing_is_exported_when_tracing_is_off(receiver: Receiver) -> None:
-    # The OTEL_* environment points at the receiver; no --otlp-traces-endpoint: off.
+async def test_nothing_is_exported_when_tracing_is_off(
+    receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The OTEL_* environment points at the receiver, its endpoint included, where an
+    # exporter made without --otlp-traces-endpoint would send; without the flag: off.
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", receiver.endpoint)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint.removesuffix("/v1/traces"))
     async with serve(FakeEngine()) as client:
         response = await client.post(
             "/v1/chat/completions",
