@@ -110,7 +110,8 @@ class ResponsesEndpoint(Endpoint):
             raise InvalidRequestError(
                 "A batch line cannot be a 'background' response.", param="background"
             )
-        await self._service(owner).prepare(body)
+        # Its images are fetched when the line runs, not all of a batch's at its creation.
+        await self._service(owner).prepare(body, load=False)
 
     async def answer(self, body: Any, owner: str, priority: int | None) -> ResponseModel:
         service = self._service(owner)

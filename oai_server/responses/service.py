@@ -113,16 +113,17 @@ class ResponsesService:
         return earlier, [item for item in inputs if item.id not in known]
 
     async def prepare_chat(
-        self, req: CreateResponse | InputTokensRequest, items: Sequence[Item]
+        self, req: CreateResponse | InputTokensRequest, items: Sequence[Item], *, load: bool = True
     ) -> ChatJob:
         """The chat job for `items`; with `truncation: auto`, the oldest items that do not
-        fit the context window are dropped (`oldest_to_drop`: never the instructions)."""
+        fit the context window are dropped (`oldest_to_drop`: never the instructions).
+        Without `load`, images are checked but not fetched or decoded (`ChatService.prepare`)."""
         files = await self._image_files(items)
         tools = offered_tools(req.tools)
         start = 0
         while True:
             try:
-                return await self.chat.prepare(chat_request(req, items[start:], files))
+                return await self.chat.prepare(chat_request(req, items[start:], files), load=load)
             except ContextLengthExceededError as exc:
                 dropped = oldest_to_drop(to_context(items[start:]))
                 if req.truncation != "auto" or not dropped:
@@ -154,11 +155,12 @@ class ResponsesService:
         job = await self.prepare_chat(req, [*earlier, *inputs])
         return await self.chat.count_prompt_tokens(job)
 
-    async def prepare(self, req: CreateResponse) -> ResponseJob:
-        """Validate `req`, rebuild its context and render its prompt; 4xx on any refusal."""
+    async def prepare(self, req: CreateResponse, *, load: bool = True) -> ResponseJob:
+        """Validate `req`, rebuild its context and render its prompt; 4xx on any refusal
+        (without `load`, as a batch line is checked at creation: its images unfetched)."""
         check_metadata(req.metadata)
         earlier, inputs = await self.context(req)
-        job = await self.prepare_chat(req, [*earlier, *inputs])
+        job = await self.prepare_chat(req, [*earlier, *inputs], load=load)
         conversation = conversation_id(req.conversation)
         response = Response(
             id=new_id("resp"),

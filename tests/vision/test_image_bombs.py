@@ -11,7 +11,7 @@ import http.server
 import io
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import cache
 from pathlib import Path
 from typing import Any, ClassVar
@@ -207,8 +207,21 @@ async def test_the_memory_of_a_decode_returns_after_the_answer() -> None:
         assert _rss_mib() - before < 64
 
 
-def test_a_batch_chat_line_fetches_its_images_when_it_runs(
-    tmp_path: Path, slow_images: str, monkeypatch: pytest.MonkeyPatch
+def _responses(url: str) -> dict[str, Any]:
+    content = [{"type": "input_image", "image_url": url}, {"type": "input_text", "text": "What?"}]
+    return {"model": MODEL, "max_output_tokens": 2, "input": [{"role": "user", "content": content}]}
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "body"),
+    [("/v1/chat/completions", chat), ("/v1/responses", _responses)],
+)
+def test_a_batch_line_fetches_its_images_when_it_runs(
+    tmp_path: Path,
+    slow_images: str,
+    monkeypatch: pytest.MonkeyPatch,
+    endpoint: str,
+    body: Callable[[str], dict[str, Any]],
 ) -> None:
     from tests.batch.helpers import read_lines, upload, wait
     from tests.live import serve as serve_live
@@ -221,13 +234,13 @@ def test_a_batch_chat_line_fetches_its_images_when_it_runs(
     line = {
         "custom_id": "a",
         "method": "POST",
-        "url": "/v1/chat/completions",
-        "body": chat(f"{slow_images}/cat.png"),
+        "url": endpoint,
+        "body": body(f"{slow_images}/cat.png"),
     }
     with serve_live(app) as base, sdk(base) as client:
         batch = client.batches.create(
             input_file_id=upload(client, [line]),
-            endpoint="/v1/chat/completions",
+            endpoint=endpoint,
             completion_window="24h",
         )
         fetched_at_creation = list(_Slow.paths)
