@@ -142,6 +142,9 @@ class Model(ResponseModel):
     max_model_len: int | None = None
     # What a chat model takes: ["text"], or ["text", "image"] for a vision model.
     input_modalities: list[Literal["text", "image"]] | None = None
+    # What the model serves, in vLLM's task names: "generate" (chat and completions),
+    # "embed" (embeddings), "classify" (/classify), "score" (score and rerank).
+    supported_tasks: list[Literal["generate", "embed", "classify", "score"]] | None = None
 
 
 class ListModelsResponse(ResponseModel):

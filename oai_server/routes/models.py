@@ -25,13 +25,19 @@ ANTHROPIC_VERSION = "anthropic-version"
 
 def _model(server: ServerState, served: ServedModel) -> Model:
     modalities: list[Literal["text", "image"]] | None = None
+    tasks: list[Literal["generate", "embed", "classify", "score"]]
     if served.kind == "embedding":
         embedder = server.embedder
         max_model_len = None if embedder is None else embedder.model_info.max_model_len
+        # An embedding model scores by the cosine of two vectors; a cross-encoder by its
+        # classifier's head.
+        pooled = "embed" if embedder is None else embedder.model_info.task
+        tasks = [pooled, "score"]
     else:
         engine = server.engine.serving(served.engine_model)
         max_model_len = engine.model_info.max_model_len
         modalities = ["text", "image"] if engine.model_info.image_limit else ["text"]
+        tasks = ["generate"]
     return Model(
         id=served.name,
         created=server.created,
@@ -40,6 +46,7 @@ def _model(server: ServerState, served: ServedModel) -> Model:
         parent=served.parent,
         max_model_len=max_model_len,
         input_modalities=modalities,
+        supported_tasks=tasks,
     )
 
 

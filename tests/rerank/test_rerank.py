@@ -214,3 +214,18 @@ async def test_a_score_request_without_its_second_side_is_refused() -> None:
         reply = await post(client, "/score", {"text_1": "a"})
     assert reply.status_code == 400
     assert "text_2" in reply.json()["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    ("embedder", "pooled"),
+    [(FakeEmbeddingEngine(), "embed"), (FakeEmbeddingEngine(labels=("LABEL_0",)), "classify")],
+)
+async def test_the_model_list_says_what_each_model_serves(
+    embedder: FakeEmbeddingEngine, pooled: str
+) -> None:
+    async with embedding_app(embedder) as client:
+        listed = (await client.get("/v1/models")).json()["data"]
+        one = (await client.get(f"/v1/models/{EMBEDDING}")).json()
+    tasks = {model["id"]: model["supported_tasks"] for model in listed}
+    assert tasks == {CHAT: ["generate"], EMBEDDING: [pooled, "score"]}
+    assert one["supported_tasks"] == [pooled, "score"]
