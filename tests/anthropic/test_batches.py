@@ -198,6 +198,7 @@ def test_refusals_are_anthropic_errors(tmp_path: Path) -> None:
         assert reply.status_code == 400
         assert reply.json()["type"] == "error"
         assert reply.json()["error"]["type"] == "invalid_request_error"
+        assert "'requests[0].params.messages'" in reply.json()["error"]["message"]
         with pytest.raises(anthropic.NotFoundError):
             sdk.messages.batches.retrieve("msgbatch_nothing")
         running = sdk.messages.batches.create(
