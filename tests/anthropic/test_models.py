@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import anthropic
+
 from benchmarks.fixtures.lora_adapter import write_adapter
 from oai_server.app import create_app
 from oai_server.engine.fake import FakeEngine
@@ -14,11 +16,13 @@ from tests.anthropic.conftest import MODEL, client
 from tests.live import serve
 
 
-def _text(sdk: object, model: str) -> tuple[str, str]:
-    message = sdk.messages.create(  # type: ignore[attr-defined]
+def _text(sdk: anthropic.Anthropic, model: str) -> tuple[str, str]:
+    message = sdk.messages.create(
         model=model, max_tokens=32, messages=[{"role": "user", "content": "Who are you?"}]
     )
-    return message.model, message.content[0].text
+    (block,) = message.content
+    assert block.type == "text"
+    return message.model, block.text
 
 
 def test_each_model_answers_from_its_own_engine() -> None:
@@ -53,7 +57,7 @@ def test_either_service_tier_is_served_at_the_default_tier() -> None:
             sdk.messages.create(
                 model=MODEL,
                 max_tokens=8,
-                service_tier=tier,  # type: ignore[arg-type]
+                service_tier=tier,
                 messages=[{"role": "user", "content": "Hi"}],
             )
     assert [call.options.priority for call in engine.calls] == [0, 0]
