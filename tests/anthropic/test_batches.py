@@ -14,6 +14,7 @@ import httpx
 import openai
 import pytest
 
+from oai_server.anthropic import batches
 from oai_server.engine.fake import FakeEngine
 from tests.anthropic.conftest import KEY, MODEL, client, server
 
@@ -28,9 +29,11 @@ def _params(text: str, **extra: Any) -> dict[str, Any]:
 
 
 @contextmanager
-def _sdk(tmp_path: Path, engine: FakeEngine) -> Iterator[tuple[str, anthropic.Anthropic]]:
+def _sdk(
+    tmp_path: Path, engine: FakeEngine, **extra: Any
+) -> Iterator[tuple[str, anthropic.Anthropic]]:
     settings = {"store_url": f"sqlite:///{tmp_path / 'store.db'}", "batch_idle_seconds": 0}
-    with server(engine, **settings) as root:
+    with server(engine, **settings, **extra) as root:
         yield root, client(root)
 
 
@@ -95,6 +98,50 @@ def test_a_cancelled_batch_ends_with_its_unrun_requests_canceled(tmp_path: Path)
     assert sum(r.result.type == "canceled" for r in results) == counts.canceled
 
 
+def test_a_request_that_fails_when_it_runs_is_errored_with_anthropics_error(
+    tmp_path: Path,
+) -> None:
+    def reply(prompt: str) -> str:
+        if "fail here" in prompt:
+            raise RuntimeError("the engine broke on this one")
+        return "Bonjour"
+
+    engine = FakeEngine(reply_for=reply)
+    with _sdk(tmp_path, engine) as (_, sdk):
+        created = sdk.messages.batches.create(
+            requests=[
+                {"custom_id": "fine", "params": _params("hello")},
+                {"custom_id": "broken", "params": _params("fail here")},
+            ]
+        )
+        done = _ended(sdk, created.id)
+        results = {r.custom_id: r.result for r in sdk.messages.batches.results(created.id)}
+    assert (done.request_counts.succeeded, done.request_counts.errored) == (1, 1)
+    assert results["fine"].type == "succeeded"
+    errored = results["broken"]
+    assert errored.type == "errored"
+    assert errored.error.error.type == "api_error"
+    assert "engine broke" not in errored.error.error.message  # no internals
+
+
+def test_requests_the_window_closed_on_are_expired(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(batches, "WINDOW_S", 1)
+    engine = FakeEngine(tokens=["tick "] * 50, token_delay=0.02)
+    settings = {"batch_max_in_flight": 1, "batch_max_in_flight_idle": 1}
+    with _sdk(tmp_path, engine, **settings) as (_, sdk):
+        requests = [{"custom_id": f"r{i}", "params": _params(f"q{i}")} for i in range(30)]
+        created = sdk.messages.batches.create(requests=requests)  # type: ignore[arg-type]
+        done = _ended(sdk, created.id)
+        results = list(sdk.messages.batches.results(created.id))
+    counts = done.request_counts
+    assert counts.expired > 0
+    assert counts.succeeded + counts.expired == 30
+    assert sorted(r.custom_id for r in results) == sorted(f"r{i}" for i in range(30))
+    assert sum(r.result.type == "expired" for r in results) == counts.expired
+
+
 def test_batches_are_listed_newest_first_in_pages_and_deleted_once_ended(tmp_path: Path) -> None:
     with _sdk(tmp_path, FakeEngine(reply="ok")) as (root, sdk):
         ids = [
@@ -151,6 +198,7 @@ def test_refusals_are_anthropic_errors(tmp_path: Path) -> None:
         assert reply.status_code == 400
         assert reply.json()["type"] == "error"
         assert reply.json()["error"]["type"] == "invalid_request_error"
+        assert "'requests[0].params.messages'" in reply.json()["error"]["message"]
         with pytest.raises(anthropic.NotFoundError):
             sdk.messages.batches.retrieve("msgbatch_nothing")
         running = sdk.messages.batches.create(

@@ -59,8 +59,12 @@ def test_invalid_requests_are_400s() -> None:
     for response in (wrong_type, missing, over_budget):
         assert response.status_code == 400
         assert response.json()["error"]["type"] == "invalid_request_error"
-    assert "max_tokens" in missing.json()["error"]["message"]
+    # Anthropic's errors have no `param`: each message names the field instead.
+    assert "'max_tokens'" in wrong_type.json()["error"]["message"]
+    assert "'max_tokens'" in missing.json()["error"]["message"]
+    assert "thinking.budget_tokens" in over_budget.json()["error"]["message"]
     assert _error(image.value) == (400, "invalid_request_error")
+    assert "does not take images" in image.value.message
 
 
 def test_keys_as_x_api_key_or_bearer_and_a_wrong_one_is_401() -> None:

@@ -363,3 +363,38 @@ def test_batch_lines_are_their_owners_usage_marked_batch(tmp_path: Path) -> None
     assert by_batch[True].output_tokens == sum(u["completion_tokens"] for u in usages)
     assert by_batch[False].num_model_requests == 1
     assert by_batch[False].output_tokens == live.usage.completion_tokens
+
+
+def test_while_the_database_is_down_the_usage_api_answers_503_with_retry_after(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def gone(*_args: Any) -> Any:
+        raise ConnectionError("database went away")
+
+    app = make_app(f"sqlite:///{tmp_path / 'store.db'}")
+    start = int(time.time()) - 60
+    with serve(app) as base, sdk(base, api_key=ALICE) as client:
+        monkeypatch.setattr(UsageRecords, "add", gone)
+        monkeypatch.setattr(UsageRecords, "totals", gone)
+        # The answers themselves neither wait nor fail for it.
+        chat = client.chat.completions.create(
+            model="first", messages=[{"role": "user", "content": "Hello"}], store=False
+        )
+        assert chat.choices[0].message.content == "I am the first model."
+        url = f"{base}/v1/organization/usage/completions?start_time={start}"
+        refused = checked_get(url, headers={"Authorization": f"Bearer {ADMIN}"})
+        assert refused.status_code == 503, refused.text
+        assert refused.json()["error"]["code"] == "store_unavailable"
+        assert int(refused.headers["Retry-After"]) >= 1
+        monkeypatch.undo()
+        # Back: the tallies that waited are written, and the read answers them.
+        with admin(base) as usage:
+            deadline = time.monotonic() + 10
+            while True:
+                try:
+                    page = usage.admin.organization.usage.completions(start_time=start)
+                    break
+                except openai.InternalServerError:
+                    assert time.monotonic() < deadline
+                    time.sleep(0.2)
+        assert sum(r.num_model_requests for b in page.data for r in b.results) == 1

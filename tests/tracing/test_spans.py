@@ -7,6 +7,7 @@ import asyncio
 import json
 from pathlib import Path
 
+import httpx
 import pytest
 
 from oai_server.app import create_app
@@ -14,6 +15,7 @@ from oai_server.auth import key_id
 from oai_server.engine.fake import FakeEngine
 from oai_server.secret import ServerSecret
 from oai_server.settings import Settings
+from tests.live import serve_async
 from tests.tracing.conftest import traced
 from tests.tracing.receiver import ReceivedSpan, Receiver, otlp_grpc_receiver
 from tests.unit.conftest import MODEL, chat_body, serve
@@ -261,3 +263,22 @@ async def test_a_request_waiting_on_the_same_answer_in_flight_has_its_span(
     waiter = next(s for s in receiver.spans if s.span_id == waited.parent_span_id)
     assert waiter.kind == SERVER
     assert "engine" not in {s.name for s in receiver.children(waiter)}
+
+
+async def test_a_streams_spans_end_when_the_client_leaves(receiver: Receiver) -> None:
+    """A hundred tokens 20 ms apart, the client gone after three chunks: the request's
+    spans end then, while the server runs on, not when the 2 s stream would have."""
+    app = create_app(Settings(otlp_traces_endpoint=receiver.endpoint), FakeEngine(token_delay=0.02))
+    async with serve_async(app) as base, httpx.AsyncClient(base_url=base) as client:
+        body = chat_body(max_tokens=100, stream=True, ignore_eos=True)
+        async with client.stream("POST", "/v1/chat/completions", json=body) as response:
+            chunks = 0
+            async for line in response.aiter_lines():
+                chunks += line.startswith("data: ")
+                if chunks == 3:
+                    break
+        await asyncio.to_thread(receiver.wait_for, 1, "engine", 5.0)
+        server = server_span(receiver)
+        (engine_span,) = receiver.named("engine")
+    assert server.end_ns - server.start_ns < 1e9
+    assert engine_span.end_ns - engine_span.start_ns < 1e9

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from oai_server.dialects import Dialect, ModelTraits, detect
 from oai_server.engine.fake import FakeEngine
 from oai_server.settings import Settings
-from tests.unit.conftest import serve
+from tests.unit.conftest import MODEL, serve
 from tests.unit.tool_families import FAMILIES, family_tokenizer
 
 _BAR, _LOW = "\uff5c", "\u2581"
@@ -202,3 +202,40 @@ def test_every_vllm_parser_name_is_taken() -> None:
     assert len(tool_parser_names()) >= 50
     for name in tool_parser_names():
         assert Settings(tool_call_parser=name).tool_call_parser == name
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--tool-call-parser", "pythonic"],
+        ["serve", "org/model", "--served-model-name", MODEL, "--enable-auto-tool-choice",
+         "--tool-call-parser", "pythonic"],
+    ],
+    ids=["ours", "vllm-serve"],
+)  # fmt: skip
+def test_a_tool_call_parser_named_on_the_command_line_reads_the_calls(
+    argv: list[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A Llama 3 model, whose own parser (llama3_json) would leave this pythonic call as
+    text: the answer's call is the named parser's reading, command line to served model."""
+    from oai_server.app import create_app
+    from oai_server.cli import parse_command_line
+    from oai_server.engine.vllm.holder import VLLMTokenizer
+    from tests.conformance import checked_post
+    from tests.live import serve as serve_live
+    from tests.unit.conftest import chat_body
+    from tests.unit.tool_families import TOOLS, pieces
+
+    settings = parse_command_line(argv).settings
+    llama = family_tokenizer(next(f for f in FAMILIES if f.name == "llama-3"))
+    call = pieces(llama, '[get_weather(city="Oslo")]')
+    engine = FakeEngine(tokens=call, model_tokenizer=VLLMTokenizer(llama))
+    with caplog.at_level(logging.INFO), serve_live(create_app(settings, engine)) as root:
+        reply = checked_post(f"{root}/v1/chat/completions", json=chat_body(tools=TOOLS))
+    assert reply.status_code == 200, reply.text
+    (made,) = reply.json()["choices"][0]["message"]["tool_calls"]
+    assert (made["function"]["name"], made["function"]["arguments"]) == (
+        "get_weather",
+        '{"city": "Oslo"}',
+    )
+    assert f"{MODEL}: tool calls: pythonic" in caplog.text

@@ -374,24 +374,49 @@ async def test_local_files_under_the_allowed_path(tmp_path: Path) -> None:
 
 
 async def test_a_slow_server_times_out_without_blocking() -> None:
+    """A server that takes the request and never answers: the fetch gives up after its
+    timeout, and the event loop runs other tasks every few milliseconds meanwhile."""
+    import socket
+    import time
+
     import anyio
 
-    async def stall(host: str, port: int) -> list[str]:
-        await anyio.sleep(10)
-        return [PUBLIC]
+    listener = socket.create_server(("127.0.0.1", 0))
+    taken: list[socket.socket] = []
 
-    fetcher = MediaFetcher(MediaPolicy(timeout_s=1.0), resolver=stall)
-    ticks = 0
+    def take() -> None:  # accept, read the request, answer nothing
+        connection, _ = listener.accept()
+        taken.append(connection)
+        connection.recv(65536)
+
+    threading.Thread(target=take, daemon=True).start()
+    port = listener.getsockname()[1]
+    policy = MediaPolicy(allowed_domains=frozenset({"localhost"}), timeout_s=1.0)
+    fetcher = MediaFetcher(policy)
+    gaps: list[float] = []
 
     async def tick() -> None:
-        nonlocal ticks
+        last = time.monotonic()
         while True:
             await anyio.sleep(0.01)
-            ticks += 1
+            now = time.monotonic()
+            gaps.append(now - last)
+            last = now
 
-    async with anyio.create_task_group() as group:
-        group.start_soon(tick)
-        with pytest.raises(MediaFetchError, match=r"longer than 1 s"):
-            await fetcher.fetch("https://slow.example.com/a.png", "messages[0].content[0]")
-        group.cancel_scope.cancel()
-    assert ticks > 0  # the loop went on serving other tasks meanwhile
+    try:
+        async with anyio.create_task_group() as group:
+            group.start_soon(tick)
+            started = time.monotonic()
+            with pytest.raises(MediaFetchError, match=r"longer than 1 s"):
+                await fetcher.fetch(f"http://localhost:{port}/a.png", "messages[0].content[0]")
+            waited = time.monotonic() - started
+            group.cancel_scope.cancel()
+    finally:
+        for connection in [*taken, listener]:
+            connection.close()
+    # Ticks 10 ms apart all along: the fetch never held the loop (one blocking second
+    # would show as a gap of a second).
+    assert len(gaps) > 30
+    assert max(gaps) < 0.5, max(gaps)
+    assert taken  # the server had the request: its silence, not a lookup, timed out
+    assert 0.9 < waited < 3.0
