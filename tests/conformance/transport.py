@@ -178,7 +178,10 @@ class AsyncValidatingTransport(httpx.AsyncBaseTransport):
 def validating_client(
     log: ConformanceLog | None = None, transport: httpx.BaseTransport | None = None, **kwargs: Any
 ) -> httpx.Client:
-    """An :class:`httpx.Client` whose responses are all checked (``kwargs`` go to it)."""
+    """An :class:`httpx.Client` whose responses are all checked (``kwargs`` go to it;
+    `verify` to the transport it makes: a client given a transport ignores its own)."""
+    if transport is None and "verify" in kwargs:
+        transport = httpx.HTTPTransport(verify=kwargs.pop("verify"))
     return httpx.Client(transport=ValidatingTransport(log, transport), **kwargs)
 
 
@@ -187,7 +190,9 @@ def async_validating_client(
     transport: httpx.AsyncBaseTransport | None = None,
     **kwargs: Any,
 ) -> httpx.AsyncClient:
-    """An :class:`httpx.AsyncClient` whose responses are all checked."""
+    """An :class:`httpx.AsyncClient` whose responses are all checked (`verify` as above)."""
+    if transport is None and "verify" in kwargs:
+        transport = httpx.AsyncHTTPTransport(verify=kwargs.pop("verify"))
     return httpx.AsyncClient(transport=AsyncValidatingTransport(log, transport), **kwargs)
 
 

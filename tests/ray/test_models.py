@@ -40,3 +40,22 @@ def test_a_replica_serves_each_model_it_lists(url: str) -> None:
         wrong = http.post(f"{url}/v1/embeddings", json={**body, "model": "first"})
         assert wrong.status_code == 400
         assert "'first'" in wrong.json()["error"]["message"]
+
+
+def test_a_replica_reranks_on_its_embedding_model(url: str) -> None:
+    documents = ["first text", "second text", "third"]
+    with validating_client(timeout=10) as http:
+        listed = {
+            m["id"]: m["supported_tasks"] for m in http.get(f"{url}/v1/models").json()["data"]
+        }
+        assert listed["all-minilm-l6-v2"] == ["embed", "score"]
+        body = {"model": "all-minilm-l6-v2", "query": "text", "documents": documents}
+        ranked = http.post(f"{url}/v2/rerank", json=body)
+        assert ranked.status_code == 200, ranked.text
+        results = ranked.json()["results"]
+        assert sorted(r["index"] for r in results) == [0, 1, 2]
+        scores = [r["relevance_score"] for r in results]
+        assert scores == sorted(scores, reverse=True)
+        refused = http.post(f"{url}/v2/rerank", json={**body, "model": "first"})
+        assert refused.status_code == 400
+        assert "chat model" in refused.json()["error"]["message"]

@@ -25,6 +25,7 @@ else:
     time.sleep(1.5)  # the watchdog adopts a starting engine's processes as they appear
 print(engine.pid, dog.pid, flush=True)
 if sys.argv[1] == "stopped":
+    sys.stdin.readline()  # the test has its handles on both processes
     engine.kill()
     engine.wait()
     dog.close()
@@ -35,7 +36,10 @@ time.sleep(600)
 
 def _start(how: str) -> tuple[subprocess.Popen[str], psutil.Process, psutil.Process]:
     server = subprocess.Popen(
-        [sys.executable, "-c", SERVER, how], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", SERVER, how],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     assert server.stdout is not None
     engine, dog = (psutil.Process(int(pid)) for pid in server.stdout.readline().split())
@@ -56,17 +60,25 @@ def test_a_killed_server_takes_its_engine_with_it(how: str) -> None:
         for process in (engine, dog):
             if process.is_running():
                 process.kill()
-        assert server.stdout is not None
-        server.stdout.close()
+        _close(server)
 
 
 def test_a_stopped_engine_ends_its_watchdog() -> None:
     server, _engine, dog = _start("stopped")
+    assert server.stdin is not None
     assert server.stdout is not None
     try:
+        server.stdin.write("stop\n")
+        server.stdin.flush()
         assert server.stdout.readline() == "closed\n"
         assert not dog.is_running()
     finally:
         server.kill()
         server.wait()
-        server.stdout.close()
+        _close(server)
+
+
+def _close(server: subprocess.Popen[str]) -> None:
+    for pipe in (server.stdin, server.stdout):
+        if pipe is not None:
+            pipe.close()
