@@ -115,10 +115,16 @@ async def test_every_kind_of_affinity_keeps_a_conversation_on_one_replica(url: s
 
 async def test_a_burst_past_the_target_spreads_over_both_replicas(url: str) -> None:
     body = _chat("Hi.", 0, prompt_cache_key="everyone", max_tokens=20)  # 1 s each
+
+    async def one(http: httpx.AsyncClient, i: int) -> httpx.Response:
+        # Twelve within 0.55 s, all in flight at once: 40 ms apart, so that each choice
+        # sees the sends before it (all twelve chosen in the same instant read the same
+        # empty load, on a loaded machine, and went to one replica: 12 and 0).
+        await asyncio.sleep(0.04 * i)
+        return await http.post(f"{url}/v1/chat/completions", json=body)
+
     async with client() as http:
-        answers = await asyncio.gather(
-            *(http.post(f"{url}/v1/chat/completions", json=body) for _ in range(12))
-        )
+        answers = await asyncio.gather(*(one(http, i) for i in range(12)))
     assert [a.status_code for a in answers] == [200] * 12
     # Both replicas answer part of it. How many each takes depends on how many of the
     # twelve the gateway has in flight at once, which a loaded 2-core machine varies
