@@ -11,8 +11,7 @@ import httpx
 import openai
 import pytest
 
-from tests.conformance import ValidatingTransport
-from tests.integration.conftest import MODEL, SDK_TIMEOUT_S, Server
+from tests.integration.conftest import MODEL, Server
 
 pytestmark = pytest.mark.integration
 
@@ -23,10 +22,9 @@ ASK: Any = [{"role": "user", "content": "Add a file that says hello."}]
 
 
 @pytest.fixture
-def client(server: Server) -> Iterator[openai.OpenAI]:
-    http = httpx.Client(transport=ValidatingTransport(), timeout=SDK_TIMEOUT_S)
+def client(server: Server, sdk_http: httpx.Client) -> Iterator[openai.OpenAI]:
     with openai.OpenAI(
-        base_url=server.base_url, api_key="unused", http_client=http, max_retries=0
+        base_url=server.base_url, api_key="unused", http_client=sdk_http, max_retries=0
     ) as c:
         yield c
 
