@@ -42,6 +42,7 @@ from oai_server.answering import AnsweringChain
 from oai_server.batch import BatchRunner
 from oai_server.batch.endpoints import Endpoint, ServiceEndpoint
 from oai_server.cache import ResponseCache
+from oai_server.dialects.tool_calls.selection import ToolParsers
 from oai_server.embeddings import EmbeddingService
 from oai_server.engine.pooling import EmbeddingEngine
 from oai_server.engine.protocol import Engine
@@ -79,7 +80,6 @@ from oai_server.settings import Settings
 from oai_server.startup import ready_message
 from oai_server.state import ServerState
 from oai_server.store import StoreService
-from oai_server.tool_calls.selection import ToolParsers
 from schemas.rerank import RerankRequest, ScoreRequest
 
 logger = logging.getLogger(__name__)

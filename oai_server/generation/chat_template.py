@@ -9,12 +9,12 @@ from typing import Any
 import jinja2
 from pydantic import PrivateAttr
 
+from oai_server.dialects.tool_calls.custom import as_function_call
+from oai_server.dialects.tool_calls.plan import forces_call
+from oai_server.dialects.tool_calls.prompt import with_tools_prompt
 from oai_server.engine.protocol import Tokenizer
 from oai_server.errors import InvalidRequestError, UnsupportedParameterError
 from oai_server.media.loader import ImageRef
-from oai_server.tool_calls.custom import as_function_call
-from oai_server.tool_calls.plan import forces_call
-from oai_server.tool_calls.prompt import with_tools_prompt
 from schemas.chat import (
     ChatMessage,
     Content,

@@ -13,6 +13,11 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from oai_server.dialects.harmony import Harmony, HarmonyRequest, harmony_of
+from oai_server.dialects.reasoning.stage import AUTO, Reasoner, Reasoning, choose
+from oai_server.dialects.tool_calls.parsers import Content, ContentOnly
+from oai_server.dialects.tool_calls.plan import ToolPlan, plan_tools
+from oai_server.dialects.tool_calls.selection import ToolParsers, ToolParsing
 from oai_server.engine.protocol import Engine
 from oai_server.engine.types import ImageInput, SamplingOptions
 from oai_server.errors import InvalidRequestError, UnsupportedParameterError
@@ -29,12 +34,10 @@ from oai_server.generation.offload import INLINE_CHARS, off_loop
 from oai_server.generation.prompt_bound import tokens_at_least
 from oai_server.generation.sampling import build_options, resolve_max_tokens
 from oai_server.generation.work_limits import WorkLimits, check_options_token_ids
-from oai_server.harmony import Harmony, HarmonyRequest, harmony_of
 from oai_server.ids import new_request_id
 from oai_server.media.errors import MediaError
 from oai_server.media.loader import ImageLoader, ImageRef
 from oai_server.models import ModelRegistry
-from oai_server.reasoning.stage import AUTO, Reasoner, Reasoning, choose
 from oai_server.services.chat_assembler import ChatAssembler
 from oai_server.services.chat_choice import ChoiceState
 from oai_server.services.chat_chunks import chat_chunk, chat_chunks, choice_of, light_choice
@@ -55,9 +58,6 @@ from oai_server.services.events import (
     TextDelta,
     Usage,
 )
-from oai_server.tool_calls.parsers import Content, ContentOnly
-from oai_server.tool_calls.plan import ToolPlan, plan_tools
-from oai_server.tool_calls.selection import ToolParsers, ToolParsing
 from schemas.chat import (
     ChatCompletionChunkChoice,
     ChatCompletionDelta,

@@ -6,11 +6,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from oai_server.dialects.harmony import HarmonyStage
+from oai_server.dialects.reasoning.stage import Reasoning, ReasoningStage
+from oai_server.dialects.tool_calls.parsers import (
+    CallStart,
+    Content,
+    ContentOnly,
+    Event,
+    OutputParser,
+)
 from oai_server.engine.types import FinishReason
-from oai_server.harmony import HarmonyStage
-from oai_server.reasoning.stage import Reasoning, ReasoningStage
 from oai_server.services.common import finish_reason
-from oai_server.tool_calls.parsers import CallStart, Content, ContentOnly, Event, OutputParser
 from schemas.chat import (
     ChatCompletionDelta,
     ChatCompletionMessageCustomToolCall,

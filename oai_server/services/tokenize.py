@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from oai_server.dialects.harmony import Harmony, harmony_of
+from oai_server.dialects.tool_calls.plan import template_tool
 from oai_server.engine.protocol import Engine
 from oai_server.errors import InvalidRequestError, UnsupportedParameterError
 from oai_server.generation.chat_template import image_refs, render_prompt
 from oai_server.generation.offload import off_loop
-from oai_server.harmony import Harmony, harmony_of
 from oai_server.models import ModelRegistry
 from oai_server.services.common import Target, check_model
-from oai_server.tool_calls.plan import template_tool
 from schemas.chat import CreateChatCompletionRequest
 from schemas.tokenize import (
     DetokenizeRequest,

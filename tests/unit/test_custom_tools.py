@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
+from oai_server.dialects.tool_calls.custom import CustomInputs
+from oai_server.dialects.tool_calls.parsers import CallArguments, CallStart, HermesCalls
 from oai_server.engine.fake import FakeEngine
-from oai_server.tool_calls.custom import CustomInputs
-from oai_server.tool_calls.parsers import CallArguments, CallStart, HermesCalls
 from tests.unit.conftest import chat_body, serve
 from tests.unit.test_tool_calls import WEATHER, feed_in_pieces, stream_events
 

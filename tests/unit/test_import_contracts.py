@@ -35,7 +35,7 @@ def test_the_import_contracts_hold() -> None:
 
 
 def test_every_package_and_module_of_the_server_is_in_a_layer() -> None:
-    (layers,) = [c["layers"] for c in _contracts() if c["type"] == "layers"]
+    (layers,) = [c["layers"] for c in _contracts() if c.get("id") == "layers"]
     assert isinstance(layers, list)
     named = {name.strip() for layer in layers for name in layer.replace(":", "|").split("|")}
     parts = {

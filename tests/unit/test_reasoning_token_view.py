@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
+from oai_server.dialects.reasoning.stage import ReasoningStage, Split
 from oai_server.engine.token_ids import TokenIds
 from oai_server.engine.vllm.reasoning import reasoning_parser_class, reasoning_parser_names
-from oai_server.reasoning.stage import ReasoningStage, Split
 from tests.unit.tool_families import _embedded_dir
 
 # The tags of the registry's families, each one token (as in the family's vocabulary).

@@ -14,8 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from oai_server.engine.fake import FakeEngine
-from oai_server.tool_calls.parsers import (
+from oai_server.dialects.tool_calls.parsers import (
     CallArguments,
     CallStart,
     Content,
@@ -24,6 +23,7 @@ from oai_server.tool_calls.parsers import (
     OutputParser,
     RequiredCalls,
 )
+from oai_server.engine.fake import FakeEngine
 from tests.unit.conftest import chat_body, serve
 
 WEATHER = {

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from oai_server.dialects import ModelTraits, detect
+from oai_server.dialects.harmony.stage import HarmonyStage
+from oai_server.dialects.tool_calls.plan import forces_call, offered, template_tool
 from oai_server.engine.protocol import Engine
 from oai_server.errors import UnsupportedParameterError
-from oai_server.harmony.stage import HarmonyStage
-from oai_server.tool_calls.plan import forces_call, offered, template_tool
 from schemas.chat import AllowedToolChoice, ChatCompletionCustomTool, CreateChatCompletionRequest
 
 FAMILY = "gpt-oss"

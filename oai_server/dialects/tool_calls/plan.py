@@ -13,16 +13,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from oai_server.engine.types import StructuredOutput
-from oai_server.errors import InvalidRequestError, UnsupportedParameterError
-from oai_server.structured.limits import check_schema
-from oai_server.tool_calls.custom import (
+from oai_server.dialects.tool_calls.custom import (
     INPUT_SCHEMA,
     CustomInputs,
     as_function,
     grammar_of,
 )
-from oai_server.tool_calls.parsers import (
+from oai_server.dialects.tool_calls.parsers import (
     ContentOnly,
     EngineCalls,
     HermesCalls,
@@ -30,7 +27,10 @@ from oai_server.tool_calls.parsers import (
     OutputParser,
     RequiredCalls,
 )
-from oai_server.tool_calls.selection import ToolParsing
+from oai_server.dialects.tool_calls.selection import ToolParsing
+from oai_server.engine.types import StructuredOutput
+from oai_server.errors import InvalidRequestError, UnsupportedParameterError
+from oai_server.structured.limits import check_schema
 from schemas.chat import (
     AllowedToolChoice,
     AllowedTools,

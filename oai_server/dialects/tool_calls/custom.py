@@ -15,8 +15,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from oai_server.dialects.tool_calls.parsers import CallArguments, CallStart, Event, OutputParser
 from oai_server.engine.types import StructuredOutput
-from oai_server.tool_calls.parsers import CallArguments, CallStart, Event, OutputParser
 from schemas.chat import ChatCompletionCustomTool, CustomToolCall, GrammarFormat
 
 INPUT = "input"

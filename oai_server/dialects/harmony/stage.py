@@ -15,9 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from oai_server.dialects.reasoning.stage import Reasoning
+from oai_server.dialects.tool_calls.parsers import CallArguments, CallStart, Content, Event
 from oai_server.ids import new_call_id
-from oai_server.reasoning.stage import Reasoning
-from oai_server.tool_calls.parsers import CallArguments, CallStart, Content, Event
 
 HarmonyEvent = Event | Reasoning
 
