@@ -42,7 +42,7 @@ from oai_server.answering import AnsweringChain
 from oai_server.batch import BatchRunner
 from oai_server.batch.endpoints import Endpoint, ServiceEndpoint
 from oai_server.cache import ResponseCache
-from oai_server.dialects.tool_calls.selection import ToolParsers
+from oai_server.dialects.model import ModelDialects
 from oai_server.embeddings import EmbeddingService
 from oai_server.engine.pooling import EmbeddingEngine
 from oai_server.engine.protocol import Engine
@@ -179,6 +179,7 @@ def _core(
         settings.max_request_tokens, settings.max_request_prompts, settings.strict_max_tokens
     )
     tiers = TierPolicy(settings.scheduling_policy == "priority", priority_keys)
+    dialects = _dialects(settings, entries, served)
     return ServerState(
         settings=settings,
         engine=served,
@@ -186,14 +187,13 @@ def _core(
             served,
             model_name,
             chat_template,
-            _tool_parsers(settings, entries),
+            dialects,
             work,
             registry,
-            reasoning_parser=settings.reasoning_parser,
             images=ImageLoader(MediaFetcher(media_policy(settings))),
         ),
         completions=CompletionService(served, model_name, work, registry),
-        tokenize=TokenizeService(served, model_name, chat_template, registry),
+        tokenize=TokenizeService(served, model_name, chat_template, registry, dialects),
         metrics=metrics,
         lifecycle=Lifecycle(served, settings.drain_timeout),
         created=int(time.time()),
@@ -222,10 +222,11 @@ def media_policy(settings: Settings) -> MediaPolicy:
     )
 
 
-def _tool_parsers(settings: Settings, entries: Sequence[ModelEntry]) -> ToolParsers:
-    """The server's --tool-call-parser, and each models-file entry's own."""
+def _dialects(settings: Settings, entries: Sequence[ModelEntry], engine: Engine) -> ModelDialects:
+    """Each chat model's dialect, read with the server's --tool-call-parser and
+    --reasoning-parser, and each models-file entry's own tool-call parser."""
     own = {e.name: e.tool_call_parser for e in entries if e.tool_call_parser is not None}
-    return ToolParsers(settings.tool_call_parser, own)
+    return ModelDialects(engine, settings.tool_call_parser, settings.reasoning_parser, own)
 
 
 @dataclass(frozen=True)

@@ -6,11 +6,13 @@ The rules run in order, the most specific first: Qwen3-Coder writes `<tool_call>
 Hermes does, but with `<function=` inside; DeepSeek V3 and V3.1 share their tokens and
 differ in how a call's arguments are written. The names are those of vLLM 0.32's
 registries, as its documentation (docs/features/tool_calling.md, reasoning_outputs.md)
-pairs them with each family.
+pairs them with each family. A model that thinks between `<think>` and `</think>` but
+shows no family's markers is the generic thinking family, tried last.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -45,6 +47,27 @@ class Dialect:
 
 def _thinks(traits: ModelTraits, parser: str) -> str | None:
     return parser if traits.has("<think>", "</think>") else None
+
+
+# The built-in parser of a generic thinking model: thinking only between the tags
+# (`reasoning.tags`); none of vLLM 0.32's reads an answer without them as content.
+THINK_TAGS = "think"
+GENERIC_THINKING = "generic-think"
+
+# R1's history rule: an earlier answer keeps only what follows `</think>`.
+_STRIPS_THINKING = re.compile(r"""split\(\s*['"]</think>['"]\s*\)""")
+
+
+def _generic_thinking(traits: ModelTraits) -> str:
+    """`deepseek_r1` for a template of R1's lineage, which opens `<think>` in its
+    generation prompt or strips earlier answers' thinking: such a model may start
+    thinking without writing `<think>` (R1's distills do), which R1's parser reads as
+    thinking. Any other model writes both tags: split where they are (`THINK_TAGS`), so
+    an answer without them stays content."""
+    template = traits.chat_template
+    _, found, generation_prompt = template.rpartition("add_generation_prompt")
+    opens = bool(found) and "<think>" in generation_prompt
+    return "deepseek_r1" if opens or _STRIPS_THINKING.search(template) else THINK_TAGS
 
 
 # DeepSeek writes its markers with fullwidth bars (U+FF5C) and lower blocks (U+2581).
@@ -110,6 +133,10 @@ _RULES: list[_Rule] = [
     ("internlm", lambda t: t.has("<|plugin|>"), "internlm", lambda t: None),
     ("jamba", lambda t: t.has("<tool_calls>") and t.architecture("Jamba"), "jamba", lambda t: None),
     ("functiongemma", lambda t: t.has("<start_function_call>"), "functiongemma", lambda t: None),
+    # Last: `<think>` and `</think>` with no family's markers (QwQ, Phi-4-reasoning,
+    # OpenThinker, a distill of a family of none above): it thinks, its calls (if any)
+    # are read as a model of no family's.
+    (GENERIC_THINKING, lambda t: t.has("<think>", "</think>"), None, _generic_thinking),
 ]
 
 # The families recognised, in the order they are tried (for the docs and the tests).

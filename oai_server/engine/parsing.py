@@ -1,9 +1,11 @@
-"""The interface of a model's output parser: tool calls read from its text as it streams.
+"""The interface of a model's output parsers: tool calls and thinking read from its text as
+it streams, and gpt-oss's harmony.
 
-vLLM's parsers (`engine/vllm/parsing.py`) implement it; the chat service reaches them only
-through these types, so it never imports vllm. One `OutputParsing` serves a model (its
-parser class and tokenizer, checked once); `OutputParsing.new` makes the parser of one
-choice of one request, which keeps that choice's state.
+vLLM's parsers (`engine/vllm/parsing.py`, `reasoning.py`, `harmony.py`) implement it; the
+dialects reach them only through these types, so nothing above the engine imports vllm.
+One `OutputParsing` (or `ReasoningParsing`) serves a model (its parser class and tokenizer,
+checked once); its `new` makes the parser of one choice of one request, which keeps that
+choice's state.
 """
 
 from __future__ import annotations
@@ -53,3 +55,40 @@ class OutputParsing(abc.ABC):
     @abc.abstractmethod
     def new(self, request: dict[str, Any]) -> OutputTextParser:
         """The parser of one choice of `request` (a chat request, as JSON)."""
+
+
+class ReasoningParsing(abc.ABC):
+    """A model's reasoning parser, by its name (vLLM's `--reasoning-parser`)."""
+
+    name: str
+
+    @abc.abstractmethod
+    def new(self, template_kwargs: dict[str, Any]) -> Any:
+        """The parser of one choice, made with the request's chat template kwargs (some
+        parsers think only when asked): vLLM's `ReasoningParser` interface,
+        `extract_reasoning_streaming` for each delta and `extract_reasoning` for a whole
+        answer."""
+
+
+@dataclass(frozen=True)
+class HarmonyPrompt:
+    """A chat request rendered with harmony (gpt-oss): its prompt's ids, their text with
+    the special tokens written out, and the request as the engine's parser reads it."""
+
+    token_ids: list[int]
+    text: str
+    request: Any
+
+
+class HarmonyParsing(abc.ABC):
+    """gpt-oss's harmony format, rendered and read as the engine's server does it."""
+
+    @abc.abstractmethod
+    def render(self, request: dict[str, Any]) -> HarmonyPrompt:
+        """The prompt of the chat request `request` (as JSON); raises
+        `InvalidRequestError` for what harmony refuses."""
+
+    @abc.abstractmethod
+    def new(self, prompt: HarmonyPrompt, *, reasoning: bool, tools: bool) -> Any:
+        """The harmony parser of one choice of `prompt`'s request (vLLM's `HarmonyParser`),
+        its thinking read if `reasoning`, its calls if `tools`."""

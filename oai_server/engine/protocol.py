@@ -12,7 +12,7 @@ import abc
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from oai_server.engine.parsing import OutputParsing
+from oai_server.engine.parsing import HarmonyParsing, OutputParsing, ReasoningParsing
 from oai_server.engine.settings import SchedulingPolicy
 from oai_server.engine.types import GenerationStep, ImageInput, ModelInfo, SamplingOptions
 from oai_server.errors import InvalidRequestError
@@ -55,12 +55,6 @@ class Tokenizer(abc.ABC):
     ) -> str:
         """Render a conversation with the model's chat template (or `chat_template`)."""
 
-    @property
-    def backend(self) -> Any:
-        """The tokenizer object vLLM's parsers take (a Hugging Face tokenizer's interface:
-        `get_vocab`, `encode`, `decode`...)."""
-        return self
-
     def chat_template_source(self) -> str | None:
         """The model's own chat template, as written (None: it has none)."""
         return None
@@ -73,6 +67,15 @@ class Tokenizer(abc.ABC):
         """vLLM's tool-call parser `tool_call_parser` over this tokenizer; raises
         `ValueError` where it cannot serve (a name unknown, tokens the parser needs missing)."""
         raise ValueError(f"this tokenizer cannot serve the tool-call parser '{tool_call_parser}'")
+
+    def reasoning_parsing(self, reasoning_parser: str) -> ReasoningParsing:
+        """vLLM's reasoning parser `reasoning_parser` over this tokenizer; raises
+        `ValueError` where it cannot serve (the tokens the parser looks for missing)."""
+        raise ValueError(f"this tokenizer cannot serve the reasoning parser '{reasoning_parser}'")
+
+    def harmony_parsing(self) -> HarmonyParsing:
+        """gpt-oss's harmony over this tokenizer; raises `ValueError` where it has none."""
+        raise ValueError("this tokenizer cannot serve harmony")
 
 
 class Engine(abc.ABC):

@@ -13,11 +13,12 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from oai_server.dialects.harmony import Harmony, HarmonyRequest, harmony_of
-from oai_server.dialects.reasoning.stage import AUTO, Reasoner, Reasoning, choose
+from oai_server.dialects.harmony import HarmonyRequest
+from oai_server.dialects.model import ModelDialects
+from oai_server.dialects.reasoning.selection import Reasoner
+from oai_server.dialects.reasoning.stage import Reasoning
 from oai_server.dialects.tool_calls.parsers import Content, ContentOnly
 from oai_server.dialects.tool_calls.plan import ToolPlan, plan_tools
-from oai_server.dialects.tool_calls.selection import ToolParsers, ToolParsing
 from oai_server.engine.protocol import Engine
 from oai_server.engine.types import ImageInput, SamplingOptions
 from oai_server.errors import InvalidRequestError, UnsupportedParameterError
@@ -132,32 +133,18 @@ class ChatService:
     engine: Engine
     model_name: str
     chat_template: str | None = None
-    tool_parsers: ToolParsers = field(default_factory=ToolParsers)
+    # Each model's dialect: its tool-call and reasoning parsers, or harmony (None: the
+    # settings' defaults, over `engine`).
+    dialects: ModelDialects | None = None
     limits: WorkLimits = field(default_factory=WorkLimits)
     # The server's other models, so a request naming one gets the error that says which.
     models: ModelRegistry | None = None
     # Fetches and decodes the images a request names (None: a server without images).
     images: ImageLoader | None = None
-    # vLLM's name of the reasoning parser (--reasoning-parser), or `auto`.
-    reasoning_parser: str = AUTO
-    _reasoners: dict[str, Reasoner | None] = field(default_factory=dict)
-    _harmonies: dict[str, Harmony | None] = field(default_factory=dict)
+    _dialects: ModelDialects = field(init=False)
 
-    def reasoner(self, model: str) -> Reasoner | None:
-        """The reasoning parser of the chat model `model` (made once per model); none for
-        a harmony model, whose harmony parser reads its thinking."""
-        tokenizer = self.engine.serving(model).tokenizer
-        reasoner = None if self.harmony(model) else choose(self.reasoning_parser, tokenizer)
-        self._reasoners[model] = reasoner
-        return reasoner
-
-    def harmony(self, model: str) -> Harmony | None:
-        """The harmony of the chat model `model`, if it is gpt-oss (found once per model)."""
-        if model not in self._harmonies:
-            tools = self.tool_parsers.per_model.get(model, self.tool_parsers.setting)
-            engine = self.engine.serving(model)
-            self._harmonies[model] = harmony_of(engine, self.reasoning_parser, tools)
-        return self._harmonies[model]
+    def __post_init__(self) -> None:
+        self._dialects = self.dialects or ModelDialects(self.engine)
 
     async def prepare(self, req: CreateChatCompletionRequest, *, load: bool = True) -> ChatJob:
         """Validate `req` and convert it into the engine's prompt and options. `load`
@@ -169,7 +156,8 @@ class ChatService:
         engine = self.engine.serving(target.model)
         template = self.chat_template if target.model == self.model_name else None
         reject_unsupported(req)
-        tools = plan_tools(req, lambda: self.tool_parsing(target.model))
+        dialect = self._dialects.of(target.model)
+        tools = plan_tools(req, lambda: dialect.tools)
         structured = structured_output(req.response_format)
         if tools.structured is not None:
             structured = tools.structured
@@ -179,7 +167,7 @@ class ChatService:
         param = "max_completion_tokens"
         if requested is None:
             requested, param = req.max_tokens, "max_tokens"
-        harmony, size = self.harmony(target.model), prompt_chars(req.messages)
+        harmony, size = dialect.harmony, prompt_chars(req.messages)
         # gpt-oss's prompt is harmony's, not its template's (as `vllm serve` renders it).
         rendered = None if harmony is None else await off_loop(size, harmony.render, req)
         if rendered is not None:
@@ -212,10 +200,7 @@ class ChatService:
             options = dataclasses.replace(options, skip_special_tokens=False)
         self.limits.check_work([prompt], [options], prompt_param="messages")
         check_options_token_ids(options, model.vocab_size)
-        # Looked up in place, not through `reasoner`: every request passes here.
-        known = self._reasoners
-        reasoner = known[target.model] if target.model in known else self.reasoner(target.model)
-        return ChatJob(req, prompt, options, tools, text, reasoner, rendered)
+        return ChatJob(req, prompt, options, tools, text, dialect.reasoner, rendered)
 
     async def count_prompt_tokens(self, job: ChatJob) -> int:
         """`job`'s prompt in tokens as its answer's `usage.prompt_tokens` counts it: each
@@ -279,12 +264,7 @@ class ChatService:
 
     def describe(self, model: str) -> str:
         """How the chat model `model`'s output is read, for the ready line."""
-        harmony = self.harmony(model)
-        return self.tool_parsing(model).describe() if harmony is None else harmony.describe()
-
-    def tool_parsing(self, model: str) -> ToolParsing:
-        """How the chat model `model` (a base model's name) has its tool calls read."""
-        return self.tool_parsers.of(model, self.engine.serving(model))
+        return self._dialects.of(model).describe()
 
     def context_length(self, model: str) -> int:
         """The context length of the chat model (or adapter's base) `model` names."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from oai_server.dialects.harmony import Harmony, harmony_of
+from oai_server.dialects.model import ModelDialects
 from oai_server.dialects.tool_calls.plan import template_tool
 from oai_server.engine.protocol import Engine
 from oai_server.errors import InvalidRequestError, UnsupportedParameterError
@@ -30,8 +30,12 @@ class TokenizeService:
     model_name: str
     chat_template: str | None = None
     models: ModelRegistry | None = None
-    # Each model's harmony (gpt-oss), or None, found on first use.
-    _harmonies: dict[str, Harmony | None] = field(default_factory=dict)
+    # Each model's dialect (the chat service's): a gpt-oss prompt is harmony's.
+    dialects: ModelDialects | None = None
+    _dialects: ModelDialects = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._dialects = self.dialects or ModelDialects(self.engine)
 
     def _target(self, model: str | None) -> Target:
         if model is None:
@@ -104,9 +108,7 @@ class TokenizeService:
                 "completion's usage.prompt_tokens.",
                 param=refs[0].param,
             )
-        if target.model not in self._harmonies:
-            self._harmonies[target.model] = harmony_of(engine)
-        harmony = self._harmonies[target.model]
+        harmony = self._dialects.of(target.model).harmony
         if harmony is not None:  # gpt-oss: rendered with harmony, as its chat completions are
             return harmony.render(chat).prompt_token_ids
         # As vLLM does, tools are shown to the template whatever a later tool_choice would be.

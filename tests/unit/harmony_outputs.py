@@ -23,6 +23,7 @@ from typing import Any
 
 from openai_harmony import HarmonyEncoding, HarmonyEncodingName, load_harmony_encoding
 
+from oai_server.engine.parsing import HarmonyParsing
 from oai_server.engine.protocol import Tokenizer
 
 WEATHER = {
@@ -117,6 +118,11 @@ class HarmonyTokenizer(Tokenizer):
 
     def special_tokens(self) -> frozenset[str]:
         return frozenset(encoding().special_tokens_set)
+
+    def harmony_parsing(self) -> HarmonyParsing:
+        from oai_server.engine.vllm.harmony import VLLMHarmony
+
+        return VLLMHarmony(self)
 
 
 def token_ids(text: str) -> list[int]:

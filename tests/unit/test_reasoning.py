@@ -59,7 +59,7 @@ def engine_for(text: str) -> FakeEngine:
 
 def vllm_split(text: str, name: str = "deepseek_r1") -> tuple[str | None, str | None]:
     """What vLLM's parser makes of the whole text."""
-    tokenizer = FakeEngine(added_tokens=THINK).tokenizer.backend
+    tokenizer = FakeEngine(added_tokens=THINK).tokenizer
     return reasoning_parser_class(name)(tokenizer).extract_reasoning(text, None)  # type: ignore[no-any-return]
 
 

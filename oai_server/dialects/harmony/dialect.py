@@ -2,8 +2,9 @@
 
 `vllm serve` serves gpt-oss (`model_type: gpt_oss`) through harmony whatever the chat
 template says: the prompt is rendered with harmony's messages, the answer read by the
-harmony parser. The family is recognised here as for every other (`oai_server.dialects`:
-`<|channel|>` in the template or tokens, or the `GptOss` architecture). The parsers are
+harmony parser (both through the engine's `Tokenizer.harmony_parsing`). The family is
+recognised as every other is (`oai_server.dialects.detect`: `<|channel|>` in the template
+or tokens, or the `GptOss` architecture). The parsers are
 vLLM's gpt-oss pair, `openai_gptoss` for the thinking and `openai` for the calls, each
 left out where the server was started with `none` for it, as `vllm serve` without that
 flag leaves it out.
@@ -12,12 +13,12 @@ flag leaves it out.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-from oai_server.dialects import ModelTraits, detect
+from oai_server.dialects.detect import Dialect
 from oai_server.dialects.harmony.stage import HarmonyStage
 from oai_server.dialects.tool_calls.plan import forces_call, offered, template_tool
-from oai_server.engine.protocol import Engine
+from oai_server.engine.parsing import HarmonyParsing, HarmonyPrompt
+from oai_server.engine.protocol import Tokenizer
 from oai_server.errors import UnsupportedParameterError
 from schemas.chat import AllowedToolChoice, ChatCompletionCustomTool, CreateChatCompletionRequest
 
@@ -29,28 +30,34 @@ NONE = "none"
 class HarmonyRequest:
     """A chat request rendered with harmony: its prompt, and how its choices are read."""
 
-    prompt_token_ids: list[int]
-    # The rendered prompt, special tokens written out (what the response cache's key hashes).
-    prompt_text: str
-    parser_class: Any
-    tokenizer: Any
-    # The request as vLLM's chat request (its tools, `include_reasoning`).
-    request: Any
+    prompt: HarmonyPrompt
+    parsing: HarmonyParsing
     parallel: bool
-    # Whether the thinking is read (and counted in `reasoning_tokens`).
+    # Whether the thinking is read (and counted in `reasoning_tokens`), and the calls.
     reasoning: bool
+    tools: bool
+
+    @property
+    def prompt_token_ids(self) -> list[int]:
+        return self.prompt.token_ids
+
+    @property
+    def prompt_text(self) -> str:
+        """The rendered prompt, special tokens written out (what the response cache's key
+        hashes)."""
+        return self.prompt.text
 
     def make(self, whole: bool) -> HarmonyStage:
         """The harmony stage of one choice (`whole`: of an answer not streamed)."""
-        parser = self.parser_class(self.tokenizer, self.request.tools)
-        return HarmonyStage(parser, self.request, whole=whole, parallel=self.parallel)
+        parser = self.parsing.new(self.prompt, reasoning=self.reasoning, tools=self.tools)
+        return HarmonyStage(parser, self.prompt.request, whole=whole, parallel=self.parallel)
 
 
 @dataclass(frozen=True)
 class Harmony:
     """A harmony model's parsers: thinking (`reasoning`) and calls (`tools`) read or not."""
 
-    tokenizer: Any
+    parsing: HarmonyParsing
     reasoning: bool = True
     tools: bool = True
 
@@ -63,27 +70,17 @@ class Harmony:
     def render(self, req: CreateChatCompletionRequest) -> HarmonyRequest:
         """`req` rendered as `vllm serve` renders it for gpt-oss; raises a 400 for what it
         refuses."""
-        from oai_server.engine.vllm.harmony import (
-            decode,
-            harmony_parser_class,
-            render_prompt,
-            vllm_request,
-        )
-
         _refuse_constraints(req)
         body = req.model_dump(mode="json", exclude_none=True)
         if isinstance(req.tool_choice, AllowedToolChoice):  # `auto` among some of the tools
             allowed = offered(req.tools or [], req.tool_choice)
             body.update(tools=[template_tool(t) for t in allowed], tool_choice="auto")
-        ids = render_prompt(body)
         return HarmonyRequest(
-            ids,
-            decode(ids),
-            harmony_parser_class(self.reasoning, self.tools),
-            self.tokenizer,
-            vllm_request(body),
+            self.parsing.render(body),
+            self.parsing,
             req.parallel_tool_calls is not False,
             self.reasoning,
+            self.tools,
         )
 
 
@@ -115,17 +112,13 @@ def _refuse_constraints(req: CreateChatCompletionRequest) -> None:
 
 
 def harmony_of(
-    engine: Engine, reasoning_parser: str = "auto", tool_call_parser: str = "auto"
+    dialect: Dialect | None,
+    tokenizer: Tokenizer,
+    reasoning_parser: str = "auto",
+    tool_call_parser: str = "auto",
 ) -> Harmony | None:
-    """The harmony of `engine`'s model, if it is gpt-oss; `reasoning_parser` and
+    """The harmony of the model of `dialect`, if it is gpt-oss; `reasoning_parser` and
     `tool_call_parser` are the server's settings for it (`none` leaves that part out)."""
-    tokenizer = engine.tokenizer
-    traits = ModelTraits(
-        tokenizer.chat_template_source() or "",
-        tokenizer.special_tokens(),
-        engine.model_info.architectures,
-    )
-    dialect = detect(traits)
     if dialect is None or dialect.family != FAMILY:
         return None
-    return Harmony(tokenizer.backend, reasoning_parser != NONE, tool_call_parser != NONE)
+    return Harmony(tokenizer.harmony_parsing(), reasoning_parser != NONE, tool_call_parser != NONE)

@@ -10,21 +10,11 @@ DeepSeek-R1's distills do).
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Any
 
-from oai_server.dialects import ModelTraits, detect
-from oai_server.engine.protocol import Tokenizer
 from oai_server.engine.token_ids import TokenIds, TokenIdsView
-
-logger = logging.getLogger(__name__)
-
-# The names the setting takes besides vLLM's: `auto` picks the model's own (see `choose`).
-AUTO = "auto"
-NONE = "none"
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,24 +30,6 @@ class Split:
 
     reasoning: str
     content: str
-
-
-class _SharedVocab:
-    """The model's tokenizer, with its vocabulary read once, not once per parser: vLLM's
-    parsers look their tags up in `get_vocab()`, a new dict of the whole vocabulary."""
-
-    def __init__(self, tokenizer: Any) -> None:
-        self._tokenizer = tokenizer
-
-    @cached_property
-    def _vocab(self) -> dict[str, int]:
-        return dict(self._tokenizer.get_vocab())
-
-    def get_vocab(self) -> dict[str, int]:
-        return self._vocab
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._tokenizer, name)
 
 
 @dataclass
@@ -99,49 +71,3 @@ class ReasoningStage:
         """vLLM's split of a whole answer (what the streamed splits add up to)."""
         result: tuple[str | None, str | None] = self.parser.extract_reasoning(text, request)
         return result
-
-
-@dataclass(frozen=True)
-class Reasoner:
-    """Makes the reasoning stage of each choice of a model, for a parser named as vLLM names it.
-
-    `make` takes the request's chat template kwargs, as `vllm serve` gives them to the
-    parser it makes per request: some parsers think only when asked (DeepSeek V3.1's
-    `thinking`)."""
-
-    name: str
-    make: Callable[[dict[str, Any] | None], ReasoningStage]
-
-
-def choose(name: str, tokenizer: Tokenizer) -> Reasoner | None:
-    """The reasoning parser `name` (vLLM's name, or `auto`) over `tokenizer`; None: no parser.
-
-    `auto` is the model family's own parser: none until the family detection names one.
-    """
-    detected = name == AUTO
-    if detected:
-        name = detected_parser(tokenizer) or ""
-    if name in ("", NONE):
-        return None
-    from oai_server.engine.vllm.reasoning import reasoning_parser_class
-
-    parser_class = reasoning_parser_class(name)
-    shared = _SharedVocab(tokenizer.backend)
-    if detected:
-        try:  # a family recognised whose tokenizer lacks the parser's tokens: served as text
-            parser_class(shared)
-        except (RuntimeError, ValueError, KeyError) as exc:  # as vLLM's parsers raise
-            logger.warning("reasoning parser %s not used: %s", name, exc)
-            return None
-    return Reasoner(
-        name,
-        lambda kwargs: ReasoningStage(parser_class(shared, chat_template_kwargs=kwargs or {})),
-    )
-
-
-def detected_parser(tokenizer: Tokenizer) -> str | None:
-    """The reasoning parser of the model's family, recognised from its chat template and
-    special tokens (`oai_server.dialects`); None for a family that does not think apart."""
-    traits = ModelTraits(tokenizer.chat_template_source() or "", tokenizer.special_tokens())
-    dialect = detect(traits)
-    return None if dialect is None else dialect.reasoning_parser

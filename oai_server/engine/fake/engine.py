@@ -17,6 +17,7 @@ from typing import Any
 import jinja2.sandbox
 
 from oai_server.engine.chat_content import flattened, has_parts
+from oai_server.engine.parsing import HarmonyParsing, ReasoningParsing
 from oai_server.engine.protocol import Engine, Tokenizer, check_priority
 from oai_server.engine.settings import SchedulingPolicy
 from oai_server.engine.token_bytes import longest_token_bytes
@@ -96,6 +97,18 @@ class FakeTokenizer(Tokenizer):
 
     def chat_template_source(self) -> str | None:
         return self.template
+
+    # vLLM's own reasoning and harmony parsers read these bytes (and added tokens) as they
+    # read a Hugging Face tokenizer, so the tests drive the parsers the server serves.
+    def reasoning_parsing(self, reasoning_parser: str) -> ReasoningParsing:
+        from oai_server.engine.vllm.reasoning import VLLMReasoningParsing
+
+        return VLLMReasoningParsing(reasoning_parser, self)
+
+    def harmony_parsing(self) -> HarmonyParsing:
+        from oai_server.engine.vllm.harmony import VLLMHarmony
+
+        return VLLMHarmony(self)
 
     def apply_chat_template(
         self,

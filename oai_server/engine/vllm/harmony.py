@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from oai_server.engine.parsing import HarmonyParsing, HarmonyPrompt
 from oai_server.errors import InvalidRequestError
 
 # What vLLM's harmony code reads of a chat request; the rest is the server's business.
@@ -101,3 +102,18 @@ def harmony_parser_class(reasoning: bool, tools: bool) -> Any:
         "tool_parser_cls": ParserManager.get_tool_parser("openai" if tools else None, True),
     }
     return type("HarmonyParser", (HarmonyParser,), attributes)
+
+
+class VLLMHarmony(HarmonyParsing):
+    """Harmony as `vllm serve` renders and reads it, its parsers over `tokenizer` (a
+    Hugging Face tokenizer's interface)."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self._tokenizer = tokenizer
+
+    def render(self, request: dict[str, Any]) -> HarmonyPrompt:
+        ids = render_prompt(request)
+        return HarmonyPrompt(ids, decode(ids), vllm_request(request))
+
+    def new(self, prompt: HarmonyPrompt, *, reasoning: bool, tools: bool) -> Any:
+        return harmony_parser_class(reasoning, tools)(self._tokenizer, prompt.request.tools)

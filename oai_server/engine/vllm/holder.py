@@ -15,7 +15,7 @@ from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
 from oai_server.engine.chat_content import flattened, has_parts
-from oai_server.engine.parsing import OutputParsing
+from oai_server.engine.parsing import HarmonyParsing, OutputParsing, ReasoningParsing
 from oai_server.engine.protocol import Tokenizer
 from oai_server.engine.token_bytes import longest_token_bytes
 from oai_server.engine.vllm.watchdog import Watchdog
@@ -34,10 +34,6 @@ class VLLMTokenizer(Tokenizer):
         self._tok = hf_tokenizer
         # What a string-content template gets for each image (the model's own token).
         self._image_placeholder = image_placeholder
-
-    @property
-    def backend(self) -> Any:
-        return self._tok
 
     def encode(self, text: str, *, add_special_tokens: bool = True) -> list[int]:
         return list(self._tok.encode(text, add_special_tokens=add_special_tokens))
@@ -95,6 +91,16 @@ class VLLMTokenizer(Tokenizer):
         from oai_server.engine.vllm.parsing import VLLMOutputParsing
 
         return VLLMOutputParsing(tool_call_parser, self._tok)
+
+    def reasoning_parsing(self, reasoning_parser: str) -> ReasoningParsing:
+        from oai_server.engine.vllm.reasoning import VLLMReasoningParsing
+
+        return VLLMReasoningParsing(reasoning_parser, self._tok)
+
+    def harmony_parsing(self) -> HarmonyParsing:
+        from oai_server.engine.vllm.harmony import VLLMHarmony
+
+        return VLLMHarmony(self._tok)
 
 
 class AsyncLLMHolder:

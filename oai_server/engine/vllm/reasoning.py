@@ -1,11 +1,15 @@
 """vLLM's reasoning parsers (`vllm.reasoning`), by the names `vllm serve --reasoning-parser` takes.
 
 vllm is imported here only when a parser is named, never when the server is imported.
+`VLLMReasoningParsing` serves them behind `engine/parsing.py`'s interface.
 """
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import Any
+
+from oai_server.engine.parsing import ReasoningParsing
 
 
 def reasoning_parser_names() -> list[str]:
@@ -27,3 +31,38 @@ def reasoning_parser_class(name: str) -> Any:
     from vllm.reasoning import ReasoningParserManager
 
     return ReasoningParserManager.get_reasoning_parser(name)
+
+
+class _SharedVocab:
+    """The model's tokenizer, with its vocabulary read once, not once per parser: vLLM's
+    parsers look their tags up in `get_vocab()`, a new dict of the whole vocabulary."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self._tokenizer = tokenizer
+
+    @cached_property
+    def _vocab(self) -> dict[str, int]:
+        return dict(self._tokenizer.get_vocab())
+
+    def get_vocab(self) -> dict[str, int]:
+        return self._vocab
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._tokenizer, name)
+
+
+class VLLMReasoningParsing(ReasoningParsing):
+    """vLLM's reasoning parser `name` over `tokenizer` (a Hugging Face tokenizer's
+    interface); raises `ValueError` if the tokenizer lacks the tokens the parser needs."""
+
+    def __init__(self, name: str, tokenizer: Any) -> None:
+        self.name = name
+        self._tokenizer = _SharedVocab(tokenizer)
+        try:
+            self._cls = reasoning_parser_class(name)
+            self._cls(self._tokenizer)
+        except (RuntimeError, ValueError, KeyError) as exc:  # as vLLM's parsers raise
+            raise ValueError(str(exc)) from None
+
+    def new(self, template_kwargs: dict[str, Any]) -> Any:
+        return self._cls(self._tokenizer, chat_template_kwargs=template_kwargs)
