@@ -196,11 +196,12 @@ class ChatService:
             model=target.model,
             images=images,
         )
-        if tools.keep_special_tokens:
+        reasoner = dialect.reasoner
+        if tools.keep_special_tokens or (reasoner is not None and reasoner.keep_special_tokens):
             options = dataclasses.replace(options, skip_special_tokens=False)
         self.limits.check_work([prompt], [options], prompt_param="messages")
         check_options_token_ids(options, model.vocab_size)
-        return ChatJob(req, prompt, options, tools, text, dialect.reasoner, rendered)
+        return ChatJob(req, prompt, options, tools, text, reasoner, rendered)
 
     async def count_prompt_tokens(self, job: ChatJob) -> int:
         """`job`'s prompt in tokens as its answer's `usage.prompt_tokens` counts it: each

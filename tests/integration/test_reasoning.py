@@ -1,11 +1,14 @@
-"""A DeepSeek-R1-style model with `--reasoning-parser deepseek_r1`, on the real engine.
+"""A DeepSeek-R1-style model served as a thinking model without `--reasoning-parser`, on
+the real engine.
 
 The embedded model's weights served from a directory made to look like an R1 distill:
 two unused special tokens (`<jupyter_script>`, `<empty_output>`) renamed `<think>` and
 `</think>`, and R1's rule in the chat template (an earlier answer keeps only what follows
 `</think>`); the generation prompt does not open `<think>` (this small model would stop at
-once). It never writes `</think>`, so, as `vllm serve --reasoning-parser deepseek_r1`
-answers it, all it writes is thinking, here with its tokens counted.
+once). No family's markers: the server recognises a generic thinking model of R1's
+lineage and reads it with `deepseek_r1`, as a new user would want it read with no flag.
+It never writes `</think>`, so, as `vllm serve --reasoning-parser deepseek_r1` answers
+it, all it writes is thinking, here with its tokens counted.
 """
 
 from __future__ import annotations
@@ -62,9 +65,7 @@ def r1_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def r1_server(r1_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     flags = ("--model", str(r1_model), "--served-model-name", MODEL, "--max-model-len", "2048")
-    with run_server(
-        tmp_path_factory.mktemp("r1"), *flags, "--reasoning-parser", "deepseek_r1"
-    ) as running:
+    with run_server(tmp_path_factory.mktemp("r1"), *flags) as running:
         yield running
 
 
@@ -74,6 +75,12 @@ def post(server: Server, **fields: Any) -> httpx.Response:
         response = http.post(f"{server.base_url}/chat/completions", json=body)
     assert response.status_code == 200, response.text
     return response
+
+
+def test_the_ready_line_names_the_parser_chosen(r1_server: Server) -> None:
+    assert f"{MODEL}: tool calls: hermes (built-in), reasoning: deepseek_r1 (generic-think)" in (
+        r1_server.log.read_text()
+    )
 
 
 def test_an_r1_distill_answers_as_reasoning(r1_server: Server) -> None:

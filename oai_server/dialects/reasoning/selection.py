@@ -37,6 +37,9 @@ class Reasoner:
 
     name: str
     make: Callable[[dict[str, Any] | None], ReasoningStage]
+    # The built-in parser reads the tags in the text: where they are special tokens, the
+    # detokenizer would leave them out unless told to keep them.
+    keep_special_tokens: bool = False
 
 
 def choose(setting: str, dialect: Dialect | None, tokenizer: Tokenizer) -> Reasoner | None:
@@ -48,7 +51,7 @@ def choose(setting: str, dialect: Dialect | None, tokenizer: Tokenizer) -> Reaso
     if name == NONE:
         return None
     if name == THINK_TAGS:
-        return Reasoner(BUILTIN_THINK, lambda kwargs: ReasoningStage(ThinkTags()))
+        return Reasoner(BUILTIN_THINK, lambda kwargs: ReasoningStage(ThinkTags()), True)
     try:
         parsing = tokenizer.reasoning_parsing(name)
     except ValueError as exc:

@@ -35,6 +35,11 @@ class VLLMTokenizer(Tokenizer):
         # What a string-content template gets for each image (the model's own token).
         self._image_placeholder = image_placeholder
 
+    @property
+    def backend(self) -> Any:
+        """The Hugging Face tokenizer itself, for what only the vLLM adapters do with it."""
+        return self._tok
+
     def encode(self, text: str, *, add_special_tokens: bool = True) -> list[int]:
         return list(self._tok.encode(text, add_special_tokens=add_special_tokens))
 
@@ -150,7 +155,7 @@ class AsyncLLMHolder:
             await asyncio.to_thread(watchdog.close)
 
     @property
-    def tokenizer(self) -> Tokenizer:
+    def tokenizer(self) -> VLLMTokenizer:
         if self._tokenizer is None:
             raise EngineNotReadyError(f"The {self._what} is still loading the model.")
         return self._tokenizer
