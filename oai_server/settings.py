@@ -243,8 +243,10 @@ class Settings(BaseSettings, EngineOptions):
         "auto",
         description="How the model's thinking is told apart from its answer (message.reasoning): "
         "a name of vLLM's reasoning parsers, as vllm serve --reasoning-parser takes it "
-        "(deepseek_r1, qwen3, ...); auto: the model's own, where its family is recognised; "
-        "none: the whole answer is content.",
+        "(deepseek_r1, qwen3, ...); auto: the model's own, where its family is recognised "
+        "(a model with <think> and </think> and no family's markers: deepseek_r1 for a "
+        "template of R1's lineage, else the built-in think parser, which splits only where "
+        "the tags are); none: the whole answer is content.",
     )
     cache_dir: Path = Field(
         Path.home() / ".cache" / "oai-server",
