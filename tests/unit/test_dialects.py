@@ -12,9 +12,10 @@ from pydantic import ValidationError
 from oai_server.dialects import Dialect, ModelTraits, detect
 from oai_server.engine.fake import FakeEngine
 from oai_server.settings import Settings
-from tests.unit.conftest import MODEL, serve
+from tests.unit.conftest import MODEL, chat_body, serve
 from tests.unit.tool_families import FAMILIES, family_tokenizer
 
+HELLO = {"role": "user", "content": "Hi"}
 _BAR, _LOW = "\uff5c", "\u2581"
 
 # A line of each family's chat template, or the tokens of its vocabulary, as published.
@@ -169,7 +170,6 @@ async def test_a_family_without_its_parsers_tokens_falls_back_with_a_warning(
     """DeepSeek-V3's template on a tokenizer without its tool-call tokens: vLLM's parser
     cannot start, so the built-in Hermes parser reads the calls, and the log says why."""
     from oai_server.engine.vllm.holder import VLLMTokenizer
-    from tests.unit.conftest import chat_body
     from tests.unit.tool_families import TOOLS, pieces
 
     deepseek = next(f for f in FAMILIES if f.name == "deepseek-v3")
@@ -223,7 +223,6 @@ def test_a_tool_call_parser_named_on_the_command_line_reads_the_calls(
     from oai_server.engine.vllm.holder import VLLMTokenizer
     from tests.conformance import checked_post
     from tests.live import serve as serve_live
-    from tests.unit.conftest import chat_body
     from tests.unit.tool_families import TOOLS, pieces
 
     settings = parse_command_line(argv).settings
@@ -239,3 +238,25 @@ def test_a_tool_call_parser_named_on_the_command_line_reads_the_calls(
         '{"city": "Oslo"}',
     )
     assert f"{MODEL}: tool calls: pythonic" in caplog.text
+
+
+async def test_a_models_dialect_is_detected_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One detection per model, at start: chat requests, streamed or not, with tools or
+    not, and /tokenize all read the model with the dialect resolved then."""
+    from oai_server.dialects import model
+    from tests.unit.tool_families import TOOLS
+
+    seen: list[ModelTraits] = []
+
+    def counted(traits: ModelTraits) -> Dialect | None:
+        seen.append(traits)
+        return detect(traits)
+
+    monkeypatch.setattr(model, "detect", counted)
+    async with serve(FakeEngine()) as client:
+        assert len(seen) == 1  # the ready line's
+        for body in (chat_body(), chat_body(stream=True), chat_body(tools=TOOLS)):
+            assert (await client.post("/v1/chat/completions", json=body)).status_code == 200
+        tokens = await client.post("/tokenize", json={"model": MODEL, "messages": [HELLO]})
+        assert tokens.status_code == 200
+    assert len(seen) == 1
