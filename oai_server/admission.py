@@ -50,7 +50,7 @@ class Admission:
 
     async def admit_pooling(self, prompt_tokens: int, model: str) -> None:
         """Admit a pooling request (embeddings, scores: on the embedding model's engine,
-        beside the chat engine's admission): reserve its `prompt_tokens` (or refuse) and
+        which no batch line shares with the chat): reserve its `prompt_tokens` (or refuse) and
         count them, and its `model`, on the request's record."""
         if self.closed:
             raise _shutting_down()

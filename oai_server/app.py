@@ -1,13 +1,13 @@
 """Build the FastAPI app around an engine: the core services, then each feature, in one place.
 
-The core is what every request uses: the admission step (the caller's token limit, the batch's
-hand-back, the drain's refusal), the engine (admitted by it, measured, drainable), the chat,
-completions and tokenize services, the metrics, the lifecycle. Every part, the routes
-included, is built with what it uses as its constructor's or factory's arguments. A feature (store,
+The core is what every request uses: the admission step (the caller's token limit, the
+batch's hand-back, the drain's refusal), the engine (admitted by it, measured, drainable),
+the chat, completions and tokenize services, the metrics, the lifecycle. A feature (store,
 cache, responses, realtime, auth, limits, the web page; see `oai_server.features`) is one
 function of the typed state returning its routes, middleware, service and start/stop
 hooks; the lifespan starts them after the engine's loading begins and stops them, in
-reverse, before the engine stops.
+reverse, before the engine stops. Every part, the routes included, is built with what it
+uses as its constructor's or factory's arguments, in the order they need each other.
 """
 
 from __future__ import annotations

@@ -3,7 +3,9 @@
 SIGTERM (an orchestrator's stop): `/health` answers 503 at once so the load balancer
 stops sending, new requests get 503 with `Retry-After`, the requests in flight may
 finish for up to `drain_timeout` seconds, then whatever is left is aborted (each
-stream gets an error event and `[DONE]`) and the process exits 0.
+stream gets an error event and `[DONE]`), the admission step refuses whatever else would
+reach the engine (a batch line, a background response, a Realtime session's next turn),
+and the process exits 0.
 
 The engine dies (its process killed, say): `/health` answers 503, each request in
 flight fails (an error event in a stream, a 503 otherwise), and the process exits
