@@ -1,11 +1,13 @@
 """Build the FastAPI app around an engine: the core services, then each feature, in one place.
 
-The core is what every request uses: the engine (measured, token-limited, drainable), the
-chat, completions and tokenize services, the metrics, the lifecycle. A feature (store,
+The core is what every request uses: the admission step (the caller's token limit, the
+batch's hand-back, the drain's refusal), the engine (admitted by it, measured, drainable),
+the chat, completions and tokenize services, the metrics, the lifecycle. A feature (store,
 cache, responses, realtime, auth, limits, the web page; see `oai_server.features`) is one
 function of the typed state returning its routes, middleware, service and start/stop
 hooks; the lifespan starts them after the engine's loading begins and stops them, in
-reverse, before the engine stops.
+reverse, before the engine stops. Every part, the routes included, is built with what it
+uses as its constructor's or factory's arguments, in the order they need each other.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from dataclasses import dataclass
 
 from fastapi import FastAPI
 from starlette.middleware.cors import CORSMiddleware
+from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from oai_server import (
@@ -38,6 +41,7 @@ from oai_server import (
     usage,
     web,
 )
+from oai_server.admission import Admission
 from oai_server.answering import AnsweringChain
 from oai_server.batch import BatchRunner
 from oai_server.batch.endpoints import Endpoint, ServiceEndpoint
@@ -65,7 +69,7 @@ from oai_server.media.policy import MediaPolicy
 from oai_server.models.adapters import AdapterEngine
 from oai_server.models.entries import ModelEntry, first_chat, model_entries
 from oai_server.models.served import served_models
-from oai_server.observability.engine import Admit, InstrumentedEngine
+from oai_server.observability.engine import InFlight, InstrumentedEngine
 from oai_server.observability.metrics import Metrics
 from oai_server.observability.middleware import ObservabilityMiddleware
 from oai_server.resilience import Dependencies
@@ -151,12 +155,14 @@ def _core(
     *,
     secret: ServerSecret,
     priority_keys: frozenset[str] | None,
-    admit: Admit | None,
+    admission: Admission,
+    in_flight: InFlight,
     replica: str | None,
 ) -> ServerState:
-    """The shared services, before any feature; `admit` reserves each request's tokens as
-    it reaches the engine (the rate limits'); `priority_keys`: the ids of the keys that
-    may ask for the `priority` tier (None: every key)."""
+    """The shared services, before any feature; `admission` admits each request as it
+    reaches an engine; `in_flight`: the chat engine's requests, which `metrics` reads;
+    `priority_keys`: the ids of the keys that may ask for the `priority` tier (None:
+    every key)."""
     # The names clients use: each engine of a router's, else the first chat model's.
     router = _router(engine)
     chat = [first_chat(entries).name] if router is None else list(router.engines)
@@ -170,9 +176,10 @@ def _core(
     served = InstrumentedEngine(
         adapters or engine,
         metrics,
+        in_flight,
+        admission.admit,
         keep_prompt_text=settings.log_request_text,
         model_name=model_name,
-        admit=admit,
     )
     chat_template = load_template(settings.chat_template)
     work = WorkLimits(
@@ -183,6 +190,7 @@ def _core(
     return ServerState(
         settings=settings,
         engine=served,
+        admission=admission,
         chat=ChatService(
             served,
             model_name,
@@ -195,7 +203,7 @@ def _core(
         completions=CompletionService(served, model_name, work, registry),
         tokenize=TokenizeService(served, model_name, chat_template, registry, dialects),
         metrics=metrics,
-        lifecycle=Lifecycle(served, settings.drain_timeout),
+        lifecycle=Lifecycle(served, admission, settings.drain_timeout),
         created=int(time.time()),
         dependencies=dependencies,
         secret=secret,
@@ -258,13 +266,19 @@ def _wire(
     replica: str | None,
 ) -> Wired:
     """The core and every feature, each given what it uses, in one place."""
-    # `core` is bound below, before any request can ask the metrics for its queue.
-    metrics = Metrics(engine.running_requests, lambda: core.engine.waiting_requests())
+    # First: the metrics' gauge counts the requests the chat engine will hold.
+    in_flight = InFlight()
+    metrics = Metrics(engine.running_requests, in_flight.waiting_requests)
     dependencies = Dependencies(metrics.registry)
-    # Before the core: the engine's admission reserves tokens against the limiter.
+    # Before the core, whose admission step reserves tokens against the limiter and has
+    # the batch's lines on the chat engine (the runner adds them there) make room.
     limited = limits.feature(settings, metrics, dependencies, OPEN)
     limiter = limited.service
-    admit = None if limiter is None or limiter.tpm is None else limiter.reserve_tokens
+    lines = batch.BatchLines(settings.batch_max_in_flight)
+    admission = Admission(
+        None if limiter is None or limiter.tpm is None else limiter.reserve_tokens,
+        lines.make_room,
+    )
     secret = ServerSecret.load(settings.secret_key, settings.data_dir)
     keys = auth.configured_keys(settings, secret)
     given = settings.service_tier_priority_keys
@@ -279,28 +293,24 @@ def _wire(
         dependencies,
         secret=secret,
         priority_keys=priority,
-        admit=admit,
+        admission=admission,
+        in_flight=in_flight,
         replica=replica,
     )
     traced = tracing.feature(settings)
     # What keys own under their ids from before the server secret is theirs still.
     stored = store.feature(core, keys.renames())
-    # Embedding tokens count against the caller's token limit too.
-    embedded = embeddings.feature(core, admit)
+    embedded = embeddings.feature(core)
     cached = cache.feature(core, embedded.service)
     answered = responses.feature(core, stored.service)
-    scored = rerank.feature(core, admit, cached.service)
+    scored = rerank.feature(core, cached.service)
     more: dict[str, Endpoint] = {anthropic.batches.URL: anthropic.MessagesEndpoint(core)}
     if scored.service is not None:
         # On the embedding model's engine, as embeddings' lines are.
         for url, schema in (("/v1/rerank", RerankRequest), ("/v1/score", ScoreRequest)):
             more[url] = ServiceEndpoint(schema, scored.service, shares_chat_engine=False)
-    batched = batch.feature(core, stored.service, embedded.service, traced.service, more)
+    batched = batch.feature(core, lines, stored.service, embedded.service, traced.service, more)
     used = usage.feature(core, stored.service)
-    if batched.service is not None:
-        # The one hook bound after the core: the runner is built on the core's services, and
-        # before each chat request reaches the engine, the idle cap's lines make room for it.
-        core.engine.make_room = batched.service.make_room
     chain = AnsweringChain(
         core.chat, core.completions, embedded.service, stored.service, cached.service
     )
@@ -312,7 +322,7 @@ def _wire(
         anthropic.feature(core, chain, stored.service, batched.service),
         batched,
         used,
-        realtime.feature(None if limiter is None else limiter.settle),
+        realtime.feature(core, None if limiter is None else limiter.settle),
         lora.feature(core),
         # Middleware in this order, inside the core's: keys, then limits (per key).
         auth.feature(keys, OPEN),
@@ -333,6 +343,13 @@ def _wire(
         chain,
         features,
     )
+
+
+def _core_routes(core: ServerState, answering: AnsweringChain) -> list[Route]:
+    """Chat and completions, the busiest routes (answered past Starlette's router)."""
+    settings = core.settings
+    shaped = (core.for_caller, settings.max_request_bytes, settings.enable_force_include_usage)
+    return [chat.route(answering, *shaped), completions.route(answering, *shaped)]
 
 
 class ServerApp(FastAPI):
@@ -418,14 +435,22 @@ def create_app(
         # redirected: a 307 loses a POST with many clients.
         redirect_slashes=False,
     )
+    # For the command line (which sets how the lifecycle exits) and tests; routes get what
+    # they use as their factories' arguments, never from here.
     app.state.server = state
     app.state.wired = wired
-    core_routes = [chat.route(wired.answering), completions.route(wired.answering)]
+    core_routes = _core_routes(state, wired.answering)
     app.router.routes.extend(core_routes)
-    app.include_router(models.router)
-    app.include_router(system.router([f.health for f in features if f.health is not None]))
-    app.include_router(tokenize.router)
-    app.include_router(embedding_routes.router(wired.answering))
+    app.include_router(models.router(state))
+    engines = [state.engine.check_health]
+    if embedder is not None:
+        engines.append(embedder.check_health)
+    reports = [f.health for f in features if f.health is not None]
+    app.include_router(system.router(engines, state.dependencies, state.metrics, reports))
+    app.include_router(tokenize.router(state.tokenize, settings.max_request_bytes))
+    app.include_router(
+        embedding_routes.router(wired.answering, state.models, settings.max_request_bytes)
+    )
     for feature in features:
         app.router.routes.extend(feature.routes)
     install_error_handlers(app)

@@ -1,16 +1,16 @@
 """The core's typed state: what every request may use, whichever features are on.
 
-Built once per app by `create_app` and never changed after (frozen); reached by the core's
-routes through `server_state(request)` (HTTP or WebSocket). It names no feature: a feature gets
-what it uses as its `feature(...)` function's arguments (see `oai_server.features`).
+Built once per app by `create_app` and never changed after (frozen), and handed down: a
+feature gets what it uses as its `feature(...)` function's arguments (see
+`oai_server.features`), a route as its factory's (`routes.tokenize.router(service, ...)`);
+no handler looks it up on the request's app. It names no feature.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from starlette.requests import HTTPConnection
-
+from oai_server.admission import Admission
 from oai_server.engine.pooling import EmbeddingEngine
 from oai_server.generation.for_caller import ForCaller
 from oai_server.generation.service_tier import TierPolicy
@@ -30,8 +30,11 @@ from oai_server.settings import Settings
 @dataclass(frozen=True)
 class ServerState:
     settings: Settings
-    # What every service submits through: measured, token-limited, drainable.
+    # What every service submits through: admitted by `admission`, measured, drainable.
     engine: InstrumentedEngine
+    # What every request passes before it reaches an engine: the chat engine's (through
+    # `engine`) and the pooling services' (`admit_pooling`).
+    admission: Admission
     chat: ChatService
     completions: CompletionService
     tokenize: TokenizeService
@@ -53,9 +56,3 @@ class ServerState:
     # The Ray Serve replica this app runs in (None outside Ray), recorded with stored
     # responses so the affinity gateway can send a conversation back to its prefix cache.
     replica: str | None = None
-
-
-def server_state(connection: HTTPConnection) -> ServerState:
-    """The state of the app serving `connection` (a `Request` or a `WebSocket`)."""
-    state: ServerState = connection.app.state.server
-    return state

@@ -3,8 +3,9 @@
 Layout: `records` (files, batches and finished lines on the store's database),
 `endpoints` (each endpoint a batch may name, answering through its live route's service),
 `lines` (an input file read into requests; one request answered as an output line),
-`runner` (claims, runs and finishes batches; one replica per
-batch), `routes`, `metrics`. `feature` wires it into the app after the store.
+`runner` (claims, runs and finishes batches; one replica per batch), `hand_back` (its
+lines on the chat engine, handed back as interactive requests come), `routes`, `metrics`.
+`feature` wires it into the app after the store.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Mapping
 from opentelemetry.trace import Tracer
 
 from oai_server.batch.endpoints import ChatEndpoint, Endpoint, ResponsesEndpoint, ServiceEndpoint
+from oai_server.batch.hand_back import BatchLines
 from oai_server.batch.lines import Shape, Shaped
 from oai_server.batch.metrics import BatchMetrics
 from oai_server.batch.records import BatchRecords
@@ -29,20 +31,23 @@ from oai_server.store.service import StoreService
 from schemas.completions import CreateCompletionRequest
 from schemas.embeddings import CreateEmbeddingRequest
 
-__all__ = ["BatchRunner", "feature"]
+__all__ = ["BatchLines", "BatchRunner", "feature"]
 
 
 def feature(
     core: ServerState,
+    lines: BatchLines,
     store: StoreService,
     embeddings: EmbeddingService | None,
     tracer: Tracer | None = None,
     more: Mapping[str, Endpoint] | None = None,
 ) -> Feature[BatchRunner | None]:
     """The Files and Batch routes and this replica's runner, on the store's SQL database
-    (None when the store has none); `embeddings` answers `/v1/embeddings` lines; `tracer`
-    (tracing on) gives each line a trace linked to the request that created its batch;
-    `more`: the endpoints of features above this one (Anthropic's `/v1/messages`)."""
+    (None when the store has none); `lines`: its lines on the chat engine, which the core's
+    admission step hands back (built before the core); `embeddings` answers
+    `/v1/embeddings` lines; `tracer` (tracing on) gives each line a trace linked to the
+    request that created its batch; `more`: the endpoints of features above this one
+    (Anthropic's `/v1/messages`)."""
     database = store.database
     if database is None:
         return Feature(None)
@@ -80,7 +85,7 @@ def feature(
         live=core.engine.live_requests,
         health=core.engine.check_health,
         breaker=store.breaker,
-        max_in_flight=settings.batch_max_in_flight,
+        lines=lines,
         max_in_flight_idle=max(settings.batch_max_in_flight_idle, settings.batch_max_in_flight),
         idle_s=settings.batch_idle_seconds,
         lease_s=settings.batch_lease_seconds,

@@ -11,9 +11,9 @@ has been in flight for `idle_s`, up to `max_in_flight_idle` lines run at once, s
 engine is used; else at most `max_in_flight`, and when an interactive request arrives, the
 youngest lines beyond that are handed back (aborted in the engine, run again later), so
 interactive requests find few batch requests beside them and none queued. That hand-back
-comes before the interactive request reaches the engine (`make_room`, which the chat
-engine awaits first): the lines' aborts reach the engine core ahead of the request, so its
-first step is shared with the small cap's lines, not the idle cap's. Under
+comes before the interactive request reaches the engine (`BatchLines.make_room`, which the
+admission step awaits first): the lines' aborts reach the engine core ahead of the request,
+so its first step is shared with the small cap's lines, not the idle cap's. Under
 `--scheduling-policy priority` the lines also run at the lowest priority, so the engine
 schedules every interactive request first.
 """
@@ -25,15 +25,14 @@ import contextlib
 import functools
 import json
 import logging
-import math
 import secrets
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
-from contextvars import ContextVar
 from typing import Any, TypeVar
 
 from oai_server.batch.endpoints import Endpoint
+from oai_server.batch.hand_back import BatchLines, mark_line
 from oai_server.batch.lines import (
     NOT_NOW,
     Request,
@@ -61,12 +60,6 @@ ADMIT_POLL_S = 0.01
 # database is marked down for every user of the store, and the batch is resumed later).
 CALL_S = 10.0  # a row or a line: off the request path, as the store's queued writes
 FILE_S = 60.0  # a whole input file read, or the output files written with the final state
-# How long an interactive request waits, at most, for the lines it displaces to unwind
-# (their aborts sent); they take an event-loop turn or two.
-HAND_BACK_S = 0.1
-
-# True in a line's task: what it submits to the chat engine is a batch line, not chat.
-_ON_LINE: ContextVar[bool] = ContextVar("on_batch_line", default=False)
 
 
 class BatchRunner:
@@ -81,7 +74,7 @@ class BatchRunner:
         live: Callable[[], int],
         health: Callable[[], Awaitable[None]],
         breaker: Breaker,
-        max_in_flight: int,
+        lines: BatchLines,
         max_in_flight_idle: int,
         idle_s: float,
         lease_s: float,
@@ -98,20 +91,17 @@ class BatchRunner:
         self.live = live
         self.health = health
         self.breaker = breaker
-        self.max_in_flight = max_in_flight
+        # Its lines on the chat engine: what an interactive request hands back.
+        self.chat_lines = lines
+        self.max_in_flight = lines.max_in_flight
         self.max_in_flight_idle = max_in_flight_idle
         self.idle_s = idle_s
-        self._interactive_at = -math.inf  # when an interactive request was last seen
-        # Interactive requests in `make_room`, not yet counted by `live`.
-        self._arriving = 0
         self.lease_us = int(lease_s * 1_000_000)
         self.priority = priority
         self.name = secrets.token_hex(8)
         self.in_flight = 0
         # Of those, the lines on the chat engine (embeddings have an engine of their own).
         self.on_chat_engine = 0
-        # This runner's lines in flight, oldest first: how to hand each back to its batch.
-        self._running: dict[asyncio.Task[None], Callable[[], None]] = {}
         self.wake = asyncio.Event()
         self._driving: dict[str, asyncio.Task[None]] = {}
 
@@ -233,7 +223,7 @@ class BatchRunner:
                     self.on_chat_engine += shared
                     task = group.create_task(self._line(batch_id, request, endpoint, owner))
                     if shared:
-                        self._running[task] = functools.partial(todo.appendleft, request)
+                        self.chat_lines.add(task, functools.partial(todo.appendleft, request))
                     task.add_done_callback(functools.partial(self._line_done, shared))
                     lines.add(task)
                     lines = {t for t in lines if not t.done()}
@@ -256,7 +246,7 @@ class BatchRunner:
 
     def _interactive(self) -> bool:
         # The chat engine's requests in flight that are not this runner's lines.
-        return self._arriving > 0 or self.live() > self.on_chat_engine
+        return self.chat_lines.arriving > 0 or self.live() > self.on_chat_engine
 
     def _idle(self) -> bool:
         """Whether no interactive request has been in flight for `idle_s`: a chat that
@@ -264,9 +254,9 @@ class BatchRunner:
         lines (and handing them back) at each request."""
         now = time.monotonic()
         if self._interactive():
-            self._interactive_at = now
+            self.chat_lines.interactive_at = now
             return False
-        return now - self._interactive_at >= self.idle_s
+        return now - self.chat_lines.interactive_at >= self.idle_s
 
     def _full(self) -> bool:
         if self.waiting() > 0:
@@ -280,38 +270,7 @@ class BatchRunner:
         and run again later. Else an interactive request would share every engine step with
         up to the idle cap's lines until they end, however long they are."""
         if self._interactive():
-            self._hand_back()
-
-    def _hand_back(self) -> list[asyncio.Task[None]]:
-        """Cancel the youngest lines beyond the small cap, each put back in its batch's
-        queue: the tasks cancelled."""
-        cancelled = []
-        while len(self._running) > self.max_in_flight:
-            task, hand_back = self._running.popitem()
-            if not task.done():  # one just finished is kept, not run twice
-                task.cancel()
-                hand_back()
-                cancelled.append(task)
-        return cancelled
-
-    async def make_room(self) -> None:
-        """Called as an interactive request is about to reach the chat engine: hand back
-        the lines beyond the small cap first, and wait (`HAND_BACK_S` at most) until
-        their aborts are sent. The engine core reads its input in order, so it drops them
-        before it schedules the request, whose prefill then shares its step with the
-        small cap's lines only. Handed back once the request is seen in flight instead,
-        the aborts came after it, and the first requests of a burst after a quiet spell
-        waited on steps that carried every line of the idle cap."""
-        if _ON_LINE.get() or len(self._running) <= self.max_in_flight:
-            return
-        self._arriving += 1  # the small cap while the lines unwind, even if `idle_s` is 0
-        try:
-            cancelled = self._hand_back()
-            if cancelled:
-                await asyncio.wait(cancelled, timeout=HAND_BACK_S)
-        finally:
-            self._arriving -= 1
-            self._interactive_at = time.monotonic()
+            self.chat_lines.hand_back()
 
     async def _admit(self, watch: asyncio.Task[None]) -> None:
         """Wait for room: fewer lines than the cap in flight (the idle cap once no interactive
@@ -324,7 +283,7 @@ class BatchRunner:
     async def _drain(self, watch: asyncio.Task[None], lines: set[asyncio.Task[None]]) -> None:
         """Wait for a line to end (or the watch); polled while more lines run than the
         small cap, which interactive requests may make too many."""
-        polled = len(self._running) > self.max_in_flight
+        polled = self.chat_lines.beyond_cap()
         await asyncio.wait(
             [watch, *lines],
             timeout=ADMIT_POLL_S if polled else None,
@@ -335,10 +294,10 @@ class BatchRunner:
     def _line_done(self, shared: bool, task: asyncio.Task[None]) -> None:
         self.in_flight -= 1
         self.on_chat_engine -= shared
-        self._running.pop(task, None)
+        self.chat_lines.remove(task)
 
     async def _line(self, batch_id: str, request: Request, endpoint: Endpoint, owner: str) -> None:
-        _ON_LINE.set(True)  # this task's own context: `make_room` lets its request pass
+        mark_line()  # this task's own context: `make_room` lets its requests pass
         BATCH_OWNER.set(owner)  # whose usage the line's tokens are
         priority = BATCH_PRIORITY if self.priority else None
         with self.traces.line(batch_id, request.custom_id):
@@ -346,7 +305,7 @@ class BatchRunner:
         # Answered: off the engine, so never handed back (and run again) while it is written.
         task = asyncio.current_task()
         if task is not None:
-            self._running.pop(task, None)
+            self.chat_lines.remove(task)
         await self._db(self.records.add_line(batch_id, Line(request.position, failed, line)))
         self.metrics.line(failed, line)
 

@@ -9,16 +9,15 @@ from __future__ import annotations
 
 from oai_server.embeddings.service import EmbeddingService
 from oai_server.features import Feature
-from oai_server.observability.engine import Admit
 from oai_server.state import ServerState
 
 __all__ = ["EmbeddingService", "feature"]
 
 
-def feature(core: ServerState, admit: Admit | None) -> Feature[EmbeddingService | None]:
+def feature(core: ServerState) -> Feature[EmbeddingService | None]:
     """The embeddings service when the core has an embedding engine (else None: the route
-    answers which models there are); `admit` reserves its tokens against the caller's
-    limit, as the chat engine's admission does."""
+    answers which models there are), admitted by the core's admission step (its tokens
+    against the caller's limit), as the chat engine's requests are."""
     embedder = core.embedder
     if embedder is None:
         return Feature(None)
@@ -26,7 +25,7 @@ def feature(core: ServerState, admit: Admit | None) -> Feature[EmbeddingService 
         embedder,
         core.models.first("embedding") or "",
         core.chat.limits,
-        admit,
+        core.admission,
         core.metrics,
         core.models,
     )

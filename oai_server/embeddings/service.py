@@ -15,17 +15,16 @@ import asyncio
 import base64
 import struct
 import uuid
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from oai_server.admission import Admission
 from oai_server.engine.pooling import EmbeddingEngine
 from oai_server.errors import InvalidRequestError
 from oai_server.generation.offload import off_loop
 from oai_server.generation.prompt_bound import tokens_at_least
 from oai_server.generation.work_limits import WorkLimits
 from oai_server.models import ModelRegistry
-from oai_server.observability.context import RequestRecord, current_request
-from oai_server.observability.engine import admit_pooling
+from oai_server.observability.context import current_request
 from oai_server.observability.metrics import Metrics
 from oai_server.services.events import EventStream
 from schemas.common import ResponseModel
@@ -35,9 +34,6 @@ from schemas.embeddings import (
     Embedding,
     EmbeddingUsage,
 )
-
-# Reserve tokens against the rate limit (the limiter's `reserve_tokens`), or refuse.
-Admit = Callable[[RequestRecord | None, int], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -93,7 +89,8 @@ class EmbeddingService:
     engine: EmbeddingEngine
     model_name: str
     limits: WorkLimits = field(default_factory=WorkLimits)
-    admit: Admit | None = None
+    # The core's admission step: the caller's token limit (unlimited by default).
+    admission: Admission = field(default_factory=Admission)
     metrics: Metrics | None = None
     # Every model served, so a request naming another gets the error that says which.
     models: ModelRegistry | None = None
@@ -187,7 +184,7 @@ class EmbeddingService:
 
     async def start(self, job: EmbeddingJob, request_id: str | None = None) -> EmbeddingCall:
         """Reserve the inputs' tokens against the caller's limit (or refuse)."""
-        await admit_pooling(self.admit, job.prompt_tokens, self.model_name)
+        await self.admission.admit_pooling(job.prompt_tokens, self.model_name)
         return EmbeddingCall(job, request_id or f"embd-{uuid.uuid4().hex}")
 
     async def complete(self, call: EmbeddingCall) -> CreateEmbeddingResponse:

@@ -3,7 +3,9 @@
 SIGTERM (an orchestrator's stop): `/health` answers 503 at once so the load balancer
 stops sending, new requests get 503 with `Retry-After`, the requests in flight may
 finish for up to `drain_timeout` seconds, then whatever is left is aborted (each
-stream gets an error event and `[DONE]`) and the process exits 0.
+stream gets an error event and `[DONE]`), the admission step refuses whatever else would
+reach the engine (a batch line, a background response, a Realtime session's next turn),
+and the process exits 0.
 
 The engine dies (its process killed, say): `/health` answers 503, each request in
 flight fails (an error event in a stream, a 503 otherwise), and the process exits
@@ -19,6 +21,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
+from oai_server.admission import Admission
 from oai_server.errors import EngineDeadError
 from oai_server.observability.engine import InstrumentedEngine
 
@@ -41,8 +44,13 @@ class Phase(enum.Enum):
 class Lifecycle:
     """The server's phase, its requests in flight, and how it asks its HTTP server to stop."""
 
-    def __init__(self, engine: InstrumentedEngine, drain_timeout: float) -> None:
+    def __init__(
+        self, engine: InstrumentedEngine, admission: Admission, drain_timeout: float
+    ) -> None:
+        """`engine`: the chat engine the drain cuts; `admission`: the step it closes as it
+        cuts, so nothing new starts on an engine about to stop."""
         self.engine = engine
+        self.admission = admission
         self.drain_timeout = drain_timeout
         self.phase = Phase.SERVING
         self.exit_code = 0
@@ -121,6 +129,7 @@ class Lifecycle:
             await asyncio.wait_for(self._idle.wait(), self.drain_timeout)
         except TimeoutError:
             logger.warning("drain timeout: aborting %d requests", self.in_flight)
+            self.admission.close()
             await self.engine.abort_all()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._idle.wait(), ABORT_GRACE_S)

@@ -1,8 +1,8 @@
 """Per-key rate limits: requests and tokens per window, in-process or shared through Redis.
 
 `feature` wires them in: the middleware counts requests, and the limiter it offers is
-what the engine's admission reserves tokens against (`create_app` builds it before the
-core, and hands `reserve_tokens` to the engine's admission as it builds it).
+what the admission step reserves tokens against (`create_app` builds it before the core,
+and hands `reserve_tokens` to the core's `Admission` as it builds it).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def feature(
     """The limiter `--rate-limit-rpm` and `--rate-limit-tpm` ask for (None: no limits),
     counting every path but `is_open`'s; its backend's connections closed at the end.
 
-    It takes no core: the core's engine admits each request against it.
+    It takes no core: the core's admission step admits each request against it.
     """
     if settings.rate_limit_rpm is None and settings.rate_limit_tpm is None:
         return Feature(None)

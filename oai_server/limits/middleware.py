@@ -16,8 +16,8 @@ from oai_server.observability.spans import span
 class RateLimitMiddleware:
     """429 when the caller's request limit is spent; `x-ratelimit-*` headers on every answer.
 
-    The token limit is taken when a request reaches the engine (the instrumented
-    engine calls `RateLimiter.reserve_tokens`) and settled here once the answer is sent.
+    The token limit is taken when a request reaches an engine (the admission step calls
+    `RateLimiter.reserve_tokens`) and settled here once the answer is sent.
     """
 
     def __init__(self, app: ASGIApp, limiter: RateLimiter, is_open: OpenPaths) -> None:

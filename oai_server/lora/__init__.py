@@ -17,4 +17,4 @@ def feature(core: ServerState) -> Feature[None]:
     answer 404)."""
     if core.adapters is None or not core.settings.allow_runtime_lora:
         return Feature(None)
-    return Feature(None, routes.router.routes)
+    return Feature(None, routes.router(core.adapters, core.settings.max_request_bytes).routes)

@@ -15,17 +15,7 @@ from fastapi import APIRouter, Request, Response
 from oai_server.errors import InvalidRequestError
 from oai_server.http.parsing import parse_body
 from oai_server.models.adapters import AdapterEngine
-from oai_server.state import server_state
 from schemas.lora import LoadLoRAAdapterRequest, UnloadLoRAAdapterRequest
-
-router = APIRouter()
-
-
-def _adapters(request: Request) -> AdapterEngine:
-    adapters = server_state(request).adapters
-    # The router is only included when the server has adapters (see app.py).
-    assert adapters is not None
-    return adapters
 
 
 def inside_lora_dir(adapters: AdapterEngine, given: str) -> Path:
@@ -46,18 +36,21 @@ def inside_lora_dir(adapters: AdapterEngine, given: str) -> Path:
     return path
 
 
-@router.post("/v1/load_lora_adapter")
-async def load_lora_adapter(request: Request) -> Response:
-    server = server_state(request)
-    req = await parse_body(request, LoadLoRAAdapterRequest, server.settings.max_request_bytes)
-    adapters = _adapters(request)
-    await adapters.load(req.lora_name, inside_lora_dir(adapters, req.lora_path))
-    return Response(f"Success: LoRA adapter '{req.lora_name}' added successfully.")
+def router(adapters: AdapterEngine, max_request_bytes: int) -> APIRouter:
+    """The routes, loading into and unloading from `adapters`, each body of at most
+    `max_request_bytes`."""
+    router = APIRouter()
 
+    @router.post("/v1/load_lora_adapter")
+    async def load_lora_adapter(request: Request) -> Response:
+        req = await parse_body(request, LoadLoRAAdapterRequest, max_request_bytes)
+        await adapters.load(req.lora_name, inside_lora_dir(adapters, req.lora_path))
+        return Response(f"Success: LoRA adapter '{req.lora_name}' added successfully.")
 
-@router.post("/v1/unload_lora_adapter")
-async def unload_lora_adapter(request: Request) -> Response:
-    server = server_state(request)
-    req = await parse_body(request, UnloadLoRAAdapterRequest, server.settings.max_request_bytes)
-    await _adapters(request).unload(req.lora_name)
-    return Response(f"Success: LoRA adapter '{req.lora_name}' removed successfully.")
+    @router.post("/v1/unload_lora_adapter")
+    async def unload_lora_adapter(request: Request) -> Response:
+        req = await parse_body(request, UnloadLoRAAdapterRequest, max_request_bytes)
+        await adapters.unload(req.lora_name)
+        return Response(f"Success: LoRA adapter '{req.lora_name}' removed successfully.")
+
+    return router

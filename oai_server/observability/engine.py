@@ -1,11 +1,12 @@
-"""The engine as the server uses it: measured, metered, limited and drainable.
+"""The engine as the server measures it: every generation's metrics, record and span.
 
 `InstrumentedEngine` wraps any `Engine` and sees every request the services submit,
-without the services knowing: it reserves tokens against the caller's limit before
-the request reaches the engine (`admit`), counts tokens and finish reasons into the
-request's `RequestRecord`, feeds the latency histograms, and, when the server drains,
-aborts what is left and ends those requests with `ServerShuttingDownError`. A traced
-request (tracing on) also gets its engine span (`engine_spans`), ended with its measurement.
+without the services knowing. It admits each through the admission step (`admit`, see
+`oai_server.admission`: the caller's token limit, the batch's hand-back) before the request
+reaches the engine; then counts tokens and finish reasons into the request's `RequestRecord`,
+feeds the latency histograms, and keeps the requests in flight (`InFlight`), which the drain
+cuts (`abort_all`: each ends with `ServerShuttingDownError`). A traced request (tracing on)
+also gets its engine span (`engine_spans`), ended with its measurement.
 
 Each request's measurement is a `Measurement`, called once per engine step by whoever
 reads the steps (`Generation`, through `submit`), rather than a generator wrapped around
@@ -19,7 +20,7 @@ from __future__ import annotations
 import weakref
 from bisect import bisect_left
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from time import perf_counter
 from typing import Any
 
@@ -36,55 +37,74 @@ from oai_server.observability.engine_spans import (
 )
 from oai_server.observability.metrics import Metrics
 from oai_server.observability.spans import current_tracer
+from oai_server.observability.usage import UsageMeter
 
-# Called before a request reaches the engine with the tokens it may use at most
-# (prompt plus the requested maximum); raises to refuse it.
+# The admission step's (`Admission.admit`): called before a request reaches the engine
+# with the tokens it may use at most (prompt plus the requested maximum); raises to refuse.
 Admit = Callable[[RequestRecord | None, int], Awaitable[None]]
 
 
-async def admit_pooling(admit: Admit | None, prompt_tokens: int, model: str) -> None:
-    """Admit a pooling request (embeddings, scores: they reach their engine without the
-    instrumented chat engine): reserve its `prompt_tokens` against the caller's limit (or
-    refuse) and count them, and its model, on the request's record."""
-    record = current_request.get()
-    if admit is not None:
-        await admit(record, prompt_tokens)
-    if record is not None:
-        record.prompt_tokens += prompt_tokens
-        record.model = model
+@dataclass(slots=True)
+class InFlight:
+    """The generations the measured engine holds, by request id: `waiting`, those without
+    output yet (queued or in prefill; the metrics' gauge, the batch runner's admission), and
+    `live`, every one (what the drain cuts).
 
+    Built before the metrics, whose gauge reads it, and the engine, which fills it.
+    """
 
-# Awaited after that, as the request is about to reach the engine: what must leave the
-# engine before it (the batch's lines beyond their small cap) is handed back.
-MakeRoom = Callable[[], Awaitable[None]]
+    waiting: set[str] = field(default_factory=set)
+    # Weak: a generation dropped unread (never closed) leaves no entry behind.
+    live: weakref.WeakValueDictionary[str, Measurement] = field(
+        default_factory=weakref.WeakValueDictionary
+    )
+
+    def waiting_requests(self) -> int:
+        """Requests submitted that have no output yet (queued or in prefill)."""
+        return len(self.waiting)
+
+    def live_requests(self) -> int:
+        return len(self.live)
 
 
 @dataclass(frozen=True, slots=True)
-class _ModelSeries:
+class ModelSeries:
     """The engine series of one `model` label value."""
 
+    model: str
     time_to_first_token: Any
     queue_time: Any
     e2e_latency: Any
     inter_token_latency: Any
     prompt_tokens: Any
     generation_tokens: Any
+    # `oai_request_finished`, labelled by reason and model: its children by reason in
+    # `finished_by_reason` (prometheus_client's labels() validates and locks on every call).
+    finished: Any
+    finished_by_reason: dict[str, Any]
 
     @classmethod
-    def of(cls, m: Metrics, model: str) -> _ModelSeries:
+    def of(cls, m: Metrics, model: str) -> ModelSeries:
         return cls(
+            model,
             m.time_to_first_token.labels(model),
             m.queue_time.labels(model),
             m.e2e_latency.labels(model),
             m.inter_token_latency.labels(model),
             m.prompt_tokens.labels(model),
             m.generation_tokens.labels(model),
+            m.finished,
+            {},
         )
 
 
 class Measurement:
     """One generation's measurement: `step` for each engine step, `stopped` if the
-    engine's steps ran out, `end` once, however it ended."""
+    engine's steps ran out, `end` once, however it ended.
+
+    It writes to what it is given: its model's `series`, the `usage` meter, and the
+    engine's requests `in_flight`, which it leaves as it gets its first output and ends.
+    """
 
     # Slots: `step` reads and writes several of these per token.
     __slots__ = (
@@ -94,13 +114,13 @@ class Measurement:
         "counts",
         "cut",
         "ended",
-        "engine",
         "finished",
         "first",
         "first_step",
         "gap_total",
         "gaps",
         "generated",
+        "in_flight",
         "last",
         "model",
         "prompt_length",
@@ -112,23 +132,26 @@ class Measurement:
         "span",
         "submitted",
         "tier",
+        "usage",
     )
 
     def __init__(
         self,
-        engine: InstrumentedEngine,
+        in_flight: InFlight,
+        series: ModelSeries,
+        usage: UsageMeter,
         request_id: str,
         prompt_length: int,
         options: SamplingOptions,
-        model: str,
         record: RequestRecord | None,
     ) -> None:
-        self.engine = engine
+        self.in_flight = in_flight
+        self.series = series
+        self.usage = usage
         self.request_id = request_id
         self.prompt_length = prompt_length
-        self.model = model
+        self.model = series.model
         self.record = record
-        self.series = engine._model_series(model)
         # One choice finishes with its request: its finish reason is on the last step.
         self.several = options.n > 1
         self.tier = options.service_tier
@@ -139,7 +162,7 @@ class Measurement:
         self.finished: list[str] = []
         # The gaps between tokens, tallied per bucket here (a call per token saved) and
         # added to the histogram once the request ends.
-        self.gaps = self.series.inter_token_latency.tally()
+        self.gaps = series.inter_token_latency.tally()
         self.bounds, self.counts = self.gaps.bounds, self.gaps.counts
         self.gap_total = 0.0
         self.ended = False
@@ -163,7 +186,7 @@ class Measurement:
             self.prompt_tokens = step.prompt_tokens or self.prompt_length
             self.first, self.first_step = now, step
             self.cached = step.cached_tokens
-            self.engine._waiting.discard(self.request_id)
+            self.in_flight.waiting.discard(self.request_id)
             self.series.time_to_first_token.observe(now - self.submitted)
             if step.queue_time is not None:
                 self.series.queue_time.observe(step.queue_time)
@@ -187,21 +210,21 @@ class Measurement:
         if self.ended:
             return
         self.ended = True
-        m, engine = self.series, self.engine
+        m = self.series
         m.e2e_latency.observe(perf_counter() - self.submitted)
         self.gaps.total = self.gap_total
         m.inter_token_latency.add(self.gaps)
         m.prompt_tokens.inc(self.prompt_tokens)
         m.generation_tokens.inc(self.generated)
+        by_reason = m.finished_by_reason
         for reason in self.finished:
-            counted = engine._finished.get((reason, self.model))
+            counted = by_reason.get(reason)
             if counted is None:
-                counted = engine.metrics.finished.labels(reason, self.model)
-                engine._finished[(reason, self.model)] = counted
+                counted = by_reason[reason] = m.finished.labels(reason, self.model)
             counted.inc()
         record = self.record
         if self.prompt_tokens:  # else the engine never started it: nothing was used
-            engine.metrics.usage.add(
+            self.usage.add(
                 "completions",
                 record,
                 self.model,
@@ -214,8 +237,9 @@ class Measurement:
             record.prompt_tokens += self.prompt_tokens
             record.completion_tokens += self.generated
             record.finish_reasons += self.finished
-        engine._waiting.discard(self.request_id)
-        engine._live.pop(self.request_id, None)
+        in_flight = self.in_flight
+        in_flight.waiting.discard(self.request_id)
+        in_flight.live.pop(self.request_id, None)
         if self.span is not None:
             times = EngineTimes(
                 self.submitted,
@@ -231,49 +255,48 @@ class Measurement:
 
 
 class InstrumentedEngine(EngineWrapper):
-    """`inner`, with every generation measured into `metrics` and the request's record."""
+    """`inner`, with every generation admitted by `admit` and measured into `metrics`, the
+    request's record and `in_flight`."""
 
     def __init__(
         self,
         inner: Engine,
         metrics: Metrics,
+        in_flight: InFlight,
         admit: Admit | None = None,
         *,
         keep_prompt_text: bool = False,
         model_name: str = "",
     ) -> None:
-        """`keep_prompt_text`: put each prompt's text in its record, for the access log;
+        """`admit`: the admission step's (None: every request admitted);
+        `keep_prompt_text`: put each prompt's text in its record, for the access log;
         `model_name`: the `model` label of requests that name no model of their own."""
         super().__init__(inner)
         self.metrics = metrics
+        self.in_flight = in_flight
         self.admit = admit
-        self.make_room: MakeRoom | None = None
         self.keep_prompt_text = keep_prompt_text
         self.model_name = model_name
-        self._waiting: set[str] = set()
-        # Weak: a generation dropped unread (never closed) leaves no entry behind.
-        self._live: weakref.WeakValueDictionary[str, Measurement] = weakref.WeakValueDictionary()
-        # prometheus_client's labels() validates and locks on every call: children cached.
-        self._finished: dict[tuple[str, str], Any] = {}
-        self._series: dict[str, _ModelSeries] = {}
+        self._series: dict[str, ModelSeries] = {}
 
-    def _model_series(self, model: str) -> _ModelSeries:
+    def series(self, model: str) -> ModelSeries:
+        """The engine series of `model`, made once."""
         series = self._series.get(model)
         if series is None:
-            series = self._series[model] = _ModelSeries.of(self.metrics, model)
+            series = self._series[model] = ModelSeries.of(self.metrics, model)
         return series
 
     # --- what the wrapper adds -------------------------------------------------
     def waiting_requests(self) -> int:
         """Requests submitted that have no output yet (queued or in prefill)."""
-        return len(self._waiting)
+        return len(self.in_flight.waiting)
 
     def live_requests(self) -> int:
-        return len(self._live)
+        return len(self.in_flight.live)
 
     async def abort_all(self) -> None:
         """Abort every request in flight; each ends with `ServerShuttingDownError`."""
-        for request_id, measurement in list(self._live.items()):
+        for request_id, measurement in list(self.in_flight.live.items()):
             measurement.cut = True
             await self.inner.abort(request_id)
 
@@ -289,18 +312,25 @@ class InstrumentedEngine(EngineWrapper):
             record.model = model
         if self.admit is not None:
             await self.admit(record, len(prompt_token_ids) + options.max_tokens * options.n)
-        if self.make_room is not None:
-            await self.make_room()
         if self.keep_prompt_text and record is not None:
             text = self.inner.serving(options.model).tokenizer.decode(prompt_token_ids)
             record.prompt_text = text if record.prompt_text is None else record.prompt_text + text
         steps = aiter(self.inner.generate(request_id, prompt_token_ids, options))
-        measurement = Measurement(self, request_id, len(prompt_token_ids), options, model, record)
+        in_flight = self.in_flight
+        measurement = Measurement(
+            in_flight,
+            self.series(model),
+            self.metrics.usage,
+            request_id,
+            len(prompt_token_ids),
+            options,
+            record,
+        )
         tracer = current_tracer.get()
         if tracer is not None:
             measurement.span = start_engine_span(tracer, request_id, model, options)
-        self._live[request_id] = measurement
-        self._waiting.add(request_id)
+        in_flight.live[request_id] = measurement
+        in_flight.waiting.add(request_id)
         return steps, measurement
 
     async def generate(

@@ -14,10 +14,12 @@ from starlette.websockets import WebSocketDisconnect, WebSocketState
 from oai_server.caller import caller
 from oai_server.errors import InvalidRequestError, OpenAIError
 from oai_server.generation.salt import salt_for
+from oai_server.models import ModelRegistry
 from oai_server.observability.context import RequestRecord, current_request
 from oai_server.realtime.session import RealtimeSession
+from oai_server.services.chat import ChatService
 from oai_server.services.common import check_model
-from oai_server.state import ServerState, server_state
+from oai_server.settings import Settings
 from schemas.realtime import ServerEvent
 
 logger = logging.getLogger(__name__)
@@ -32,13 +34,15 @@ MESSAGE_TOO_BIG = 1009
 SUBPROTOCOL = "realtime"
 
 
-def router(settle_with: Settle | None) -> APIRouter:
-    """The socket's route; `settle_with` (None: no token limit) settles a session's tokens."""
+def router(
+    chat: ChatService, models: ModelRegistry, settings: Settings, settle_with: Settle | None
+) -> APIRouter:
+    """The socket's route: its sessions answered by `chat`, naming one of `models`, under
+    `settings`' limits; `settle_with` (None: no token limit) settles a session's tokens."""
     router = APIRouter()
 
     @router.websocket("/v1/realtime")
     async def realtime(websocket: WebSocket) -> None:
-        server = server_state(websocket)
         offered = websocket.scope.get("subprotocols") or []
         await websocket.accept(subprotocol=SUBPROTOCOL if SUBPROTOCOL in offered else None)
         lock = asyncio.Lock()
@@ -49,23 +53,23 @@ def router(settle_with: Settle | None) -> APIRouter:
             async with lock:
                 await websocket.send_text(event.to_json().decode())
 
-        salt = salt_for(caller(websocket.scope), None, shared=server.settings.prefix_cache_shared)
+        salt = salt_for(caller(websocket.scope), None, shared=settings.prefix_cache_shared)
         model = websocket.query_params.get("model")
         record = current_request.get()
         settle = None
         if settle_with is not None and record is not None:
             settle = functools.partial(settle_with, record)
-        session = RealtimeSession(server.chat, send, model, salt, settle)
+        session = RealtimeSession(chat, send, model, salt, settle)
         try:
             if model is not None:
-                check_model(model, server.chat.model_name, models=server.models)
+                check_model(model, chat.model_name, models=models)
         except OpenAIError as exc:
             await session.error(exc, None)
             await websocket.close(POLICY_VIOLATION, "unknown model")
             return
         await session.start()
         try:
-            await _serve(websocket, session, server)
+            await _serve(websocket, session, settings)
         except WebSocketDisconnect:
             pass
         finally:
@@ -74,9 +78,9 @@ def router(settle_with: Settle | None) -> APIRouter:
     return router
 
 
-async def _serve(websocket: WebSocket, session: RealtimeSession, server: ServerState) -> None:
-    limit = server.settings.max_request_bytes
-    idle = server.settings.realtime_idle_timeout
+async def _serve(websocket: WebSocket, session: RealtimeSession, settings: Settings) -> None:
+    limit = settings.max_request_bytes
+    idle = settings.realtime_idle_timeout
     while True:
         try:
             message = await asyncio.wait_for(websocket.receive(), idle)

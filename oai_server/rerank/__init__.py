@@ -14,7 +14,6 @@ from starlette.requests import Request
 from oai_server.cache import ResponseCache
 from oai_server.features import Feature
 from oai_server.http.answer import GenerationService
-from oai_server.observability.engine import Admit
 from oai_server.rerank import routes
 from oai_server.rerank.cache import ScoringEndpoint
 from oai_server.rerank.service import ScoringRequest, ScoringService
@@ -23,12 +22,10 @@ from oai_server.state import ServerState
 __all__ = ["ScoringService", "feature"]
 
 
-def feature(
-    core: ServerState, admit: Admit | None, cache: ResponseCache | None
-) -> Feature[ScoringService | None]:
+def feature(core: ServerState, cache: ResponseCache | None) -> Feature[ScoringService | None]:
     """The scoring service when the core has an embedding engine (else None: the routes
-    answer which models there are); `admit` reserves its tokens against the caller's
-    limit; `cache`, when on, answers repeated requests."""
+    answer which models there are), admitted by the core's admission step (its tokens
+    against the caller's limit); `cache`, when on, answers repeated requests."""
     embedder = core.embedder
     service = None
     if embedder is not None:
@@ -37,7 +34,7 @@ def feature(
             core.models.first("embedding") or "",
             core.settings.max_score_documents,
             core.chat.limits,
-            admit,
+            core.admission,
             core.metrics,
             core.models,
         )

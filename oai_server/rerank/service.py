@@ -23,13 +23,13 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from oai_server.admission import Admission
 from oai_server.engine.pooling import EmbeddingEngine
 from oai_server.errors import InvalidRequestError
 from oai_server.generation.offload import off_loop
 from oai_server.generation.work_limits import WorkLimits
 from oai_server.models import ModelRegistry
 from oai_server.observability.context import current_request
-from oai_server.observability.engine import Admit, admit_pooling
 from oai_server.observability.metrics import Metrics
 from oai_server.services.events import EventStream
 from schemas.common import ResponseModel
@@ -131,7 +131,8 @@ class ScoringService:
     model_name: str
     max_documents: int
     limits: WorkLimits = field(default_factory=WorkLimits)
-    admit: Admit | None = None
+    # The core's admission step: the caller's token limit (unlimited by default).
+    admission: Admission = field(default_factory=Admission)
     metrics: Metrics | None = None
     # Every model served, so a request naming another gets the error that says which.
     models: ModelRegistry | None = None
@@ -263,7 +264,7 @@ class ScoringService:
 
     async def start(self, job: ScoreJob, request_id: str | None = None) -> ScoreCall:
         """Reserve the texts' tokens against the caller's limit (or refuse)."""
-        await admit_pooling(self.admit, job.prompt_tokens, self.model_name)
+        await self.admission.admit_pooling(job.prompt_tokens, self.model_name)
         return ScoreCall(job, request_id or f"score-{uuid.uuid4().hex}")
 
     async def scores(self, call: ScoreCall) -> list[float]:

@@ -6,16 +6,20 @@ from fastapi import Request, Response
 from starlette.routing import Route
 
 from oai_server.caller import caller
+from oai_server.generation.for_caller import ForCaller
 from oai_server.http.answer import answer
 from oai_server.http.answering import Answering
 from oai_server.http.parsing import parse_body
 from oai_server.services.common import FORCED_USAGE
-from oai_server.state import server_state
 from schemas.completions import CreateCompletionRequest
 
 
-def route(answering: Answering) -> Route:
-    """The route, answering through `answering` (the app's chain: cache, service).
+def route(
+    answering: Answering, for_caller: ForCaller, max_request_bytes: int, force_usage: bool
+) -> Route:
+    """The route, answering through `answering` (the app's chain: cache, service) each body
+    of at most `max_request_bytes`, shaped `for_caller`; `force_usage`
+    (`--enable-force-include-usage`): every stream reports its usage.
 
     A plain Starlette route: the handler takes the request alone, and FastAPI's dependency
     solving (parsing the query string, headers and cookies for it) cost more per request
@@ -24,11 +28,10 @@ def route(answering: Answering) -> Route:
     """
 
     async def create_completion(request: Request) -> Response:
-        server = server_state(request)
-        req = await parse_body(request, CreateCompletionRequest, server.settings.max_request_bytes)
-        if server.settings.enable_force_include_usage and req.stream:
+        req = await parse_body(request, CreateCompletionRequest, max_request_bytes)
+        if force_usage and req.stream:
             req.stream_options = FORCED_USAGE
-        req = server.for_caller(req, caller(request.scope))
+        req = for_caller(req, caller(request.scope))
         return await answer(request, req, answering.completions(request))
 
     return Route("/v1/completions", create_completion, methods=["POST"])

@@ -13,11 +13,9 @@ from fastapi import APIRouter, Request, Response
 
 from oai_server.http.answer import json_response
 from oai_server.models import ServedModel
-from oai_server.state import ServerState, server_state
+from oai_server.state import ServerState
 from schemas import anthropic
 from schemas.common import ListModelsResponse, Model
-
-router = APIRouter()
 
 # The header every Anthropic client sends: it asks for Anthropic's shapes.
 ANTHROPIC_VERSION = "anthropic-version"
@@ -65,20 +63,23 @@ def _anthropic_list(server: ServerState) -> anthropic.ModelList:
     )
 
 
-@router.get("/v1/models")
-async def list_models(request: Request) -> Response:
-    server = server_state(request)
-    if ANTHROPIC_VERSION in request.headers:
-        return json_response(_anthropic_list(server))
-    return json_response(
-        ListModelsResponse(data=[_model(server, served) for served in server.models])
-    )
+def router(server: ServerState) -> APIRouter:
+    """The routes, listing `server`'s models: their names, engines, and when it started."""
+    router = APIRouter()
 
+    @router.get("/v1/models")
+    async def list_models(request: Request) -> Response:
+        if ANTHROPIC_VERSION in request.headers:
+            return json_response(_anthropic_list(server))
+        return json_response(
+            ListModelsResponse(data=[_model(server, served) for served in server.models])
+        )
 
-@router.get("/v1/models/{model:path}")
-async def retrieve_model(model: str, request: Request) -> Response:
-    server = server_state(request)
-    served = server.models.get(model)
-    if ANTHROPIC_VERSION in request.headers:
-        return json_response(_anthropic_model(server, served))
-    return json_response(_model(server, served))
+    @router.get("/v1/models/{model:path}")
+    async def retrieve_model(model: str, request: Request) -> Response:
+        served = server.models.get(model)
+        if ANTHROPIC_VERSION in request.headers:
+            return json_response(_anthropic_model(server, served))
+        return json_response(_model(server, served))
+
+    return router

@@ -4,28 +4,43 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Response
 from fastapi.responses import JSONResponse
 
 from oai_server import __version__
-from oai_server.observability.metrics import CONTENT_TYPE
-from oai_server.state import server_state
+from oai_server.observability.metrics import CONTENT_TYPE, Metrics
+from oai_server.resilience import Dependencies
 
 # What a feature adds to `/health`'s body (`{"store": "ok"}`), read on each probe.
 HealthReport = Callable[[], Mapping[str, object]]
+# An engine's health check: raises while it cannot serve (loading, dead).
+HealthCheck = Callable[[], Awaitable[None]]
 
 
-def router(reports: Sequence[HealthReport] = ()) -> APIRouter:
-    """The routes; `/health` adds each of `reports` (the features') to its body."""
+def router(
+    engines: Sequence[HealthCheck],
+    dependencies: Dependencies,
+    metrics: Metrics,
+    reports: Sequence[HealthReport] = (),
+) -> APIRouter:
+    """The routes; `/health` checks each of `engines` (chat, embeddings), adds each of
+    `reports` (the features') to its body, and the `dependencies`' status; `/metrics`
+    renders `metrics`."""
     router = APIRouter()
-    router.add_api_route("/health", _health(reports), methods=["GET"])
+    router.add_api_route("/health", _health(engines, dependencies, reports), methods=["GET"])
     router.add_api_route("/version", version, methods=["GET"])
-    router.add_api_route("/metrics", metrics, methods=["GET"])
+
+    async def render_metrics() -> Response:
+        return Response(metrics.render(), media_type=CONTENT_TYPE)
+
+    router.add_api_route("/metrics", render_metrics, methods=["GET"])
     return router
 
 
-def _health(reports: Sequence[HealthReport]) -> Callable[[Request], Awaitable[Response]]:
-    async def health(request: Request) -> Response:
+def _health(
+    engines: Sequence[HealthCheck], dependencies: Dependencies, reports: Sequence[HealthReport]
+) -> Callable[[], Awaitable[Response]]:
+    async def health() -> Response:
         """200 when every engine (chat, embeddings) can serve; 503 (OpenAI error body) while
         loading or once dead.
 
@@ -35,14 +50,12 @@ def _health(reports: Sequence[HealthReport]) -> Callable[[Request], Awaitable[Re
         its breaker: not waited on until a probe answers). Answers do not depend on them, so
         neither ever makes this a 503.
         """
-        server = server_state(request)
-        await server.engine.check_health()
-        if server.embedder is not None:
-            await server.embedder.check_health()
+        for check in engines:
+            await check()
         body: dict[str, object] = {"status": "ok"}
         for report in reports:
             body.update(report())
-        body["dependencies"] = server.dependencies.status()
+        body["dependencies"] = dependencies.status()
         return JSONResponse(body)
 
     return health
@@ -50,7 +63,3 @@ def _health(reports: Sequence[HealthReport]) -> Callable[[Request], Awaitable[Re
 
 async def version() -> Response:
     return JSONResponse({"version": __version__})
-
-
-async def metrics(request: Request) -> Response:
-    return Response(server_state(request).metrics.render(), media_type=CONTENT_TYPE)

@@ -9,6 +9,7 @@ import functools
 import time
 from typing import Any, cast
 
+from oai_server.batch.hand_back import BatchLines
 from oai_server.batch.runner import BatchRunner
 from oai_server.engine.fake import FakeEngine
 from tests.batch.helpers import chat_line, read_lines, runs_to_the_end, upload, wait
@@ -42,7 +43,7 @@ def runner(engine: Engine, *, cap: int = 2, idle_cap: int = 8, idle_s: float = 0
         live=live,
         health=healthy,
         breaker=unused,
-        max_in_flight=cap,
+        lines=BatchLines(cap),
         max_in_flight_idle=idle_cap,
         idle_s=idle_s,
         lease_s=30,
@@ -122,7 +123,7 @@ async def test_beside_interactive_requests_the_youngest_lines_beyond_the_cap_are
     tasks = []
     for position in range(5):
         task = asyncio.create_task(asyncio.sleep(60))
-        batch._running[task] = functools.partial(handed_back.append, position)
+        batch.chat_lines.add(task, functools.partial(handed_back.append, position))
         tasks.append(task)
     batch.in_flight = batch.on_chat_engine = 5
     batch._yield()
@@ -132,7 +133,7 @@ async def test_beside_interactive_requests_the_youngest_lines_beyond_the_cap_are
     assert handed_back == [4, 3, 2]  # the youngest, which have done the least
     await asyncio.sleep(0)
     assert [task.cancelled() for task in tasks] == [False, False, True, True, True]
-    assert list(batch._running) == tasks[:2]
+    assert list(batch.chat_lines.running) == tasks[:2]
     for task in tasks[:2]:
         task.cancel()
 
