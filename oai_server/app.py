@@ -48,7 +48,7 @@ from oai_server.engine.pooling import EmbeddingEngine
 from oai_server.engine.protocol import Engine
 from oai_server.engine.router import EngineRouter, Stoppable, stop_all
 from oai_server.engine.wrapper import EngineWrapper
-from oai_server.error_responses import install_error_handlers
+from oai_server.error_responses import ERROR_SHAPES, ErrorShape, install_error_handlers
 from oai_server.features import Feature, FeatureFactory
 from oai_server.generation.chat_template import load_template
 from oai_server.generation.for_caller import ForCaller
@@ -341,8 +341,12 @@ class ServerApp(FastAPI):
     looks at the response's start only; a stream's chunks skip them all.
     """
 
+    # The features' own error envelopes, by path, for the one error function.
+    error_shapes: Sequence[ErrorShape] = ()
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         scope[BODY_SEND] = send
+        scope[ERROR_SHAPES] = self.error_shapes
         try:
             await super().__call__(scope, receive, send)
         finally:
@@ -419,9 +423,10 @@ def create_app(
     )
     app.state.server = state
     app.state.wired = wired
+    app.error_shapes = [shape for feature in features for shape in feature.error_shapes]
     core_routes = [chat.route(wired.answering), completions.route(wired.answering)]
     app.router.routes.extend(core_routes)
-    app.include_router(models.router)
+    app.include_router(models.router([f.model_list for f in features if f.model_list]))
     app.include_router(system.router([f.health for f in features if f.health is not None]))
     app.include_router(tokenize.router)
     app.include_router(embedding_routes.router(wired.answering))

@@ -5,16 +5,19 @@ Messages request as conversation items, then a chat request; `documents` reads t
 documents and search results as text), `stream` (the chat
 service's item events as Anthropic's stream events, and the whole message as their
 fold), `sse` (the event framing, with pings), `routes`, `batches` (Message Batches, on the
-Batch API's runner). Its errors come out in
-Anthropic's envelope (`oai_server.error_responses`), its keys as `x-api-key` or
-`Authorization: Bearer` (`oai_server.auth`); `GET /v1/models` answers in Anthropic's
-list shape to a request that carries `anthropic-version` (`oai_server.routes.models`).
+Batch API's runner). The feature brings the core its own wire shapes: its
+errors come out in Anthropic's envelope on the paths under `/v1/messages` (`errors`,
+through `oai_server.error_responses`), and `GET /v1/models` answers in Anthropic's list
+shape to a request that carries `anthropic-version` (`models`). Its keys come as
+`x-api-key` or `Authorization: Bearer` (`oai_server.auth`).
 """
 
 from __future__ import annotations
 
 from oai_server.anthropic import batches, routes
 from oai_server.anthropic.batches import MessagesEndpoint
+from oai_server.anthropic.errors import ERROR_SHAPE
+from oai_server.anthropic.models import MODEL_LIST
 from oai_server.batch import BatchRunner
 from oai_server.features import Feature
 from oai_server.http.answering import Answering
@@ -33,4 +36,4 @@ def feature(
     mounted = routes.routes(core, answering)
     if runner is not None and batches.URL in runner.endpoints:
         mounted += batches.routes(store, runner, runner.traces.created).routes
-    return Feature(None, mounted)
+    return Feature(None, mounted, error_shapes=[ERROR_SHAPE], model_list=MODEL_LIST)
