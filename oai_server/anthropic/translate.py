@@ -21,7 +21,7 @@ from collections.abc import Iterator
 
 from oai_server.anthropic.documents import block_text
 from oai_server.errors import InvalidRequestError, UnsupportedParameterError
-from oai_server.generation.chat_template import TranslatedChatRequest
+from oai_server.generation.translated import TranslatedChatRequest
 from oai_server.items.context import Call, CallOutput, ContextItem, Said, Thought, to_messages
 from schemas.anthropic import (
     ClearThinkingEdit,
