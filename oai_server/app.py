@@ -289,7 +289,7 @@ def _wire(
     cached = cache.feature(core, embedded.service)
     answered = responses.feature(core, stored.service)
     scored = rerank.feature(core, admit, cached.service)
-    more: dict[str, Endpoint] = {anthropic.batches.URL: anthropic.MessagesEndpoint(core)}
+    more: dict[str, Endpoint] = {}
     if scored.service is not None:
         # On the embedding model's engine, as embeddings' lines are.
         for url, schema in (("/v1/rerank", RerankRequest), ("/v1/score", ScoreRequest)):

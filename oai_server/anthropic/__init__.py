@@ -24,7 +24,7 @@ from oai_server.http.answering import Answering
 from oai_server.state import ServerState
 from oai_server.store.service import StoreService
 
-__all__ = ["MessagesEndpoint", "feature"]
+__all__ = ["feature"]
 
 
 def feature(
@@ -32,8 +32,10 @@ def feature(
 ) -> Feature[None]:
     """The routes; they answer through the app's answering chain (the response cache when it
     is on) on the core's chat service, and keep nothing of their own. With the Batch API's
-    `runner` (a store with a database), Message Batches too, on its `/v1/messages` lines."""
+    `runner` (a store with a database), Message Batches too: it adds its `/v1/messages`
+    endpoint to the runner, whose lines Message Batches and the Batch API both run."""
     mounted = routes.routes(core, answering)
-    if runner is not None and batches.URL in runner.endpoints:
+    if runner is not None:
+        runner.add_endpoint(batches.URL, MessagesEndpoint(core))
         mounted += batches.routes(store, runner, runner.traces.created).routes
     return Feature(None, mounted, error_shapes=[ERROR_SHAPE], model_list=MODEL_LIST)

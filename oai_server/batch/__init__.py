@@ -42,7 +42,8 @@ def feature(
     """The Files and Batch routes and this replica's runner, on the store's SQL database
     (None when the store has none); `embeddings` answers `/v1/embeddings` lines; `tracer`
     (tracing on) gives each line a trace linked to the request that created its batch;
-    `more`: the endpoints of features above this one (Anthropic's `/v1/messages`)."""
+    `more`: endpoints not the core's (rerank's and score's); a feature above this one
+    adds its own to the runner (`BatchRunner.add_endpoint`: Anthropic's `/v1/messages`)."""
     database = store.database
     if database is None:
         return Feature(None)
@@ -88,7 +89,7 @@ def feature(
         traces=traces,
     )
     router = routes(
-        store, records, endpoints, settings.files_max_bytes, runner.wake, traces.created
+        store, records, runner.endpoints, settings.files_max_bytes, runner.wake, traces.created
     )
     task: list[asyncio.Task[None]] = []
 
