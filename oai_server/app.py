@@ -52,7 +52,7 @@ from oai_server.engine.pooling import EmbeddingEngine
 from oai_server.engine.protocol import Engine
 from oai_server.engine.router import EngineRouter, Stoppable, stop_all
 from oai_server.engine.wrapper import EngineWrapper
-from oai_server.error_responses import install_error_handlers
+from oai_server.error_responses import ERROR_SHAPES, ErrorShape, install_error_handlers
 from oai_server.features import Feature, FeatureFactory
 from oai_server.generation.chat_template import load_template
 from oai_server.generation.for_caller import ForCaller
@@ -304,7 +304,7 @@ def _wire(
     cached = cache.feature(core, embedded.service)
     answered = responses.feature(core, stored.service)
     scored = rerank.feature(core, cached.service)
-    more: dict[str, Endpoint] = {anthropic.batches.URL: anthropic.MessagesEndpoint(core)}
+    more: dict[str, Endpoint] = {}
     if scored.service is not None:
         # On the embedding model's engine, as embeddings' lines are.
         for url, schema in (("/v1/rerank", RerankRequest), ("/v1/score", ScoreRequest)):
@@ -359,8 +359,12 @@ class ServerApp(FastAPI):
     looks at the response's start only; a stream's chunks skip them all.
     """
 
+    # The features' own error envelopes, by path, for the one error function.
+    error_shapes: Sequence[ErrorShape] = ()
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         scope[BODY_SEND] = send
+        scope[ERROR_SHAPES] = self.error_shapes
         try:
             await super().__call__(scope, receive, send)
         finally:
@@ -439,9 +443,10 @@ def create_app(
     # they use as their factories' arguments, never from here.
     app.state.server = state
     app.state.wired = wired
+    app.error_shapes = [shape for feature in features for shape in feature.error_shapes]
     core_routes = _core_routes(state, wired.answering)
     app.router.routes.extend(core_routes)
-    app.include_router(models.router(state))
+    app.include_router(models.router(state, [f.model_list for f in features if f.model_list]))
     engines = [state.engine.check_health]
     if embedder is not None:
         engines.append(embedder.check_health)

@@ -1,14 +1,16 @@
 """The one place where any exception becomes an error response.
 
-Errors come out in OpenAI's envelope, except on the routes of Anthropic's Messages API
-(`ANTHROPIC_ROUTES`, matched on the request's path, refusals before routing included),
-whose clients read Anthropic's: `{"type": "error", "error": {"type", "message"}}` with
-Anthropic's types, and 529 for load shedding.
+Errors come out in OpenAI's envelope, except on the paths of a feature that brought its
+own (`ErrorShape`, by path prefix: Anthropic's Messages API), whose clients read that one.
+The app puts its features' shapes in each request's scope (`ERROR_SHAPES`), so a refusal
+from middleware, before routing, is shaped as the route's own errors are.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -20,14 +22,11 @@ from starlette.requests import ClientDisconnect
 from starlette.types import Receive, Scope, Send
 
 from oai_server.errors import (
-    ContextLengthExceededError,
-    EngineOverloadedError,
     InternalServerError,
     InvalidRequestError,
     NotFoundError,
     OpenAIError,
 )
-from schemas import anthropic
 from schemas.common import ErrorObject, ErrorResponse
 
 logger = logging.getLogger(__name__)
@@ -107,68 +106,42 @@ def error_body(error: OpenAIError) -> ErrorResponse:
     )
 
 
-# The routes that answer errors as Anthropic does: by exact path, and Message Batches' by prefix.
-ANTHROPIC_ROUTES = frozenset({"/v1/messages", "/v1/messages/count_tokens"})
-ANTHROPIC_PREFIX = "/v1/messages/batches"
-# Anthropic's status for load shedding: its clients retry it.
-OVERLOADED = 529
-_ANTHROPIC_TYPES = {
-    400: "invalid_request_error",
-    401: "authentication_error",
-    403: "permission_error",
-    404: "not_found_error",
-    413: "request_too_large",
-    429: "rate_limit_error",
-    OVERLOADED: "overloaded_error",
-}
+# Where the app keeps, in each request's scope, the error shapes its features brought.
+ERROR_SHAPES = "oai.error_shapes"
 
 
-def anthropic_error(exc: BaseException) -> tuple[int, anthropic.ErrorResponse]:
-    """The status and Anthropic's body for `exc`: its type from the status, as Anthropic's
-    own errors are typed; an overloaded engine is Anthropic's 529."""
-    error = to_openai_error(exc)
-    status = OVERLOADED if isinstance(error, EngineOverloadedError) else error.status_code
-    message = error.message
-    if isinstance(error, ContextLengthExceededError):
-        message = _too_long(error) or message
-    return status, anthropic_body(status, message)
+@dataclass(frozen=True)
+class ErrorShape:
+    """A feature's own error envelope, on the paths under `prefix` (the path itself, and
+    those below it after a `/`), whose clients read it rather than OpenAI's: `answer`
+    gives the status and body for a typed error."""
+
+    prefix: str
+    answer: Callable[[OpenAIError], tuple[int, bytes]]
+
+    def covers(self, path: str) -> bool:
+        return path == self.prefix or path.startswith(f"{self.prefix}/")
 
 
-def _too_long(error: ContextLengthExceededError) -> str | None:
-    """Anthropic's own words for a context too small, which agents match to compact their
-    conversation (the prompt alone) or lower their max_tokens (prompt and output)."""
-    if error.prompt_tokens is None or error.maximum is None:
-        return None
-    if error.max_tokens is None:
-        return f"prompt is too long: {error.prompt_tokens} tokens > {error.maximum} maximum"
-    return (
-        f"input length and `max_tokens` exceed context limit: {error.prompt_tokens} + "
-        f"{error.max_tokens} > {error.maximum}, decrease input length or `max_tokens` "
-        "and try again"
-    )
-
-
-def anthropic_body(status: int, message: str) -> anthropic.ErrorResponse:
-    """Anthropic's error body for an answer of `status`, typed from it as Anthropic types it."""
-    kind = _ANTHROPIC_TYPES.get(status, "api_error" if status >= 500 else "invalid_request_error")
-    return anthropic.ErrorResponse(error=anthropic.ErrorDetail(type=kind, message=message))
-
-
-def _shaped(error: OpenAIError, path: str | None) -> tuple[int, bytes]:
-    if path is not None and (path in ANTHROPIC_ROUTES or path.startswith(ANTHROPIC_PREFIX)):
-        status, body = anthropic_error(error)
-        return status, body.to_json()
+def _shaped(error: OpenAIError, scope: Scope | None) -> tuple[int, bytes]:
+    """In the envelope of the feature whose path `scope` is on, else in OpenAI's."""
+    if scope is not None:
+        path = scope.get("path", "")
+        shapes: Sequence[ErrorShape] = scope.get(ERROR_SHAPES, ())
+        for shape in shapes:
+            if shape.covers(path):
+                return shape.answer(error)
     return error.status_code, error_body(error).to_json()
 
 
-def error_response(exc: BaseException, path: str | None = None) -> Response:
-    """The HTTP response for `exc` on the route `path`: status from its class, the body
-    in the envelope the route's clients read."""
+def error_response(exc: BaseException, scope: Scope | None = None) -> Response:
+    """The HTTP response for `exc` to the request of `scope`: status from its class, the
+    body in the envelope its route's clients read (OpenAI's without a scope)."""
     error = to_openai_error(exc)
     # Starlette's own errors carry headers that must survive (405's Allow); ours
     # carry theirs (429's and 503's Retry-After).
     headers = exc.headers if isinstance(exc, HTTPException) else error.headers
-    status, body = _shaped(error, path)
+    status, body = _shaped(error, scope)
     return Response(body, status, headers, media_type="application/json")
 
 
@@ -177,7 +150,7 @@ async def refuse(exc: BaseException, scope: Scope, receive: Receive, send: Send)
     the same response where the server can send one (ASGI's denial-response extension),
     else a close before accepting (the client sees 403)."""
     if scope["type"] == "http":
-        await error_response(exc, scope["path"])(scope, receive, send)
+        await error_response(exc, scope)(scope, receive, send)
         return
     await receive()  # websocket.connect
     if "websocket.http.response" not in scope.get("extensions", {}):
@@ -195,16 +168,16 @@ async def refuse(exc: BaseException, scope: Scope, receive: Receive, send: Send)
     await send({"type": "websocket.http.response.body", "body": error_body(error).to_json()})
 
 
-def exception_response(exc: Exception, path: str | None = None) -> Response:
-    """The response to whatever the handler of the route `path` raised."""
+def exception_response(exc: Exception, scope: Scope | None = None) -> Response:
+    """The response to whatever the handler of the request of `scope` raised."""
     if isinstance(exc, ClientDisconnect):
         # Nobody is left to read an answer: not an error of the server, nothing to log.
         return Response(status_code=CLIENT_CLOSED_REQUEST)
-    return error_response(exc, path)
+    return error_response(exc, scope)
 
 
 async def _handle(request: Request, exc: Exception) -> Response:
-    return exception_response(exc, request.scope["path"])
+    return exception_response(exc, request.scope)
 
 
 def install_error_handlers(app: FastAPI) -> None:

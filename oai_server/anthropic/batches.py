@@ -18,12 +18,12 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response
 
+from oai_server.anthropic.errors import anthropic_body
 from oai_server.anthropic.stream import MessageRun
 from oai_server.anthropic.translate import chat_request
 from oai_server.batch import BatchRunner
 from oai_server.batch.endpoints import Endpoint
 from oai_server.batch.records import StoredFile, now_us
-from oai_server.error_responses import anthropic_body
 from oai_server.errors import InvalidRequestError, NotFoundError
 from oai_server.http.answer import json_response
 from oai_server.http.parsing import parse_body

@@ -19,8 +19,8 @@ from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from oai_server.anthropic.errors import anthropic_error
 from oai_server.anthropic.stream import Event, text_delta
-from oai_server.error_responses import anthropic_error
 from oai_server.http.disconnect import Disconnect
 from oai_server.http.sse import BODY, BODY_SEND, HEADERS
 from oai_server.http.templates import cut, json_text

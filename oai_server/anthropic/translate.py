@@ -21,8 +21,9 @@ from collections.abc import Iterator
 
 from oai_server.anthropic.documents import block_text
 from oai_server.errors import InvalidRequestError, UnsupportedParameterError
-from oai_server.generation.chat_template import TranslatedChatRequest
+from oai_server.generation.translated import TranslatedChatRequest
 from oai_server.items.context import Call, CallOutput, ContextItem, Said, Thought, to_messages
+from oai_server.items.tools import Choice, NamedTool, ToolDefinition, chat_tools
 from schemas.anthropic import (
     ClearThinkingEdit,
     CountTokensRequest,
@@ -42,13 +43,6 @@ from schemas.anthropic import (
     ToolChoiceNone,
     ToolResultBlockParam,
     ToolUseBlockParam,
-)
-from schemas.chat import (
-    ChatCompletionTool,
-    FunctionDefinition,
-    NamedToolChoice,
-    NamedToolChoiceFunction,
-    ToolChoice,
 )
 from schemas.common import ResponseFormat, ServiceTier, StreamOptions
 
@@ -174,11 +168,10 @@ def _image_params(req: CountTokensRequest) -> list[str]:
     ]
 
 
-def _tool_choice(
-    req: CountTokensRequest, offered: list[ChatCompletionTool]
-) -> tuple[ToolChoice, bool | None]:
-    """Chat's `tool_choice` and `parallel_tool_calls` for Anthropic's `tool_choice`, over
-    the tools `offered` (Anthropic's own tools are not: forcing one is a 400)."""
+def _tool_choice(req: CountTokensRequest, offered: bool) -> tuple[Choice, bool | None]:
+    """The neutral choice and chat's `parallel_tool_calls` for Anthropic's `tool_choice`,
+    with client tools `offered` or not (Anthropic's own tools are not: forcing one is a
+    400)."""
     choice = req.tool_choice
     if choice is None:
         return None, None
@@ -188,15 +181,14 @@ def _tool_choice(
     parallel = None if parallel is None else not parallel
     own = {tool.name: tool.type for tool in req.tools or () if tool.type not in (None, "custom")}
     if isinstance(choice, ToolChoiceAuto):
-        return ("auto" if offered else None), parallel
+        return "auto", parallel
     if isinstance(choice, ToolChoiceAny):
         if not offered and own:
             raise _forced_own(next(iter(own.values())))
         return "required", parallel
     if choice.name in own:
         raise _forced_own(own[choice.name])
-    named = NamedToolChoice(type="function", function=NamedToolChoiceFunction(name=choice.name))
-    return named, parallel
+    return NamedTool(choice.name), parallel
 
 
 def _forced_own(kind: str | None) -> UnsupportedParameterError:
@@ -207,11 +199,11 @@ def _forced_own(kind: str | None) -> UnsupportedParameterError:
     )
 
 
-def _tools(req: CountTokensRequest) -> list[ChatCompletionTool]:
-    """The client tools, as chat's function tools. Anthropic's own tools (server tools
+def _tools(req: CountTokensRequest) -> list[ToolDefinition]:
+    """The client tools, as neutral function tools. Anthropic's own tools (server tools
     such as `web_search_20250305`, and schema-less ones such as `bash_20250124`) run on
     Anthropic's side or have no schema here: accepted, not offered."""
-    out: list[ChatCompletionTool] = []
+    out: list[ToolDefinition] = []
     for i, tool in enumerate(req.tools or ()):
         if tool.type not in (None, "custom"):
             continue
@@ -219,10 +211,7 @@ def _tools(req: CountTokensRequest) -> list[ChatCompletionTool]:
             raise InvalidRequestError(
                 f"tools.{i}.input_schema: Field required", param=f"tools[{i}].input_schema"
             )
-        definition = FunctionDefinition(
-            name=tool.name, description=tool.description, parameters=tool.input_schema
-        )
-        out.append(ChatCompletionTool(type="function", function=definition))
+        out.append(ToolDefinition(tool.name, tool.description, tool.input_schema))
     return out
 
 
@@ -268,12 +257,13 @@ def chat_request(req: CountTokensRequest) -> TranslatedChatRequest:
     if not messages:
         raise InvalidRequestError("The request has no messages.", param="messages")
     tools = _tools(req)
-    choice, parallel = _tool_choice(req, tools)
+    choice, parallel = _tool_choice(req, bool(tools))
+    offered = chat_tools(tools, choice)
     chat = TranslatedChatRequest(
         model=req.model,
         messages=messages,
-        tools=tools or None,
-        tool_choice=choice,
+        tools=offered.tools,
+        tool_choice=offered.tool_choice,
         parallel_tool_calls=parallel,
     ).name_images(_image_params(req))
     _thinking(req, chat)

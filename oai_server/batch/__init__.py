@@ -46,8 +46,9 @@ def feature(
     (None when the store has none); `lines`: its lines on the chat engine, which the core's
     admission step hands back (built before the core); `embeddings` answers
     `/v1/embeddings` lines; `tracer` (tracing on) gives each line a trace linked to the
-    request that created its batch; `more`: the endpoints of features above this one
-    (Anthropic's `/v1/messages`)."""
+    request that created its batch; `more`: endpoints not the core's (rerank's and
+    score's); a feature above this one adds its own to the runner
+    (`BatchRunner.add_endpoint`: Anthropic's `/v1/messages`)."""
     database = store.database
     if database is None:
         return Feature(None)
@@ -93,7 +94,7 @@ def feature(
         traces=traces,
     )
     router = routes(
-        store, records, endpoints, settings.files_max_bytes, runner.wake, traces.created
+        store, records, runner.endpoints, settings.files_max_bytes, runner.wake, traces.created
     )
     task: list[asyncio.Task[None]] = []
 

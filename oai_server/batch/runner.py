@@ -83,7 +83,8 @@ class BatchRunner:
     ) -> None:
         self.records = records
         self.traces = traces or LineTraces(None)
-        self.endpoints = endpoints
+        # Its own, so a feature above this one may add its endpoint (`add_endpoint`).
+        self.endpoints = dict(endpoints)
         self.shape = shape
         self.metrics = metrics
         self.waiting = waiting
@@ -104,6 +105,11 @@ class BatchRunner:
         self.on_chat_engine = 0
         self.wake = asyncio.Event()
         self._driving: dict[str, asyncio.Task[None]] = {}
+
+    def add_endpoint(self, url: str, endpoint: Endpoint) -> None:
+        """Answer the lines of `url` too: how a feature above this one (Anthropic's
+        `/v1/messages`) brings its endpoint, while the app is built."""
+        self.endpoints[url] = endpoint
 
     async def run(self) -> None:
         """Claim and drive batches until cancelled; a database error is retried next round."""

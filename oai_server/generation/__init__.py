@@ -1,2 +1,3 @@
 """Generation parameters and their conversion: chat templates, sampling options,
-logprobs, and the engine request that a service drives."""
+logprobs, the engine request that a service drives, and a chat request translated from
+another API's request."""

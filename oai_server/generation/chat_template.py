@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import jinja2
-from pydantic import PrivateAttr
 
 from oai_server.dialects.tool_calls.custom import as_function_call
 from oai_server.dialects.tool_calls.plan import forces_call
 from oai_server.dialects.tool_calls.prompt import with_tools_prompt
 from oai_server.engine.protocol import Tokenizer
 from oai_server.errors import InvalidRequestError, UnsupportedParameterError
+from oai_server.generation.translated import TranslatedChatRequest
 from oai_server.media.loader import ImageRef
 from schemas.chat import (
     ChatMessage,
@@ -55,24 +54,6 @@ def _content(content: Content | None, index: int) -> str | list[dict[str, Any]] 
     if len(parts) == len(texts):
         return "".join(texts)
     return parts
-
-
-class TranslatedChatRequest(CreateChatCompletionRequest):
-    """A chat request made from another API's request (Anthropic's), whose images an
-    error names as that request's parts: its `system` is no message, its text and
-    images are parts in another order."""
-
-    _image_params: tuple[str, ...] = PrivateAttr(default=())
-
-    def name_images(self, params: Sequence[str]) -> TranslatedChatRequest:
-        """This request, its images named by `params` in order."""
-        self._image_params = tuple(params)
-        return self
-
-    @property
-    def image_params(self) -> tuple[str, ...]:
-        """The part each image comes from, in order (empty: as the messages number them)."""
-        return self._image_params
 
 
 def image_refs(req: CreateChatCompletionRequest) -> list[ImageRef]:

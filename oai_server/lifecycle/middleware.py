@@ -28,7 +28,7 @@ class LifecycleMiddleware:
                 if phase is Phase.DEAD
                 else ServerShuttingDownError("The server is shutting down; retry elsewhere.")
             )
-            await error_response(error, scope["path"])(scope, receive, send)
+            await error_response(error, scope)(scope, receive, send)
             return
         self.lifecycle.enter()
         try:

@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
@@ -24,6 +24,7 @@ from oai_server.errors import (
 )
 from oai_server.ids import new_id
 from oai_server.items.context import to_messages
+from oai_server.items.tools import ChatTools, NamedTool, ToolDefinition, chat_tools
 from oai_server.realtime.conversation import Conversation, check_text_only
 from oai_server.realtime.responder import Outcome, Responder, event_id
 from oai_server.services.chat import ChatJob, ChatService
@@ -348,19 +349,16 @@ class RealtimeSession:
             "max_completion_tokens": None if limit == "inf" else limit,
             "cache_salt": self.cache_salt,
         }
-        if tools:
-            body["tools"] = [
-                {"type": "function", "function": t.model_dump(exclude={"type"}, exclude_none=True)}
-                for t in tools
-            ]
-            body["tool_choice"] = _chat_tool_choice(choice)
+        body["tools"], body["tool_choice"] = _tools(tools, choice)
         return CreateChatCompletionRequest.model_validate(body)
 
 
-def _chat_tool_choice(choice: ToolChoice) -> Any:
-    if isinstance(choice, ToolChoiceFunction):
-        return {"type": "function", "function": {"name": choice.name}}
-    return choice
+def _tools(tools: Sequence[FunctionTool], choice: ToolChoice) -> ChatTools:
+    """The session's function tools and `tool_choice` as the chat request's; without
+    tools, no choice either."""
+    offered = [ToolDefinition(t.name, t.description, t.parameters) for t in tools]
+    named = NamedTool(choice.name) if isinstance(choice, ToolChoiceFunction) else choice
+    return chat_tools(offered, named if offered else None)
 
 
 def _parse(document: object) -> ClientEvent:

@@ -1,4 +1,5 @@
-"""A Responses request's tools as the chat tools the model is offered.
+"""A Responses request's tools as the tools the model is offered (`oai_server.items.tools`
+makes them the chat request's).
 
 - `function` and `custom` tools are offered as they are (chat has both).
 - A `namespace` tool's functions and custom tools are offered each under its qualified
@@ -18,21 +19,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from oai_server.errors import InvalidRequestError, UnsupportedParameterError
-from schemas.chat import (
-    AllowedToolChoice,
-    AllowedTools,
-    ChatCompletionCustomTool,
-    ChatCompletionTool,
-    CustomToolProperties,
-    FunctionDefinition,
-    Grammar,
-    GrammarFormat,
-    NamedToolChoice,
-    NamedToolChoiceCustom,
-    NamedToolChoiceFunction,
-    TextFormat,
-    Tool,
-    ToolChoice,
+from oai_server.items.tools import (
+    AllowedToolsChoice,
+    Choice,
+    NamedTool,
+    ToolDefinition,
+    ToolGrammar,
 )
 from schemas.responses import (
     CustomTool,
@@ -58,9 +50,9 @@ def qualified(namespace: str | None, name: str) -> str:
 
 @dataclass(frozen=True)
 class OfferedTools:
-    """The chat tools a request's tools come to, and how to name their calls back."""
+    """The tools a request's tools come to, and how to name their calls back."""
 
-    tools: list[Tool] = field(default_factory=list)
+    tools: list[ToolDefinition] = field(default_factory=list)
     # Offered name -> (namespace, name), for the tools of a namespace.
     namespaced: dict[str, tuple[str, str]] = field(default_factory=dict)
     # Hosted tools sent, by type: accepted, not offered.
@@ -81,34 +73,29 @@ class OfferedTools:
         return (None, offered) if found is None else found
 
 
-def _chat_tool(tool: FunctionTool | CustomTool, namespace: str | None) -> Tool:
+def _definition(tool: FunctionTool | CustomTool, namespace: str | None) -> ToolDefinition:
     name = qualified(namespace, tool.name)
     if isinstance(tool, FunctionTool):
-        definition = FunctionDefinition(
-            name=name, description=tool.description, parameters=tool.parameters, strict=tool.strict
-        )
-        return ChatCompletionTool(type="function", function=definition)
-    fmt: TextFormat | GrammarFormat | None = None
+        return ToolDefinition(name, tool.description, tool.parameters, tool.strict)
+    grammar = None
     if isinstance(tool.format, GrammarInputFormat):
-        grammar = Grammar(definition=tool.format.definition, syntax=tool.format.syntax)
-        fmt = GrammarFormat(type="grammar", grammar=grammar)
-    custom = CustomToolProperties(name=name, description=tool.description, format=fmt)
-    return ChatCompletionCustomTool(type="custom", custom=custom)
+        grammar = ToolGrammar(tool.format.syntax, tool.format.definition)
+    return ToolDefinition(name, tool.description, kind="custom", grammar=grammar)
 
 
 def offered_tools(tools: Sequence[ResponsesTool] | None) -> OfferedTools:
-    """The chat tools `tools` are offered as (hosted ones left out)."""
-    chat: list[Tool] = []
+    """The tools `tools` are offered as (hosted ones left out)."""
+    chat: list[ToolDefinition] = []
     namespaced: dict[str, tuple[str, str]] = {}
     hosted: set[str] = set()
     params: list[str] = []
     for i, tool in enumerate(tools or ()):
         if isinstance(tool, FunctionTool | CustomTool):
-            chat.append(_chat_tool(tool, None))
+            chat.append(_definition(tool, None))
             params.append(f"tools[{i}]")
         elif isinstance(tool, NamespaceTool):
             for j, inner in enumerate(tool.tools):
-                chat.append(_chat_tool(inner, tool.name))
+                chat.append(_definition(inner, tool.name))
                 params.append(f"tools[{i}].tools[{j}]")
                 namespaced[qualified(tool.name, inner.name)] = (tool.name, inner.name)
         else:
@@ -124,20 +111,20 @@ def _forced_hosted(kind: str) -> UnsupportedParameterError:
     )
 
 
-def _allowed_entry(entry: dict[str, Any], offered: OfferedTools) -> list[dict[str, Any]]:
-    """One `allowed_tools` entry as chat's entries: a namespace's tools each, none for a
-    hosted tool."""
+def _allowed_entry(entry: dict[str, Any], offered: OfferedTools) -> list[NamedTool]:
+    """One `allowed_tools` entry as the tools it names: a namespace's tools each, none for
+    a hosted tool."""
     kind, name = entry.get("type"), entry.get("name")
     if kind == "namespace" and isinstance(name, str):
         return [
-            _chat_entry(tool)
+            NamedTool(tool.name, tool.kind)
             for tool in offered.tools
-            if offered.call_name(_offered_name(tool))[0] == name
+            if offered.call_name(tool.name)[0] == name
         ]
     if kind in ("function", "custom") and isinstance(name, str):
         namespace = entry.get("namespace")
         full = qualified(namespace if isinstance(namespace, str) else None, name)
-        return [{"type": kind, kind: {"name": full}}]
+        return [NamedTool(full, "custom" if kind == "custom" else "function")]
     if kind in ("function", "custom", "namespace"):
         raise InvalidRequestError(
             f"An allowed tool of type '{kind}' needs its 'name'.",
@@ -146,28 +133,17 @@ def _allowed_entry(entry: dict[str, Any], offered: OfferedTools) -> list[dict[st
     return []
 
 
-def _offered_name(tool: Tool) -> str:
-    return tool.custom.name if isinstance(tool, ChatCompletionCustomTool) else tool.function.name
-
-
-def _chat_entry(tool: Tool) -> dict[str, Any]:
-    return {"type": tool.type, tool.type: {"name": _offered_name(tool)}}
-
-
-def chat_tool_choice(choice: ResponsesToolChoice | None, offered: OfferedTools) -> ToolChoice:
-    """Chat's `tool_choice` for a Responses one, over the tools actually `offered`."""
+def tool_choice(choice: ResponsesToolChoice | None, offered: OfferedTools) -> Choice:
+    """The neutral choice for a Responses `tool_choice`, over the tools actually
+    `offered`."""
     if choice is None or isinstance(choice, str):
-        if choice in (None, "auto") and not offered.tools:
-            return None  # only hosted tools: nothing to choose from
         if choice == "required" and not offered.tools and offered.hosted:
             raise _forced_hosted(sorted(offered.hosted)[0])
         return choice
     if isinstance(choice, ToolChoiceFunction):
-        return NamedToolChoice(type="function", function=NamedToolChoiceFunction(name=choice.name))
+        return NamedTool(choice.name)
     if isinstance(choice, ToolChoiceCustom):
-        return NamedToolChoiceCustom(
-            type="custom", custom=NamedToolChoiceFunction(name=choice.name)
-        )
+        return NamedTool(choice.name, "custom")
     if isinstance(choice, ToolChoiceAllowed):
         entries = [e for entry in choice.tools for e in _allowed_entry(entry, offered)]
         if not entries and choice.mode == "required":
@@ -175,9 +151,7 @@ def chat_tool_choice(choice: ResponsesToolChoice | None, offered: OfferedTools) 
             raise _forced_hosted(kinds[0])
         if not entries:
             return "none"
-        return AllowedToolChoice(
-            type="allowed_tools", allowed_tools=AllowedTools(mode=choice.mode, tools=entries)
-        )
+        return AllowedToolsChoice(choice.mode, tuple(entries))
     assert isinstance(choice, OtherToolChoice)
     raise _forced_hosted(choice.type)
 

@@ -12,8 +12,9 @@ from typing import Any
 
 from oai_server.errors import InvalidRequestError, UnsupportedParameterError
 from oai_server.items.context import to_messages
+from oai_server.items.tools import chat_tools
 from oai_server.responses.items import to_context
-from oai_server.responses.tools import chat_tool_choice, offered_tools
+from oai_server.responses.tools import offered_tools, tool_choice
 from schemas.chat import CreateChatCompletionRequest
 from schemas.common import ResponseFormat, StreamOptions
 from schemas.response_items import Item
@@ -93,11 +94,12 @@ def chat_request(
     if not messages:
         raise InvalidRequestError("The request has no input.", param="input")
     offered = offered_tools(req.tools)
+    tools = chat_tools(offered.tools, tool_choice(req.tool_choice, offered))
     chat = CreateChatCompletionRequest(
         model=req.model,
         messages=messages,
-        tools=offered.tools or None,
-        tool_choice=chat_tool_choice(req.tool_choice, offered),
+        tools=tools.tools,
+        tool_choice=tools.tool_choice,
         parallel_tool_calls=req.parallel_tool_calls,
         response_format=response_format(req.text),
     )

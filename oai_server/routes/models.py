@@ -1,12 +1,13 @@
 """`GET /v1/models` and `GET /v1/models/{model}`.
 
-A request that carries `anthropic-version` (what Anthropic's clients send) gets the list
-in Anthropic's shape, which those clients read.
+A feature may bring its own shape of the list (`ModelListShape`), which its clients read:
+a request that carries the feature's header (Anthropic's `anthropic-version`) gets it.
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Sequence
 from typing import Literal
 
 from fastapi import APIRouter, Request, Response
@@ -14,11 +15,21 @@ from fastapi import APIRouter, Request, Response
 from oai_server.http.answer import json_response
 from oai_server.models import ServedModel
 from oai_server.state import ServerState
-from schemas import anthropic
-from schemas.common import ListModelsResponse, Model
+from schemas.common import ListModelsResponse, Model, ResponseModel
 
-# The header every Anthropic client sends: it asks for Anthropic's shapes.
-ANTHROPIC_VERSION = "anthropic-version"
+
+class ModelListShape(ABC):
+    """A feature's own shape of `/v1/models`, for the requests that carry `header`."""
+
+    header: str
+
+    @abstractmethod
+    def model(self, served: ServedModel, created: int) -> ResponseModel:
+        """One model (`created`: when the server started, in Unix seconds)."""
+
+    @abstractmethod
+    def listing(self, served: Iterable[ServedModel], created: int) -> ResponseModel:
+        """The list of the models `served`."""
 
 
 def _model(server: ServerState, served: ServedModel) -> Model:
@@ -48,29 +59,20 @@ def _model(server: ServerState, served: ServedModel) -> Model:
     )
 
 
-def _anthropic_model(server: ServerState, served: ServedModel) -> anthropic.ModelInfo:
-    created = datetime.fromtimestamp(server.created, UTC).isoformat().replace("+00:00", "Z")
-    return anthropic.ModelInfo(id=served.name, display_name=served.name, created_at=created)
-
-
-def _anthropic_list(server: ServerState) -> anthropic.ModelList:
-    data = [_anthropic_model(server, served) for served in server.models]
-    return anthropic.ModelList(
-        data=data,
-        has_more=False,
-        first_id=data[0].id if data else None,
-        last_id=data[-1].id if data else None,
-    )
-
-
-def router(server: ServerState) -> APIRouter:
-    """The routes, listing `server`'s models: their names, engines, and when it started."""
+def router(server: ServerState, shapes: Sequence[ModelListShape] = ()) -> APIRouter:
+    """The routes, listing `server`'s models (their names, engines, and when it started),
+    in a feature's own shape (`shapes`) for a request that carries that feature's header,
+    else in OpenAI's."""
     router = APIRouter()
+
+    def shape_of(request: Request) -> ModelListShape | None:
+        return next((shape for shape in shapes if shape.header in request.headers), None)
 
     @router.get("/v1/models")
     async def list_models(request: Request) -> Response:
-        if ANTHROPIC_VERSION in request.headers:
-            return json_response(_anthropic_list(server))
+        shape = shape_of(request)
+        if shape is not None:
+            return json_response(shape.listing(server.models, server.created))
         return json_response(
             ListModelsResponse(data=[_model(server, served) for served in server.models])
         )
@@ -78,8 +80,9 @@ def router(server: ServerState) -> APIRouter:
     @router.get("/v1/models/{model:path}")
     async def retrieve_model(model: str, request: Request) -> Response:
         served = server.models.get(model)
-        if ANTHROPIC_VERSION in request.headers:
-            return json_response(_anthropic_model(server, served))
+        shape = shape_of(request)
+        if shape is not None:
+            return json_response(shape.model(served, server.created))
         return json_response(_model(server, served))
 
     return router

@@ -51,7 +51,10 @@ def test_anthropics_own_tools_are_accepted_and_not_offered() -> None:
         )
         any_own = post(root, tools=ANTHROPIC_OWN, tool_choice={"type": "any"})
         no_schema = post(root, tools=[{"name": "Read"}])
+        # `auto` over Anthropic's own tools only: nothing to choose from, so no choice.
+        auto = post(root, tools=ANTHROPIC_OWN, tool_choice={"type": "auto"})
     assert alone.status_code == 200, alone.text
+    assert auto.status_code == 200, auto.text
     assert "web_search" not in prompt_of(engine, 0)
     assert beside.status_code == 200, beside.text
     assert '"Bash"' in prompt_of(engine, 1)

@@ -9,8 +9,9 @@ import httpx
 import pytest
 from starlette.exceptions import HTTPException
 
+from oai_server.anthropic.errors import ERROR_SHAPE
 from oai_server.engine.fake import FakeEngine
-from oai_server.error_responses import error_response
+from oai_server.error_responses import ERROR_SHAPES, error_response
 from oai_server.errors import EngineOverloadedError
 from tests.anthropic.conftest import KEY, MODEL, client, server
 
@@ -158,8 +159,10 @@ def test_a_failure_after_the_stream_started_is_an_error_event() -> None:
 )
 def test_each_status_has_anthropics_type(status: int, kind: str) -> None:
     """Statuses the server does not reach through a client here (403: no route refuses a
-    key's permission yet) still come out typed, from the one error function."""
-    response = error_response(HTTPException(status, "refused"), "/v1/messages")
+    key's permission yet) still come out typed, from the one error function, on a path the
+    feature registered its envelope for."""
+    scope = {"type": "http", "path": "/v1/messages", ERROR_SHAPES: [ERROR_SHAPE]}
+    response = error_response(HTTPException(status, "refused"), scope)
     assert response.status_code == status
     body = json.loads(response.body)
     assert (body["type"], set(body["error"]), body["error"]["type"]) == (

@@ -172,6 +172,30 @@ async def test_function_calls_stream_as_arguments_deltas() -> None:
     assert "-3 C" in prompt
 
 
+async def test_a_function_the_session_forces_is_called() -> None:
+    engine = FakeEngine(reply='{"city": "Oslo"}')
+    tool = {
+        "type": "function",
+        "name": "get_weather",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+    }
+    forced = {"type": "function", "name": "get_weather"}
+    async with connected(engine) as conn:
+        await events_until(conn, "session.created")
+        await conn.session.update(
+            session={"type": "realtime", "tools": [tool], "tool_choice": forced}
+        )
+        await events_until(conn, "session.updated")
+        await conn.conversation.item.create(item=user_item("Weather in Oslo?"))
+        await conn.response.create()
+        events = await events_until(conn, "response.done")
+    (call,) = events[-1]["response"]["output"]
+    assert (call["type"], call["name"]) == ("function_call", "get_weather")
+    assert json.loads(call["arguments"]) == {"city": "Oslo"}
+    # Forced: the arguments are decoded under the function's schema.
+    assert engine.calls[0].options.structured is not None
+
+
 async def test_items_retrieve_delete_and_truncate() -> None:
     engine = FakeEngine(reply="Hi there.")
     async with connected(engine) as conn:

@@ -160,7 +160,10 @@ async def test_hosted_tools_are_accepted_and_not_offered() -> None:
             client, tools=[*hosted, WEATHER], tool_choice={"type": "web_search_preview"}
         )
         required = await create(client, tools=hosted, tool_choice="required")
+        # `auto` over hosted tools only: nothing to choose from, so no choice at all.
+        auto = await create(client, tools=hosted, tool_choice="auto")
     assert alone.status_code == 200, alone.text
+    assert auto.status_code == 200, auto.text
     assert "web_search" not in prompt_of(engine, 0)
     assert alone.json()["tools"][0] == WEB_SEARCH, "echoed as sent"
     assert beside.status_code == 200, beside.text

@@ -1,7 +1,7 @@
 """The shape the code keeps, read from its imports: the import contracts in pyproject.toml
 (layers from the entry points down to the schemas, the core's state naming no feature, no
-feature reaching another's routes or middleware, no circle, benchmarks apart from tests)
-hold, and every package is under them."""
+feature reaching another's routes or middleware, Anthropic's shapes kept to its feature, no
+circle, benchmarks apart from tests) hold, and every package is under them."""
 
 from __future__ import annotations
 
@@ -34,17 +34,34 @@ def test_the_import_contracts_hold() -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-def test_every_package_and_module_of_the_server_is_in_a_layer() -> None:
-    (layers,) = [c["layers"] for c in _contracts() if c.get("id") == "layers"]
-    assert isinstance(layers, list)
-    named = {name.strip() for layer in layers for name in layer.replace(":", "|").split("|")}
-    parts = {
+def _parts() -> set[str]:
+    """Every package and module right under `oai_server`."""
+    return {
         f"oai_server.{path.name.removesuffix('.py')}"
         for path in PACKAGE.iterdir()
         if (path.suffix == ".py" and path.name != "__init__.py")
         or (path.is_dir() and (path / "__init__.py").exists())
     }
-    assert parts - named == set()
+
+
+def test_every_package_and_module_of_the_server_is_in_a_layer() -> None:
+    (layers,) = [c["layers"] for c in _contracts() if c.get("id") == "layers"]
+    assert isinstance(layers, list)
+    named = {name.strip() for layer in layers for name in layer.replace(":", "|").split("|")}
+    assert _parts() - named == set()
+
+
+def test_only_the_anthropic_feature_and_the_wiring_import_anthropics_schemas() -> None:
+    """The core and `batch` learn Anthropic's error envelope, model list and batch endpoint
+    from the feature's hooks; a new package is under the rule unless named here."""
+    (apart,) = [c for c in _contracts() if c.get("id") == "anthropic-apart"]
+    assert apart["type"] == "forbidden"
+    assert "schemas.anthropic" in apart["forbidden_modules"]  # type: ignore[operator]
+    allowed = {"anthropic", "app", "assembly", "ray_serve", "cli", "__main__"}
+    sources = apart["source_modules"]
+    assert isinstance(sources, list)
+    assert set(sources) == _parts() - {f"oai_server.{name}" for name in allowed}
+    assert "oai_server.batch" in sources
 
 
 def test_every_feature_is_kept_from_the_others_routes_and_middleware() -> None:
