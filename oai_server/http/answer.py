@@ -1,7 +1,10 @@
 """Answer a request to the engines: streamed as server-sent events, or whole as JSON.
 
-Generation (chat, text completions) and embeddings alike; an embedding request is
-always answered whole.
+One flow for every API: chat, text completions, embeddings and rerank (OpenAI's chunks,
+`CHUNKS`; an embedding or a score is always answered whole), Responses and Anthropic's
+messages, each through its `Encoder`. What the flow does (refusals before the 200, the
+trace's GenAI attributes, the cache's stored answers, the watch of the client, the one
+stream response) every API gets, and gets whatever is added to it later.
 """
 
 from __future__ import annotations
@@ -86,7 +89,8 @@ class Shortcut(Generic[Prepared, Started]):
 def engine_request_id(request: Request, req: Asked, job: object = None) -> str | None:
     """The answer's and the engine request's id: OpenAI's prefix and the x-request-id
     (set by `ObservabilityMiddleware`, which every app has: the scope's state is there),
-    so logs and engine traces meet on one id."""
+    so logs and engine traces meet on one id. `job` is not read: it is there as an
+    `Encoder.answer_id` takes it (`CHUNKS`)."""
     request_id: str | None = request.scope["state"].get("request_id")
     if request_id is None:
         return None
