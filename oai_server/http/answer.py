@@ -57,6 +57,9 @@ class Starting(Protocol[Req, Job, HandleOut]):
     async def start(self, job: Job, request_id: str | None = None) -> HandleOut: ...
 
 
+AnyStarting = TypeVar("AnyStarting", bound=Starting[Any, Any, Any])
+
+
 class GenerationService(Starting[Req, Job, Handle], Protocol[Req, Job, Handle]):
     """What the chat, completions and embeddings services offer, and so every wrapper of
     them (the response cache's `CachedService`, the store's `RecordingChat`)."""
@@ -163,10 +166,7 @@ async def answer(
 
 @overload
 async def answer(
-    request: Request,
-    req: Req,
-    service: Starting[Req, Job, Handle],
-    encoder: Encoder[Any, Job, Handle],
+    request: Request, req: Asked, service: AnyStarting, encoder: Encoder[AnyStarting, Any, Any]
 ) -> Response: ...
 
 
