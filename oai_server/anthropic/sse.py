@@ -1,40 +1,31 @@
-"""Anthropic's stream as server-sent events: `event: <type>` and `data: {json}`.
+"""Anthropic's wire for the answer flow (`oai_server.http.answer`): a message's events as
+server-sent events, `event: <type>` and `data: {json}`, or the whole message.
 
 The stream has no `[DONE]`: `message_stop` ends it. A `ping` follows `message_start`
 and comes again whenever no event has for `PING_INTERVAL_S` (a long prefill, a tool
 call the parser holds back): proxies and clients that time an idle connection out see
-it alive, as Anthropic's own stream keeps them. One timer task per stream sends those,
-not a wait with a timeout per event, which cost more per token than the rest of the
-encoding. A failure after the 200 went out is one `error` event in Anthropic's
-envelope, the last of the stream.
+it alive, as Anthropic's own stream keeps them (the stream response's `Ping`). A failure
+after the 200 went out is one `error` event in Anthropic's envelope, the last of the
+stream.
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
-from collections.abc import AsyncGenerator
+from typing import Any
 
-from starlette.requests import ClientDisconnect
-from starlette.responses import Response
-from starlette.types import Receive, Scope, Send
+from fastapi import Request
 
 from oai_server.anthropic.errors import anthropic_error
-from oai_server.anthropic.stream import Event, text_delta
-from oai_server.http.disconnect import Disconnect
-from oai_server.http.sse import BODY, BODY_SEND, HEADERS
+from oai_server.anthropic.stream import Event, MessageRun, text_delta
+from oai_server.http.answer import Prompted
+from oai_server.http.answering import ChatAnswerer
+from oai_server.http.sse import FramedWriter, Ping, frame
 from oai_server.http.templates import cut, json_text
+from oai_server.ids import new_id
 from oai_server.items.stream import TextAdded, TextItem
-from schemas.anthropic import MessageStartEvent, PingEvent, StreamEvent
-
-logger = logging.getLogger(__name__)
+from schemas.anthropic import Message, MessageStartEvent, PingEvent
 
 PING_INTERVAL_S = 10.0
-
-
-def frame(event: StreamEvent) -> bytes:
-    return b"event: " + event.type.encode() + b"\ndata: " + event.to_json() + b"\n\n"
-
 
 PING = frame(PingEvent())
 
@@ -60,71 +51,44 @@ def frame_of(event: Event) -> bytes:
     return frame(event)
 
 
-_RAW_HEADERS = [
-    (b"content-type", b"text/event-stream; charset=utf-8"),
-    *((name.lower().encode(), value.encode()) for name, value in HEADERS.items()),
-]
+class MessageWriter(FramedWriter[Event]):
+    """One message's events; a ping right after `message_start`."""
+
+    def encode(self, event: Event) -> bytes:
+        if isinstance(event, MessageStartEvent):
+            return frame(event) + PING
+        return frame_of(event)
+
+    def failure(self, exc: Exception) -> bytes:
+        return frame(anthropic_error(exc)[1])
 
 
-class _Idle:
-    """When the stream last sent an event, on the loop's clock."""
+class Messages:
+    """A message of `model`, answered by the chat service (through the response cache
+    when it is on): the encoder `answer` takes for `/v1/messages`."""
 
-    def __init__(self) -> None:
-        self.loop = asyncio.get_running_loop()
-        self.since = self.loop.time()
+    def __init__(self, model: str) -> None:
+        self.model = model
 
-    async def ping(self, send: Send) -> None:
-        """Send a ping whenever nothing else has gone out for `PING_INTERVAL_S`."""
-        while True:
-            await asyncio.sleep(self.since + PING_INTERVAL_S - self.loop.time())
-            if self.loop.time() - self.since >= PING_INTERVAL_S:
-                self.since = self.loop.time()
-                await send({"type": BODY, "body": PING, "more_body": True})
+    @property
+    def ping(self) -> Ping:
+        return Ping(PING, PING_INTERVAL_S)
 
+    def answer_id(self, request: Request, req: Any, job: Prompted) -> str:
+        """`msg_` and the x-request-id, so logs and engine traces meet on one id."""
+        request_id: str | None = request.scope.get("state", {}).get("request_id")
+        return new_id("msg") if request_id is None else f"msg_{request_id}"
 
-class MessageStreamResponse(Response):
-    """`text/event-stream` of one message's events; the client leaving cancels them, and
-    so aborts the engine request."""
+    def _run(self, job: Prompted, answer_id: str | None) -> MessageRun:
+        # `message_start` says the prompt's length before the engine's counts come.
+        return MessageRun.of(answer_id or new_id("msg"), self.model, job.prompt_tokens)
 
-    media_type = "text/event-stream"
+    def stream(
+        self, service: ChatAnswerer, job: Prompted, handle: Any, answer_id: str | None
+    ) -> MessageWriter:
+        return MessageWriter(self._run(job, answer_id).events(service.stream(handle)))
 
-    def __init__(self, events: AsyncGenerator[Event, None]) -> None:
-        self.events = events
-        self.status_code = 200
-        self.background = None
-        self.raw_headers = list(_RAW_HEADERS)  # a copy: a route may add its own
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
-        disconnect = Disconnect(receive)
-        try:
-            await disconnect.guard(self._send_events(scope.get(BODY_SEND, send)))
-        except ClientDisconnect:
-            pass
-        finally:
-            disconnect.stop()
-
-    async def _send_events(self, send: Send) -> None:
-        idle = _Idle()
-        pinger = asyncio.create_task(idle.ping(send))
-        sending = False
-        tail = b""
-        try:
-            async for event in self.events:
-                body = frame_of(event)
-                if isinstance(event, MessageStartEvent):
-                    body += PING
-                idle.since = idle.loop.time()
-                sending = True
-                await send({"type": BODY, "body": body, "more_body": True})
-                sending = False
-        except Exception as exc:  # every failure of the answer reaches the client as an event
-            if sending:  # the client's side failed, not the answer: nothing to tell it
-                raise
-            logger.warning("message stream failed after it started: %r", exc)
-            tail = frame(anthropic_error(exc)[1])
-        finally:
-            pinger.cancel()
-            await asyncio.wait({pinger})
-            await self.events.aclose()
-        await send({"type": BODY, "body": tail, "more_body": False})
+    async def whole(
+        self, service: ChatAnswerer, job: Prompted, handle: Any, answer_id: str | None
+    ) -> Message:
+        return await self._run(job, answer_id).whole(service.stream(handle))

@@ -22,7 +22,7 @@ from oai_server.cache.flights import Flight
 from oai_server.cache.key import cache_key
 from oai_server.cache.replay import replay_stream, replay_whole
 from oai_server.generation.engine_request import Usage
-from oai_server.http.answer import Asked, Shortcut
+from oai_server.http.answer import Asked, Prompted, Shortcut
 from oai_server.services.events import EventStream
 from schemas.common import GenerationRequest, ResponseModel
 
@@ -30,7 +30,7 @@ HEADER = "x-cache"
 _HEADERS = {value: [(HEADER.encode(), value.encode())] for value in ("hit", "miss")}
 
 Req = TypeVar("Req", bound=Asked)
-Job = TypeVar("Job")
+Job = TypeVar("Job", bound=Prompted)
 Handle = TypeVar("Handle")
 
 
@@ -71,6 +71,10 @@ class CacheJob(Generic[Req, Job]):
     req: Req
     job: Job
     key: str | None
+
+    @property
+    def prompt_tokens(self) -> int:
+        return self.job.prompt_tokens
 
 
 @dataclass

@@ -1,17 +1,20 @@
 """Answer a request to the engines: streamed as server-sent events, or whole as JSON.
 
-Generation (chat, text completions) and embeddings alike; an embedding request is
-always answered whole.
+One flow for every API: chat, text completions, embeddings and rerank (OpenAI's chunks,
+`CHUNKS`; an embedding or a score is always answered whole), Responses and Anthropic's
+messages, each through its `Encoder`. What the flow does (refusals before the 200, the
+trace's GenAI attributes, the cache's stored answers, the watch of the client, the one
+stream response) every API gets, and gets whatever is added to it later.
 """
 
 from __future__ import annotations
 
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar, overload
 
 from fastapi import Request, Response
 
 from oai_server.http.disconnect import Disconnect, until_disconnect
-from oai_server.http.sse import EventStreamResponse
+from oai_server.http.sse import ChunkWriter, EventStreamResponse, EventWriter, Ping
 from oai_server.observability.spans import current_tracer, describe_request
 from oai_server.services.events import EventStream
 from schemas.chat import CreateChatCompletionRequest
@@ -27,20 +30,39 @@ class Asked(Protocol):
     def stream(self) -> bool | None: ...
 
 
+class Prompted(Protocol):
+    """What an encoder may read of a prepared job, whatever wraps it (the cache's)."""
+
+    @property
+    def prompt_tokens(self) -> int:
+        """The prompt's length in tokens, before the engine's counts come."""
+
+
 Req = TypeVar("Req", bound=Asked, contravariant=True)
 Job = TypeVar("Job")
 Handle = TypeVar("Handle")
 Prepared = TypeVar("Prepared")
 Started = TypeVar("Started")
+Service = TypeVar("Service", contravariant=True)
+JobIn = TypeVar("JobIn", contravariant=True)
+HandleIn = TypeVar("HandleIn", contravariant=True)
+HandleOut = TypeVar("HandleOut", covariant=True)
 
 
-class GenerationService(Protocol[Req, Job, Handle]):
-    """What the chat, completions and embeddings services offer, and so every wrapper of
-    them (the response cache's `CachedService`, the store's `RecordingChat`)."""
+class Starting(Protocol[Req, Job, HandleOut]):
+    """What `answer` calls of a service: prepare a request (every refusal), start it."""
 
     async def prepare(self, req: Req) -> Job: ...
 
-    async def start(self, job: Job, request_id: str | None = None) -> Handle: ...
+    async def start(self, job: Job, request_id: str | None = None) -> HandleOut: ...
+
+
+AnyStarting = TypeVar("AnyStarting", bound=Starting[Any, Any, Any])
+
+
+class GenerationService(Starting[Req, Job, Handle], Protocol[Req, Job, Handle]):
+    """What the chat, completions and embeddings services offer, and so every wrapper of
+    them (the response cache's `CachedService`, the store's `RecordingChat`)."""
 
     def stream(self, handle: Handle) -> EventStream[ResponseModel]: ...
 
@@ -67,10 +89,12 @@ class Shortcut(Generic[Prepared, Started]):
         return []
 
 
-def engine_request_id(request: Request, req: Asked) -> str | None:
+def engine_request_id(request: Request, req: Asked, job: object = None) -> str | None:
     """The answer's and the engine request's id: OpenAI's prefix and the x-request-id
-    (set by `ObservabilityMiddleware`), so logs and engine traces meet on one id."""
-    request_id: str | None = request.scope.get("state", {}).get("request_id")
+    (set by `ObservabilityMiddleware`, which every app has: the scope's state is there),
+    so logs and engine traces meet on one id. `job` is not read: it is there as an
+    `Encoder.answer_id` takes it (`CHUNKS`)."""
+    request_id: str | None = request.scope["state"].get("request_id")
     if request_id is None:
         return None
     if isinstance(req, CreateChatCompletionRequest):
@@ -88,18 +112,82 @@ def json_response(body: ResponseModel, status_code: int = 200) -> Response:
     return Response(body.to_json(), status_code, media_type="application/json")
 
 
+class Encoder(Protocol[Service, JobIn, HandleIn]):
+    """One API's answer on the wire, plugged into `answer`: its id, its stream's writer
+    (`oai_server.http.sse`), its whole answer. OpenAI's chunks (`CHUNKS`), Responses'
+    events (`oai_server.responses.sse`), Anthropic's (`oai_server.anthropic.sse`)."""
+
+    @property
+    def ping(self) -> Ping | None:
+        """What keeps an idle stream alive, if this wire has it."""
+
+    def answer_id(self, request: Request, req: Any, job: JobIn) -> str | None:
+        """The answer's id, which is its engine request's too; None: the service's own."""
+
+    def stream(
+        self, service: Service, job: JobIn, handle: HandleIn, answer_id: str | None
+    ) -> EventWriter:
+        """The writer of the started answer `handle`, streamed."""
+
+    async def whole(
+        self, service: Service, job: JobIn, handle: HandleIn, answer_id: str | None
+    ) -> ResponseModel:
+        """The started answer `handle`, whole."""
+
+
+class Chunked:
+    """OpenAI's chunks: chat and text completions, streamed or whole (an embedding or a
+    score, always whole)."""
+
+    ping = None
+    # As they are, not wrapped in a method: each would be a call more per request, on
+    # the busiest path.
+    answer_id = staticmethod(engine_request_id)
+    stream = ChunkWriter
+
+    async def whole(
+        self,
+        service: GenerationService[Any, Job, Handle],
+        job: Job,
+        handle: Handle,
+        answer_id: str | None,
+    ) -> ResponseModel:
+        return await service.complete(handle)
+
+
+CHUNKS = Chunked()
+
+
+@overload
 async def answer(
     request: Request, req: Req, service: GenerationService[Req, Job, Handle]
+) -> Response: ...
+
+
+@overload
+async def answer(
+    request: Request, req: Asked, service: AnyStarting, encoder: Encoder[AnyStarting, Any, Any]
+) -> Response: ...
+
+
+async def answer(
+    request: Request,
+    req: Req,
+    service: Starting[Req, Job, Handle],
+    encoder: Encoder[Any, Job, Handle] = CHUNKS,
 ) -> Response:
-    """Start the engine's work for `req`; stream it, or wait for the whole answer.
+    """Start the engine's work for `req`; stream it, or wait for the whole answer, as
+    `encoder`'s API sends it (OpenAI's chunks unless told).
 
     The one path of every request to the engines, whatever `service` wraps (the response
-    cache, the store's recording, or the engine's service itself). Everything that can
-    be refused is refused before any status goes out. A client that leaves at any point,
-    queued, in prefill or generating, cancels the work, and so aborts the engine request.
+    cache, the store's recording, or the engine's service itself) and whatever the API:
+    so tracing, the cache, the direct sending of a stream and the disconnect handling are
+    done here once. Everything that can be refused is refused before any status goes
+    out. A client that leaves at any point, queued, in prefill or generating, cancels the
+    work, and so aborts the engine request.
     """
     job = await service.prepare(req)
-    request_id = engine_request_id(request, req)
+    request_id = encoder.answer_id(request, req, job)
     if current_tracer.get() is not None:
         describe_request(req, request_id)
     shortcut = service if isinstance(service, Shortcut) else None
@@ -117,15 +205,16 @@ async def answer(
                 disconnect.stop()
                 raise
         # From here the response watches the connection and cancels the stream on disconnect.
-        response = EventStreamResponse(service.stream(handle), disconnect)
-    elif handle is not None:
-        response = json_response(await service.complete(handle))  # ready: nothing to wait for
+        writer = encoder.stream(service, job, handle, request_id)
+        response = EventStreamResponse(writer, disconnect, encoder.ping)
+    elif handle is not None:  # ready: nothing to wait for
+        response = json_response(await encoder.whole(service, job, handle, request_id))
     else:
         handles: list[Handle] = []
 
         async def whole() -> ResponseModel:
             handles.append(await service.start(job, request_id))
-            return await service.complete(handles[0])
+            return await encoder.whole(service, job, handles[0], request_id)
 
         response = json_response(await until_disconnect(request, whole()))
         handle = handles[0]

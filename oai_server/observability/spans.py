@@ -48,6 +48,7 @@ _SAMPLING = {
     "n": "gen_ai.request.choice.count",
     "max_tokens": "gen_ai.request.max_tokens",
     "max_completion_tokens": "gen_ai.request.max_tokens",
+    "max_output_tokens": "gen_ai.request.max_tokens",  # Responses' name for it
 }
 
 

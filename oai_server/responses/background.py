@@ -23,9 +23,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
 from oai_server.errors import ServerShuttingDownError
+from oai_server.http.sse import frame
 from oai_server.observability.spans import current_origin, current_tracer, new_trace
 from oai_server.responses.service import ResponseJob, ResponsesService
-from oai_server.responses.sse import TEXT_DELTA, frame
+from oai_server.responses.sse import TEXT_DELTA
 from oai_server.responses.stream import TextDeltaOut
 from schemas.responses import Response, ResponseError
 

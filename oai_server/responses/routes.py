@@ -9,12 +9,11 @@ from fastapi import APIRouter, Request, Response
 
 from oai_server.caller import caller
 from oai_server.errors import InvalidRequestError
-from oai_server.http.answer import json_response
-from oai_server.http.disconnect import until_disconnect
+from oai_server.http.answer import answer, json_response
 from oai_server.http.parsing import parse_body
 from oai_server.responses.background import BackgroundRuns
 from oai_server.responses.service import ResponsesService
-from oai_server.responses.sse import event_stream, frames_stream
+from oai_server.responses.sse import RESPONSES, frames_stream
 from oai_server.responses.state import (
     RESPONSE,
     ResponseState,
@@ -99,16 +98,13 @@ def router(core: ServerState, kept: Kept, runs: BackgroundRuns | None) -> APIRou
                 "A 'background' response must be stored: 'store' cannot be false.",
                 param="store",
             )
+        if not req.background:
+            return await answer(request, req, service, RESPONSES)
         job = await service.prepare(req)
-        if req.background:
-            run = await background_runs().start(service, job)
-            if req.stream:
-                return frames_stream(run.follow(-1))
-            return json_response(job.response)
+        run = await background_runs().start(service, job)
         if req.stream:
-            chat = await until_disconnect(request, service.start(job))
-            return event_stream(service.events(job, chat))
-        return json_response(await until_disconnect(request, service.complete(job)))
+            return frames_stream(run.follow(-1))
+        return json_response(job.response)
 
     @router.post("/v1/responses/input_tokens")
     async def count_input_tokens(request: Request) -> Response:

@@ -205,10 +205,11 @@ class ResponsesService:
             response.service_tier = job.req.service_tier  # the tier served
         return ResponseJob(req, inputs, job, response, conversation, now_us())
 
-    async def start(self, job: ResponseJob) -> ChatRequest:
-        """Admit `job` to the engine; returns once its first step (or refusal) is in."""
+    async def start(self, job: ResponseJob, request_id: str | None = None) -> ChatRequest:
+        """Admit `job` to the engine; returns once its first step (or refusal) is in.
+        Its engine request's id is the response's (`request_id`, where the caller has it)."""
         try:
-            return await self.chat.start(job.chat, job.response.id)
+            return await self.chat.start(job.chat, request_id or job.response.id)
         except OpenAIError as exc:
             raise _renamed(exc) from None
 
@@ -220,10 +221,12 @@ class ResponsesService:
                 await self._remember(job, run.response)
             yield event
 
-    async def complete(self, job: ResponseJob) -> Response:
-        """The whole response: the last of its events. A failed generation raises."""
+    async def complete(self, job: ResponseJob, chat: ChatRequest | None = None) -> Response:
+        """The whole response: the last of its events. A failed generation raises.
+        `chat`: its generation, if started already."""
         run = self._run(job)
-        chat = await self.start(job)
+        if chat is None:
+            chat = await self.start(job)
         async for event in run.events(self.chat, chat):
             if isinstance(event, ResponseLifecycleEvent) and run.response.status in FINAL:
                 if run.error is not None:

@@ -85,6 +85,10 @@ class ChatJob:
     # A harmony model's (gpt-oss) request: its parser reads thinking, content and calls.
     harmony: HarmonyRequest | None = None
 
+    @property
+    def prompt_tokens(self) -> int:
+        return len(self.prompt_token_ids)
+
 
 @dataclass
 class ChatRequest:

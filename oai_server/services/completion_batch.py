@@ -31,6 +31,10 @@ class CompletionJob:
     score_only: bool = False
 
     @property
+    def prompt_tokens(self) -> int:
+        return sum(len(prompt) for prompt in self.prompts)
+
+    @property
     def n(self) -> int:
         return self.req.n or 1
 

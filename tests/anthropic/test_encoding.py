@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from oai_server.anthropic.sse import frame, frame_of
+from oai_server.anthropic.sse import frame_of
 from oai_server.anthropic.stream import text_delta
+from oai_server.http.sse import frame
 from oai_server.items.stream import TextAdded, TextItem
 
 

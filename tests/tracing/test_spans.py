@@ -282,3 +282,72 @@ async def test_a_streams_spans_end_when_the_client_leaves(receiver: Receiver) ->
         (engine_span,) = receiver.named("engine")
     assert server.end_ns - server.start_ns < 1e9
     assert engine_span.end_ns - engine_span.start_ns < 1e9
+
+
+# What `answer` records of a request, whatever its API, and what its engine request adds.
+GENAI = (
+    "gen_ai.operation.name",
+    "gen_ai.request.model",
+    "gen_ai.request.temperature",
+    "gen_ai.request.top_p",
+    "gen_ai.request.max_tokens",
+    "gen_ai.response.model",
+    "gen_ai.usage.input_tokens",
+    "gen_ai.usage.output_tokens",
+    "gen_ai.response.finish_reasons",
+)
+
+
+def message_id(response: httpx.Response) -> str:
+    """The id of a message, answered whole or streamed (`message_start` carries it)."""
+    if not response.headers["content-type"].startswith("text/event-stream"):
+        return str(response.json()["id"])
+    first = next(line for line in response.text.splitlines() if line.startswith("data: "))
+    return str(json.loads(first.removeprefix("data: "))["message"]["id"])
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_message_has_the_genai_attributes_of_a_chat(
+    receiver: Receiver, stream: bool
+) -> None:
+    sampling = {"max_tokens": 5, "temperature": 0.5, "top_p": 0.9, "stream": stream}
+    async with traced(receiver) as client:
+        chat = await client.post("/v1/chat/completions", json=chat_body(**sampling))
+        message = await client.post("/v1/messages", json=chat_body(**sampling))
+        assert (chat.status_code, message.status_code) == (200, 200)
+    receiver.wait_for(2, "engine")
+    servers = sorted((s for s in receiver.spans if s.kind == SERVER), key=lambda s: s.start_ns)
+    chat_span, message_span = servers
+    assert message_span.name == chat_span.name == f"chat {MODEL}"
+    assert {name: message_span.attributes.get(name) for name in GENAI} == {
+        name: chat_span.attributes[name] for name in GENAI
+    }
+    assert message_span.attributes["gen_ai.request.temperature"] == 0.5
+    assert message_span.attributes["gen_ai.response.id"] == message_id(message)
+    engine = next(s for s in receiver.children(message_span) if s.name == "engine")
+    assert engine.attributes["gen_ai.request.id"] == message_id(message)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_response_has_the_genai_attributes_of_a_chat(
+    receiver: Receiver, stream: bool
+) -> None:
+    sampling = {"temperature": 0.5, "top_p": 0.9, "stream": stream}
+    body = {"model": MODEL, "input": "Hi", "max_output_tokens": 5, "store": False, **sampling}
+    async with traced(receiver) as client:
+        chat = await client.post("/v1/chat/completions", json=chat_body(max_tokens=5, **sampling))
+        response = await client.post("/v1/responses", json=body)
+        assert (chat.status_code, response.status_code) == (200, 200)
+    receiver.wait_for(2, "engine")
+    servers = sorted((s for s in receiver.spans if s.kind == SERVER), key=lambda s: s.start_ns)
+    chat_span, response_span = servers
+    assert response_span.name == chat_span.name == f"chat {MODEL}"
+    assert {name: response_span.attributes.get(name) for name in GENAI} == {
+        name: chat_span.attributes[name] for name in GENAI
+    }
+    if stream:
+        last = response.text.strip().splitlines()[-1].removeprefix("data: ")
+        response_id = json.loads(last)["response"]["id"]
+    else:
+        response_id = response.json()["id"]
+    assert response_span.attributes["gen_ai.response.id"] == response_id

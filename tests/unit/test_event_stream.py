@@ -11,7 +11,7 @@ from starlette.types import Message
 from oai_server.app import create_app
 from oai_server.engine.fake import FakeEngine
 from oai_server.errors import EngineDeadError
-from oai_server.http.sse import DONE, EventStreamResponse
+from oai_server.http.sse import DONE, ChunkWriter, EventStreamResponse
 from oai_server.http.templates import LightEvents, event, json_text
 from oai_server.services.chat import ChatService
 from oai_server.services.common import StreamSettings
@@ -21,6 +21,13 @@ from schemas.common import ResponseModel
 from tests.unit.conftest import chat_body, chat_scope, staying_client
 
 CHUNKS = ChatService(FakeEngine(), "m").chunks(("chatcmpl-1", 17), "m", StreamSettings(True, False))
+
+
+class Given:
+    """A service whose answer's handle is its stream."""
+
+    def stream(self, handle: EventStream[ResponseModel]) -> EventStream[ResponseModel]:
+        return handle
 
 
 def sse(item: Light) -> bytes:
@@ -53,7 +60,8 @@ async def bodies(
     async def send(message: Message) -> None:
         sent.append(message)
 
-    response = EventStreamResponse(EventStream(events(), CHUNKS))
+    stream = EventStream(events(), CHUNKS)
+    response = EventStreamResponse(ChunkWriter(Given(), None, stream, None))
     await response({"type": "http"}, receive, send)
     assert sent[0]["type"] == "http.response.start"
     assert [m["more_body"] for m in sent[1:]] == [True] * (len(sent) - 2) + [False]
