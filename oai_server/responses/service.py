@@ -43,6 +43,7 @@ from schemas.responses import (
     CreateResponse,
     InputTokensRequest,
     Response,
+    ResponseUsage,
 )
 
 FINAL = frozenset({"completed", "incomplete", "failed", "cancelled"})
@@ -162,6 +163,9 @@ class ResponsesService:
         earlier, inputs = await self.context(req)
         job = await self.prepare_chat(req, [*earlier, *inputs], load=load)
         conversation = conversation_id(req.conversation)
+        # The usage so far (the prompt, nothing generated): Open Responses requires the field
+        # on every response object, and OpenAI's spec does not let it be null.
+        prompt = await self.chat.count_prompt_tokens(job) if load else len(job.prompt_token_ids)
         response = Response(
             id=new_id("resp"),
             created_at=int(time.time()),
@@ -190,8 +194,10 @@ class ResponsesService:
             truncation=req.truncation or "disabled",
             metadata=dict(req.metadata or {}),
             conversation=ConversationId(id=conversation) if conversation else None,
-            # Echoed as the spec has them: null where the request did not set them.
-            top_logprobs=req.top_logprobs,
+            usage=ResponseUsage(input_tokens=prompt, output_tokens=0, total_tokens=prompt),
+            # Echoed as the specs have them: null where the request did not set them, but
+            # `top_logprobs`, an integer in Open Responses (0: none asked for).
+            top_logprobs=req.top_logprobs or 0,
             max_tool_calls=req.max_tool_calls,
             safety_identifier=req.safety_identifier,
             prompt_cache_key=req.prompt_cache_key,

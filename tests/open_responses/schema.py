@@ -69,6 +69,27 @@ def errors(obj: object, component: str) -> list[str]:
     return [_describe(error) for error in found]
 
 
+@functools.cache
+def _event_components() -> dict[str, str]:
+    """Each streaming event's `type`, and the component that describes it: the events a
+    `text/event-stream` answer of `POST /responses` may carry (WebSocket mode sends the same)."""
+    stream = _spec()["paths"]["/responses"]["post"]["responses"]["200"]["content"]
+    found: dict[str, str] = {}
+    for ref in stream["text/event-stream"]["schema"]["oneOf"]:
+        name = ref["$ref"].rsplit("/", 1)[1]
+        for kind in _spec()["components"]["schemas"][name]["properties"]["type"]["enum"]:
+            found[kind] = name
+    return found
+
+
+def event_errors(event: dict[str, Any]) -> list[str]:
+    """Every way a streamed event fails the specification, an unknown `type` included."""
+    component = _event_components().get(str(event.get("type")))
+    if component is None:
+        return [f"{event.get('type')!r} is not an Open Responses streaming event"]
+    return errors(event, component)
+
+
 def validate(obj: object, component: str) -> None:
     """Assert that ``obj`` conforms to ``#/components/schemas/<component>``."""
     problems = errors(obj, component)
