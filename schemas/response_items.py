@@ -14,6 +14,9 @@ from pydantic import Field
 from schemas.common import ResponseModel
 
 ItemStatus = Literal["in_progress", "completed", "incomplete"]
+# An assistant message's label: intermediate commentary (before tool calls) or the final
+# answer; agents (Codex) send it back on every assistant message.
+MessagePhase = Literal["commentary", "final_answer"]
 
 
 class InputTextContent(ResponseModel):
@@ -62,6 +65,9 @@ class MessageItem(ResponseModel):
             InputTextContent | InputImageContent | OutputTextContent, Field(discriminator="type")
         ]
     ]
+    # Kept as the client sent it on an assistant message; left out when there is none
+    # (Open Responses has no null for it).
+    phase: MessagePhase | None = None
 
 
 class FunctionCallItem(ResponseModel):

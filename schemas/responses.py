@@ -27,7 +27,7 @@ from schemas.common import (
     TopP,
     by_type,
 )
-from schemas.response_items import Item, ItemStatus
+from schemas.response_items import Item, ItemStatus, MessagePhase
 
 # --- what a client sends --------------------------------------------------------
 
@@ -89,6 +89,7 @@ class InputMessage(RequestModel):
     role: Literal["user", "assistant", "system", "developer"]
     content: str | list[InputPart]
     status: ItemStatus | None = None
+    phase: MessagePhase | None = None
 
 
 class FunctionCallInput(RequestModel):

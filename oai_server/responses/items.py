@@ -104,12 +104,15 @@ def _message(item: InputMessage, param: str) -> MessageItem:
     else:
         content = [*_images(item.content, item.role, param)]
         content += [InputTextContent(text=t) for t in texts]
-    return MessageItem(
+    message = MessageItem(
         id=item.id or new_id("msg"),
         role=item.role,
         status=item.status or "completed",
         content=content,
     )
+    if item.phase is not None and item.role == "assistant":  # not used on others' messages
+        message.phase = item.phase
+    return message
 
 
 def _reasoning(item: ReasoningInput, param: str, secret: ServerSecret) -> ReasoningItem:
@@ -250,7 +253,7 @@ def to_context(items: Sequence[Item], files: Mapping[str, str] | None = None) ->
                 for p in item.content
                 if isinstance(p, InputImageContent)
             )
-            out.append(Said(item.role, text, images))
+            out.append(Said(item.role, text, images, item.phase))
         elif isinstance(item, FunctionCallItem):
             name = qualified(item.namespace, item.name)
             out.append(Call(item.call_id, name, item.arguments))
