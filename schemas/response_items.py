@@ -131,12 +131,22 @@ class ReasoningItem(ResponseModel):
     status: ItemStatus
 
 
+class CompactionItem(ResponseModel):
+    """What `/v1/responses/compact` (or `context_management`) made of the history before
+    it: a summary, sealed with the server's secret; it stands for that history."""
+
+    id: str
+    type: Literal["compaction"] = "compaction"
+    encrypted_content: str
+
+
 Item = Annotated[
     MessageItem
     | FunctionCallItem
     | FunctionCallOutputItem
     | CustomToolCallItem
     | CustomToolCallOutputItem
-    | ReasoningItem,
+    | ReasoningItem
+    | CompactionItem,
     Field(discriminator="type"),
 ]
