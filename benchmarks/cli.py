@@ -9,6 +9,7 @@
 - realtime: Realtime WebSocket sessions against the same load over SSE (module `realtime`).
 - store: the cost of `store: true`, and metadata-filtered lists (module `store`).
 - responses: streamed `/v1/responses` against chat; rebuilding a stored context (`responses`).
+- compaction: a long `previous_response_id` chain with and without compaction (`compaction`).
 - cache: the response cache's hits against its misses, per backend (module `response_cache`).
 - outages: latency and health while Redis or PostgreSQL hangs or dies (module `outages`).
 - multiturn / replicas: conversations that come back, against any server or on a local Ray.
@@ -38,6 +39,7 @@ from benchmarks import (
     batch,
     big_prompts,
     ceiling,
+    compaction,
     compare,
     embeddings,
     floor,
@@ -187,6 +189,7 @@ _REGISTRARS: Sequence[Callable[[Subparsers], None]] = (
     quality.register,
     realtime.register,
     responses.register,
+    compaction.register,
     store.register,
     response_cache.register,
     outages.register,

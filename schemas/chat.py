@@ -110,6 +110,9 @@ class AssistantMessage(RequestModel):
     reasoning: str | None = Field(
         default=None, validation_alias=AliasChoices("reasoning", "reasoning_content")
     )
+    # A Responses assistant message's `phase` (`commentary`, `final_answer`), for templates
+    # that tell the two apart.
+    phase: Literal["commentary", "final_answer"] | None = None
 
 
 class ToolMessage(RequestModel):

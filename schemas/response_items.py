@@ -14,6 +14,9 @@ from pydantic import Field
 from schemas.common import ResponseModel
 
 ItemStatus = Literal["in_progress", "completed", "incomplete"]
+# An assistant message's label: intermediate commentary (before tool calls) or the final
+# answer; agents (Codex) send it back on every assistant message.
+MessagePhase = Literal["commentary", "final_answer"]
 
 
 class InputTextContent(ResponseModel):
@@ -62,6 +65,9 @@ class MessageItem(ResponseModel):
             InputTextContent | InputImageContent | OutputTextContent, Field(discriminator="type")
         ]
     ]
+    # Kept as the client sent it on an assistant message; left out when there is none
+    # (Open Responses has no null for it).
+    phase: MessagePhase | None = None
 
 
 class FunctionCallItem(ResponseModel):
@@ -125,12 +131,22 @@ class ReasoningItem(ResponseModel):
     status: ItemStatus
 
 
+class CompactionItem(ResponseModel):
+    """What `/v1/responses/compact` (or `context_management`) made of the history before
+    it: a summary, sealed with the server's secret; it stands for that history."""
+
+    id: str
+    type: Literal["compaction"] = "compaction"
+    encrypted_content: str
+
+
 Item = Annotated[
     MessageItem
     | FunctionCallItem
     | FunctionCallOutputItem
     | CustomToolCallItem
     | CustomToolCallOutputItem
-    | ReasoningItem,
+    | ReasoningItem
+    | CompactionItem,
     Field(discriminator="type"),
 ]

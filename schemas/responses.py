@@ -27,7 +27,7 @@ from schemas.common import (
     TopP,
     by_type,
 )
-from schemas.response_items import Item, ItemStatus
+from schemas.response_items import Item, ItemStatus, MessagePhase
 
 # --- what a client sends --------------------------------------------------------
 
@@ -89,6 +89,7 @@ class InputMessage(RequestModel):
     role: Literal["user", "assistant", "system", "developer"]
     content: str | list[InputPart]
     status: ItemStatus | None = None
+    phase: MessagePhase | None = None
 
 
 class FunctionCallInput(RequestModel):
@@ -141,6 +142,14 @@ class ReasoningInput(RequestModel):
     status: ItemStatus | None = None
 
 
+class CompactionInput(RequestModel):
+    """A compaction item sent back as `/v1/responses/compact` returned it."""
+
+    type: Literal["compaction"]
+    id: str | None = None
+    encrypted_content: str
+
+
 class OtherItem(RequestModel):
     """An item reference, a built-in tool's call...: refused by name."""
 
@@ -155,6 +164,7 @@ _ITEM_TYPES = frozenset(
         "custom_tool_call",
         "custom_tool_call_output",
         "reasoning",
+        "compaction",
     }
 )
 
@@ -165,6 +175,7 @@ InputItem = Annotated[
     | Annotated[CustomToolCallInput, Tag("custom_tool_call")]
     | Annotated[CustomToolCallOutputInput, Tag("custom_tool_call_output")]
     | Annotated[ReasoningInput, Tag("reasoning")]
+    | Annotated[CompactionInput, Tag("compaction")]
     | Annotated[OtherItem, Tag("other")],
     _type_tag(_ITEM_TYPES, "message"),
 ]
@@ -314,6 +325,14 @@ class ConversationRef(RequestModel):
     id: str
 
 
+class ContextManagement(RequestModel):
+    """`context_management`: `compaction` compacts the context before the turn when its
+    input passes `compact_threshold` tokens; other types are accepted and ignored."""
+
+    type: str
+    compact_threshold: Annotated[int, Field(ge=1)] | None = None
+
+
 class CreateResponse(RequestModel):
     model: str
     input: str | list[InputItem] | None = None
@@ -345,7 +364,7 @@ class CreateResponse(RequestModel):
     prompt_cache_retention: Literal["in_memory", "24h"] | None = None
     prompt_cache_options: dict[str, Any] | None = None
     moderation: dict[str, Any] | None = None
-    context_management: list[dict[str, Any]] | None = None
+    context_management: list[ContextManagement] | None = None
     stream_options: dict[str, Any] | None = None
     # Open Responses' sampling penalties, as chat completions take them.
     presence_penalty: Penalty = None
@@ -367,6 +386,16 @@ class InputTokensRequest(RequestModel):
     conversation: str | ConversationRef | None = None
     reasoning: ReasoningConfig | None = None
     truncation: Literal["auto", "disabled"] | None = None
+
+
+class CompactRequest(RequestModel):
+    """`POST /v1/responses/compact`: the history to compact, as `CreateResponse` gives it."""
+
+    model: str
+    input: str | list[InputItem] | None = None
+    previous_response_id: str | None = None
+    instructions: str | None = None
+    prompt_cache_key: Annotated[str, Field(max_length=64)] | None = None
 
 
 # --- what the server sends and stores ----------------------------------------------
@@ -461,3 +490,14 @@ class ResponseDeleted(ResponseModel):
 class InputTokens(ResponseModel):
     object: Literal["response.input_tokens"] = "response.input_tokens"
     input_tokens: int
+
+
+class CompactedResponse(ResponseModel):
+    """What `POST /v1/responses/compact` returns: the history's user messages and one
+    compaction item standing for the rest; `usage` is the summarising pass's."""
+
+    id: str
+    object: Literal["response.compaction"] = "response.compaction"
+    created_at: int
+    output: list[Item]
+    usage: ResponseUsage

@@ -108,6 +108,8 @@ def to_template_message(message: ChatMessage, index: int) -> dict[str, Any]:
     if message.role == "assistant" and message.reasoning is not None:
         # Under both names, as vLLM passes it: templates read one or the other.
         out["reasoning"] = out["reasoning_content"] = message.reasoning
+    if message.role == "assistant" and message.phase is not None:
+        out["phase"] = message.phase
     return out
 
 

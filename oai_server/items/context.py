@@ -38,6 +38,8 @@ class Said:
     text: str
     # A user's images, as URLs (`data:` or `http(s)`), shown to the model before the text.
     images: tuple[str, ...] = ()
+    # An assistant message's Responses `phase` (`commentary`, `final_answer`), if it had one.
+    phase: Literal["commentary", "final_answer"] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,8 +94,10 @@ def to_messages(instructions: str | None, items: Sequence[ContextItem]) -> list[
             if item.role == "assistant":
                 if isinstance(last, AssistantMessage) and _thought_only(last):
                     last.content = item.text
+                    last.phase = item.phase
                 else:
-                    messages.append(AssistantMessage(role="assistant", content=item.text))
+                    said = AssistantMessage(role="assistant", content=item.text, phase=item.phase)
+                    messages.append(said)
             elif item.role == "user" and item.images:
                 parts: list[ContentPart] = [
                     ImageContentPart(type="image_url", image_url=ImageURL(url=url))

@@ -1,11 +1,12 @@
 """The Responses API (`/v1/responses`) and the Conversations API (`/v1/conversations`).
 
 Built on the chat service's events (as the Realtime socket is) and kept on the store:
-`items` (Responses items <-> chat messages), `translate` (the request as a chat
-request), `stream` (chat events -> Responses events), `service` (one response, start to
-stored), `state` (responses and conversations on the store), `background` (responses
-generated after their request returned), `sse` (the event framing), `routes` and
-`conversations` (the HTTP endpoints). `feature` wires it into the app.
+`items` (Responses items <-> chat messages), `compaction` (a history summarised into
+one sealed item, and opened again), `translate` (the request as a chat request),
+`stream` (chat events -> Responses events), `service` (one response, start to stored),
+`state` (responses and conversations on the store), `background` (responses generated
+after their request returned), `sse` (the event framing), `routes` and `conversations`
+(the HTTP endpoints). `feature` wires it into the app.
 """
 
 from __future__ import annotations

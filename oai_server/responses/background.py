@@ -28,6 +28,7 @@ from oai_server.observability.spans import current_origin, current_tracer, new_t
 from oai_server.responses.service import ResponseJob, ResponsesService
 from oai_server.responses.sse import TEXT_DELTA
 from oai_server.responses.stream import TextDeltaOut
+from schemas.response_items import CompactionItem
 from schemas.responses import Response, ResponseError
 
 logger = logging.getLogger(__name__)
@@ -138,7 +139,7 @@ class BackgroundRuns:
             else:
                 run.response.status = "cancelled"
             for item in run.response.output:
-                if item.status == "in_progress":
+                if not isinstance(item, CompactionItem) and item.status == "in_progress":
                     item.status = "incomplete"
             if service.state is not None:
                 await asyncio.shield(service.state.finish(run.response))

@@ -18,6 +18,7 @@ from pydantic import TypeAdapter
 from oai_server.errors import InvalidRequestError, UnsupportedParameterError
 from oai_server.ids import new_id
 from oai_server.items.context import Call, CallOutput, ContextItem, Said, Thought
+from oai_server.responses.compaction import received
 from oai_server.responses.tools import qualified
 from oai_server.secret import BrokenSealError, ServerSecret
 from schemas.response_items import (
@@ -35,6 +36,7 @@ from schemas.response_items import (
     SummaryTextContent,
 )
 from schemas.responses import (
+    CompactionInput,
     CustomToolCallInput,
     CustomToolCallOutputInput,
     FunctionCallInput,
@@ -104,12 +106,15 @@ def _message(item: InputMessage, param: str) -> MessageItem:
     else:
         content = [*_images(item.content, item.role, param)]
         content += [InputTextContent(text=t) for t in texts]
-    return MessageItem(
+    message = MessageItem(
         id=item.id or new_id("msg"),
         role=item.role,
         status=item.status or "completed",
         content=content,
     )
+    if item.phase is not None and item.role == "assistant":  # not used on others' messages
+        message.phase = item.phase
+    return message
 
 
 def _reasoning(item: ReasoningInput, param: str, secret: ServerSecret) -> ReasoningItem:
@@ -188,9 +193,12 @@ def to_item(item: InputItem, index: int, secret: ServerSecret) -> Item:
         )
     if isinstance(item, ReasoningInput):
         return _reasoning(item, param, secret)
+    if isinstance(item, CompactionInput):
+        return received(item, param, secret)
     raise UnsupportedParameterError(
         f"Input items of type '{item.type}' are not supported by this server; it takes "
-        "messages, function and custom tool calls and their outputs, and 'reasoning' items.",
+        "messages, function and custom tool calls and their outputs, 'reasoning' and "
+        "'compaction' items.",
         param=param,
     )
 
@@ -240,7 +248,8 @@ def image_files(items: Sequence[Item]) -> list[str]:
 
 def to_context(items: Sequence[Item], files: Mapping[str, str] | None = None) -> list[ContextItem]:
     """The items as the chat's context sees them (`oai_server.items.context`); `files`
-    gives the URL (a `data:` URL of its bytes) of each image file the items name."""
+    gives the URL (a `data:` URL of its bytes) of each image file the items name. A
+    compaction item says nothing here: `compaction.opened` has put its summary in its place."""
     out: list[ContextItem] = []
     for item in items:
         if isinstance(item, MessageItem):
@@ -250,7 +259,7 @@ def to_context(items: Sequence[Item], files: Mapping[str, str] | None = None) ->
                 for p in item.content
                 if isinstance(p, InputImageContent)
             )
-            out.append(Said(item.role, text, images))
+            out.append(Said(item.role, text, images, item.phase))
         elif isinstance(item, FunctionCallItem):
             name = qualified(item.namespace, item.name)
             out.append(Call(item.call_id, name, item.arguments))
@@ -260,6 +269,6 @@ def to_context(items: Sequence[Item], files: Mapping[str, str] | None = None) ->
         elif isinstance(item, ReasoningItem):
             parts = item.content or item.summary
             out.append(Thought(parts[0].text if parts else ""))
-        else:
+        elif isinstance(item, FunctionCallOutputItem | CustomToolCallOutputItem):
             out.append(CallOutput(item.call_id, _output_text(item.output)))
     return out

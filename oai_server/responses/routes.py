@@ -1,5 +1,6 @@
 """`POST /v1/responses`, `GET|DELETE /v1/responses/{id}`, `GET .../input_items`,
-`POST /v1/responses/input_tokens`. Stored responses are the caller's own only."""
+`POST /v1/responses/input_tokens`, `POST /v1/responses/compact`. Stored responses are the
+caller's own only."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from fastapi import APIRouter, Request, Response
 from oai_server.caller import caller
 from oai_server.errors import InvalidRequestError
 from oai_server.http.answer import answer, json_response
+from oai_server.http.disconnect import until_disconnect
 from oai_server.http.parsing import parse_body
 from oai_server.responses.background import BackgroundRuns
 from oai_server.responses.service import ResponsesService
@@ -25,6 +27,7 @@ from oai_server.store.interface import ListQuery
 from oai_server.store.params import list_object, list_query
 from oai_server.store.service import StoreService, owner_of
 from schemas.responses import (
+    CompactRequest,
     CreateResponse,
     InputTokens,
     InputTokensRequest,
@@ -111,6 +114,12 @@ def router(core: ServerState, kept: Kept, runs: BackgroundRuns | None) -> APIRou
         req = await parse_body(request, InputTokensRequest, settings.max_request_bytes)
         count = await responses_service(request).input_tokens(req)
         return json_response(InputTokens(input_tokens=count))
+
+    @router.post("/v1/responses/compact")
+    async def compact_response(request: Request) -> Response:
+        req = await parse_body(request, CompactRequest, settings.max_request_bytes)
+        compacted = await until_disconnect(request, responses_service(request).compact(req))
+        return json_response(compacted)
 
     @router.get("/v1/responses/{response_id}")
     async def retrieve_response(response_id: str, request: Request) -> Response:

@@ -18,6 +18,7 @@ from typing import Any
 from oai_server.errors import ContextLengthExceededError, InvalidRequestError, OpenAIError
 from oai_server.ids import new_id
 from oai_server.items.context import oldest_to_drop
+from oai_server.responses import compaction
 from oai_server.responses.items import image_files, seal_reasoning, to_context, to_items
 from oai_server.responses.state import ResponseState, now_us
 from oai_server.responses.stream import ResponseRun, RunEvent
@@ -34,15 +35,19 @@ from oai_server.responses.translate import (
 )
 from oai_server.secret import ServerSecret
 from oai_server.services.chat import ChatJob, ChatRequest, ChatService
+from oai_server.services.common import response_usage
 from oai_server.services.metadata import check_metadata
 from schemas.response_events import ResponseLifecycleEvent
-from schemas.response_items import Item
+from schemas.response_items import CompactionItem, Item
 from schemas.responses import (
+    CompactedResponse,
+    CompactRequest,
     ConversationId,
     ConversationRef,
     CreateResponse,
     InputTokensRequest,
     Response,
+    ResponseUsage,
 )
 
 FINAL = frozenset({"completed", "incomplete", "failed", "cancelled"})
@@ -117,7 +122,9 @@ class ResponsesService:
     ) -> ChatJob:
         """The chat job for `items`; with `truncation: auto`, the oldest items that do not
         fit the context window are dropped (`oldest_to_drop`: never the instructions).
-        Without `load`, images are checked but not fetched or decoded (`ChatService.prepare`)."""
+        Without `load`, images are checked but not fetched or decoded (`ChatService.prepare`).
+        A compaction item among `items` stands for the history before it (`compaction.opened`)."""
+        items = compaction.opened(items, self.secret)
         files = await self._image_files(items)
         tools = offered_tools(req.tools)
         start = 0
@@ -161,6 +168,17 @@ class ResponsesService:
         check_metadata(req.metadata)
         earlier, inputs = await self.context(req)
         job = await self.prepare_chat(req, [*earlier, *inputs], load=load)
+        # The usage so far (the prompt, nothing generated): Open Responses requires the field
+        # on every response object, and OpenAI's spec does not let it be null.
+        prompt = await self.chat.count_prompt_tokens(job) if load else len(job.prompt_token_ids)
+        limit = compaction.threshold(req)
+        if load and limit is not None and prompt > limit:
+            # Compacted before the turn: the item joins this turn's input (and so the
+            # chain and conversation it is stored in), and the model reads the summary.
+            item, _ = await self._compaction(req.model, req.instructions, [*earlier, *inputs])
+            inputs = [*inputs, item]
+            job = await self.prepare_chat(req, [*earlier, *inputs])
+            prompt = await self.chat.count_prompt_tokens(job)
         conversation = conversation_id(req.conversation)
         response = Response(
             id=new_id("resp"),
@@ -190,8 +208,10 @@ class ResponsesService:
             truncation=req.truncation or "disabled",
             metadata=dict(req.metadata or {}),
             conversation=ConversationId(id=conversation) if conversation else None,
-            # Echoed as the spec has them: null where the request did not set them.
-            top_logprobs=req.top_logprobs,
+            usage=ResponseUsage(input_tokens=prompt, output_tokens=0, total_tokens=prompt),
+            # Echoed as the specs have them: null where the request did not set them, but
+            # `top_logprobs`, an integer in Open Responses (0: none asked for).
+            top_logprobs=req.top_logprobs or 0,
             max_tool_calls=req.max_tool_calls,
             safety_identifier=req.safety_identifier,
             prompt_cache_key=req.prompt_cache_key,
@@ -204,6 +224,33 @@ class ResponsesService:
         if job.req.service_tier is not None:
             response.service_tier = job.req.service_tier  # the tier served
         return ResponseJob(req, inputs, job, response, conversation, now_us())
+
+    async def compact(self, req: CompactRequest) -> CompactedResponse:
+        """`POST /v1/responses/compact`: the history's user messages, then a compaction
+        item standing for all of it (`compaction`); `usage` is the summarising pass's."""
+        earlier: list[Item] = []
+        if self.state is not None and req.previous_response_id is not None:
+            earlier = await self.state.previous_context(req.previous_response_id)
+        history = [*earlier, *to_items(req.input, self.secret)]
+        if not history:
+            raise InvalidRequestError("There is no history to compact.", param="input")
+        item, usage = await self._compaction(req.model, req.instructions, history)
+        kept = compaction.user_messages(compaction.opened(history, self.secret))
+        return CompactedResponse(
+            id=new_id("resp"), created_at=int(time.time()), output=[*kept, item], usage=usage
+        )
+
+    async def _compaction(
+        self, model: str, instructions: str | None, history: Sequence[Item]
+    ) -> tuple[CompactionItem, ResponseUsage]:
+        """The model's summary of `history`, sealed; and what summarising it took."""
+        req = compaction.summarising(model, instructions)
+        job = await self.prepare_chat(req, [*history, compaction.instruction()])
+        chat = await self.chat.start(job, new_id("resp"))
+        answer = await self.chat.complete(chat)
+        summary = answer.choices[0].message.content or ""
+        usage = response_usage(chat.generation.usage)
+        return compaction.compaction_item(summary, self.secret), usage
 
     async def start(self, job: ResponseJob, request_id: str | None = None) -> ChatRequest:
         """Admit `job` to the engine; returns once its first step (or refusal) is in.

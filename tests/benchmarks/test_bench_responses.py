@@ -26,3 +26,12 @@ def test_rebuild_times_a_stored_chain(tmp_path: Path, capsys: pytest.CaptureFixt
     argv = ["responses", "rebuild", "--store-url", url, "--turns", "3", "--queries", "5"]
     assert main(argv) == 0
     assert "3 turns (6 items), 5 rebuilds" in capsys.readouterr().out
+
+
+def test_compaction_compares_a_chain_with_and_without(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["compaction", "--turns", "6", "--answer", "50", "--summary", "10", "--delay", "0",
+            "--threshold", "600"]  # fmt: skip
+    assert main(argv) == 0
+    without, with_ = capsys.readouterr().out.splitlines()[1:3]
+    assert "0 compactions" in without
+    assert " 0 compactions" not in with_

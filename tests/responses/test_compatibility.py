@@ -173,9 +173,9 @@ ROWS: dict[str, tuple[dict[str, Any], Check]] = {
         _penalties,
     ),
 }
-# The Response fields the spec has, sent null when the request did not set them.
+# The Response fields the spec has, sent null when the request did not set them
+# (`top_logprobs` is 0 then: Open Responses has it an integer, never null).
 ECHOED_NULL = [
-    "top_logprobs",
     "max_tool_calls",
     "safety_identifier",
     "prompt_cache_key",
@@ -240,4 +240,5 @@ def test_what_was_not_set_is_echoed_as_null(server: tuple[httpx.Client, FakeEngi
     body = _send(server, {}).body
     assert {field: body[field] for field in ECHOED_NULL} == dict.fromkeys(ECHOED_NULL)
     assert body["reasoning"] is None
+    assert body["top_logprobs"] == 0
     assert (body["presence_penalty"], body["frequency_penalty"]) == (0.0, 0.0)

@@ -1,0 +1,243 @@
+"""The Open Responses compliance suite's HTTP checks, ported, against the real engine.
+
+Our own Python port of what `bin/compliance-test.ts` of openresponses/openresponses
+checks over HTTP (its six WebSocket checks are `tests/responses` WebSocket mode's), pinned
+to the commit the vendored spec is from (`schema.SPEC_COMMIT`): each request as the suite
+sends it, each answer checked as the suite checks it (the whole response against
+`ResponseResource`, every streamed event against its event schema, then what the check
+is about). The session's server answers with the embedded model; the image check needs
+a vision model and runs against the test VLM, with one request (its answer held to one
+word by a JSON schema: the test VLM's weights are random and would write to the cap).
+
+Two bounds the suite does not set, for a 135M model on a CPU: `max_output_tokens` and
+`temperature: 0`, so each answer ends, the same way each run; and `tool_choice:
+"required"` in the tool checks, since the check is about the wire, not whether so small a
+model chooses the tool by itself.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conformance import validating_client
+from tests.integration.conftest import MODEL, Server
+from tests.open_responses.schema import errors, event_errors
+from tests.vision.conftest import VLM
+from tests.vision.images import RED, data_url
+
+pytestmark = pytest.mark.integration
+
+BOUNDS = {"max_output_tokens": 128, "temperature": 0}
+WEATHER = {
+    "type": "function",
+    "name": "get_weather",
+    "description": "Get the current weather for a location",
+    "parameters": {
+        "type": "object",
+        "properties": {
+            "location": {
+                "type": "string",
+                "description": "The city and state, e.g. San Francisco, CA",
+            }
+        },
+        "required": ["location"],
+    },
+}
+
+
+def user(text: str) -> dict[str, Any]:
+    return {"type": "message", "role": "user", "content": text}
+
+
+# The suite's checks whose request is one `POST /responses`: id -> (body, streamed).
+CHECKS: dict[str, tuple[dict[str, Any], bool]] = {
+    "basic-response": ({"input": [user("Say hello in exactly 3 words.")]}, False),
+    "streaming-response": ({"input": [user("Count from 1 to 5.")]}, True),
+    "system-prompt": (
+        {
+            "input": [
+                {
+                    "type": "message",
+                    "role": "system",
+                    "content": "You are a pirate. Always respond in pirate speak.",
+                },
+                user("Say hello."),
+            ]
+        },
+        False,
+    ),
+    "tool-calling": (
+        {
+            "input": [user("What's the weather like in San Francisco?")],
+            "tools": [WEATHER],
+            "tool_choice": "required",
+        },
+        False,
+    ),
+    "tool-calling-streaming": (
+        {
+            "input": [user("What's the weather like in San Francisco?")],
+            "tools": [WEATHER],
+            "tool_choice": "required",
+        },
+        True,
+    ),
+    "multi-turn": (
+        {
+            "input": [
+                user("My name is Alice."),
+                {
+                    "type": "message",
+                    "role": "assistant",
+                    "content": "Hello Alice! Nice to meet you. How can I help you today?",
+                },
+                user("What is my name?"),
+            ]
+        },
+        False,
+    ),
+    # An agent's history: assistant messages labelled with their `phase`, sent back.
+    "assistant-phase": (
+        {
+            "input": [
+                user("Rename the file."),
+                {
+                    "type": "message",
+                    "role": "assistant",
+                    "content": "I will look at the directory first.",
+                    "phase": "commentary",
+                },
+                {
+                    "type": "message",
+                    "role": "assistant",
+                    "content": "Done: notes.txt is now todo.txt.",
+                    "phase": "final_answer",
+                },
+                user("Thanks. What did you rename?"),
+            ]
+        },
+        False,
+    ),
+}
+
+
+def _stream(http: httpx.Client, body: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every event of a streamed answer, each checked against its Open Responses schema."""
+    with http.stream("POST", "/v1/responses", json={**body, "stream": True}) as answer:
+        assert answer.status_code == 200, answer.read()
+        lines = [line for line in answer.iter_lines() if line.startswith("data: ")]
+    events = [json.loads(line.removeprefix("data: ")) for line in lines]
+    assert events, "no streaming events received"
+    problems = {
+        f"{i} {e['type']}": event_errors(e) for i, e in enumerate(events) if event_errors(e)
+    }
+    assert problems == {}
+    return events
+
+
+def _create(http: httpx.Client, body: dict[str, Any], streamed: bool = False) -> dict[str, Any]:
+    """The finished response (a stream's last event's), checked against `ResponseResource`."""
+    if streamed:
+        response: dict[str, Any] = _stream(http, body)[-1]["response"]
+    else:
+        answer = http.post("/v1/responses", json=body)
+        assert answer.status_code == 200, answer.text
+        response = answer.json()
+    assert errors(response, "ResponseResource") == []
+    return response
+
+
+@pytest.fixture(scope="module")
+def http(server: Server) -> Iterator[httpx.Client]:
+    """A client to the session's server that checks every answer against OpenAI's spec too."""
+    with validating_client(base_url=server.root, timeout=300) as client:
+        yield client
+
+
+@pytest.mark.parametrize("check", list(CHECKS))
+def test_one_request_checks(http: httpx.Client, check: str) -> None:
+    body, streamed = CHECKS[check]
+    response = _create(http, {"model": MODEL, **BOUNDS, **body}, streamed)
+    assert response["output"], "the response has no output items"
+    assert response["status"] == "completed"
+    if check.startswith("tool-calling"):
+        assert "function_call" in [item["type"] for item in response["output"]]
+
+
+def test_tool_calling_streams_its_call_events(http: httpx.Client) -> None:
+    body, _ = CHECKS["tool-calling-streaming"]
+    events = _stream(http, {"model": MODEL, **BOUNDS, **body})
+    kinds = [event["type"] for event in events]
+    item_kinds = {(e["type"], (e.get("item") or {}).get("type")) for e in events}
+    assert ("response.output_item.added", "function_call") in item_kinds
+    assert "response.function_call_arguments.delta" in kinds
+    assert "response.function_call_arguments.done" in kinds
+    assert ("response.output_item.done", "function_call") in item_kinds
+
+
+HISTORY = [
+    user("My name is Alice and I am planning a trip to Lisbon in June."),
+    {"type": "message", "role": "assistant", "content": "Lisbon in June is lovely, Alice."},
+    user("I will travel with my dog, Rex."),
+]
+
+
+@pytest.fixture(scope="module")
+def compacted(http: httpx.Client) -> dict[str, Any]:
+    answer = http.post("/v1/responses/compact", json={"model": MODEL, "input": HISTORY})
+    assert answer.status_code == 200, answer.text
+    found: dict[str, Any] = answer.json()
+    return found
+
+
+def test_compact_returns_a_compaction(compacted: dict[str, Any]) -> None:
+    assert errors(compacted, "CompactResource") == []
+    assert compacted["output"][-1]["type"] == "compaction"
+    assert [item["type"] for item in compacted["output"]].count("compaction") == 1
+
+
+def test_a_compaction_item_carries_the_conversation_on(
+    http: httpx.Client, compacted: dict[str, Any]
+) -> None:
+    body = {"model": MODEL, **BOUNDS, "input": [*compacted["output"], user("What is my name?")]}
+    response = _create(http, body)
+    assert response["status"] == "completed"
+    assert response["output"]
+
+
+def test_context_management_compacts_a_long_input(http: httpx.Client) -> None:
+    counted = http.post("/v1/responses/input_tokens", json={"model": MODEL, "input": HISTORY})
+    threshold = counted.json()["input_tokens"] - 1  # just past it
+    body = {
+        "model": MODEL,
+        **BOUNDS,
+        "input": HISTORY,
+        "context_management": [{"type": "compaction", "compact_threshold": threshold}],
+    }
+    response = _create(http, body)
+    assert response["status"] == "completed"
+    assert response["usage"]["input_tokens"] != counted.json()["input_tokens"]
+
+
+def test_image_input_on_a_vision_model(vlm_server: Server) -> None:
+    content = [
+        {"type": "input_text", "text": "What do you see in this image? Answer in one sentence."},
+        {"type": "input_image", "image_url": data_url(RED)},
+    ]
+    # The test VLM's weights are random: a one-word schema makes its answer end.
+    one_word = {"type": "json_schema", "name": "colour", "schema": {"enum": ["red", "blue"]}}
+    body = {
+        "model": VLM,
+        "input": [{"type": "message", "role": "user", "content": content}],
+        "max_output_tokens": 16,
+        "text": {"format": one_word},
+    }
+    with validating_client(base_url=vlm_server.root, timeout=300) as client:
+        response = _create(client, body)
+    assert response["output"]
+    assert response["status"] == "completed"
