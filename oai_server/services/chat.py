@@ -161,7 +161,7 @@ class ChatService:
         template = self.chat_template if target.model == self.model_name else None
         reject_unsupported(req)
         dialect = self._dialects.of(target.model)
-        tools = plan_tools(req, lambda: dialect.tools)
+        tools = plan_tools(req, dialect.tools)
         structured = structured_output(req.response_format)
         if tools.structured is not None:
             structured = tools.structured

@@ -260,3 +260,16 @@ async def test_a_models_dialect_is_detected_once(monkeypatch: pytest.MonkeyPatch
         tokens = await client.post("/tokenize", json={"model": MODEL, "messages": [HELLO]})
         assert tokens.status_code == 200
     assert len(seen) == 1
+
+
+async def test_a_named_reasoning_parser_the_tokenizer_cannot_serve_is_left_out(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Mistral's parser needs `[THINK]` in the vocabulary: checked once at start, a warning,
+    and the answers are content (each request used to fail with a 500)."""
+    with caplog.at_level(logging.WARNING):
+        async with serve(FakeEngine(reply="Four."), reasoning_parser="mistral") as client:
+            reply = await client.post("/v1/chat/completions", json=chat_body())
+    assert reply.status_code == 200, reply.text
+    assert reply.json()["choices"][0]["message"]["content"] == "Four."
+    assert "reasoning parser mistral not used" in caplog.text

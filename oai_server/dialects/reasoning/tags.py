@@ -6,6 +6,8 @@ has no tags as thinking, right for a model whose prompt opens `<think>`, wrong f
 writes both tags and may answer without them (`detect._generic_thinking` tells the two
 apart). It speaks vLLM's reasoning-parser interface, so the reasoning stage feeds it as it
 feeds theirs; a tag split across deltas is held back until it is whole or is not a tag.
+(vLLM's interface has no end of stream: a streamed answer that ends on the start of a tag,
+a lone `<` say, loses it, where the whole answer keeps it.)
 """
 
 from __future__ import annotations

@@ -172,11 +172,9 @@ def _named(choice: NamedToolChoice | NamedToolChoiceCustom, tools: list[Tool]) -
     return named
 
 
-def plan_tools(
-    req: CreateChatCompletionRequest, parsing_of_model: Callable[[], ToolParsing]
-) -> ToolPlan:
-    """The plan for `req`; raises a 400 for inconsistent tool settings. The model's
-    parsing is asked for only where `auto` needs it."""
+def plan_tools(req: CreateChatCompletionRequest, parsing: ToolParsing) -> ToolPlan:
+    """The plan for `req` on a model whose tool calls `parsing` reads (for `auto`); raises a
+    400 for inconsistent tool settings."""
     if req.functions or req.function_call is not None:
         raise UnsupportedParameterError(
             "'functions' and 'function_call' are deprecated; use 'tools' and 'tool_choice'.",
@@ -221,7 +219,6 @@ def plan_tools(
             reading(RequiredCalls), StructuredOutput(json_schema=schema), template_tools
         )
     parallel = req.parallel_tool_calls is not False
-    parsing = parsing_of_model()
     engine_parsing = parsing.parsing
     if engine_parsing is not None:
         # vLLM's parsers are given the tools as the template is: functions only.
