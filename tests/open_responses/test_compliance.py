@@ -6,8 +6,7 @@ to the commit the vendored spec is from (`schema.SPEC_COMMIT`): each request as 
 sends it, each answer checked as the suite checks it (the whole response against
 `ResponseResource`, every streamed event against its event schema, then what the check
 is about). The session's server answers with the embedded model; the image check needs
-a vision model and runs against the test VLM, with one request (its answer held to a
-forced call of one word: the test VLM's weights are random and would write to the cap).
+a vision model and runs against the test VLM (`tests/vision/test_open_responses_image.py`).
 
 Two bounds the suite does not set, for a 135M model on a CPU: `max_output_tokens` and
 `temperature: 0` (but where the model's own defaults end its answer and greedy decoding
@@ -18,7 +17,6 @@ model chooses the tool by itself.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -27,9 +25,8 @@ import pytest
 
 from tests.conformance import validating_client
 from tests.integration.conftest import MODEL, Server
-from tests.open_responses.schema import errors, event_errors
-from tests.vision.conftest import VLM
-from tests.vision.images import RED, data_url
+from tests.open_responses.checks import create, stream_events, user
+from tests.open_responses.schema import errors
 
 pytestmark = pytest.mark.integration
 
@@ -49,10 +46,6 @@ WEATHER = {
         "required": ["location"],
     },
 }
-
-
-def user(text: str) -> dict[str, Any]:
-    return {"type": "message", "role": "user", "content": text}
 
 
 ASK_WEATHER = {
@@ -121,32 +114,6 @@ CHECKS: dict[str, tuple[dict[str, Any], bool]] = {
 }
 
 
-def _stream(http: httpx.Client, body: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every event of a streamed answer, each checked against its Open Responses schema."""
-    with http.stream("POST", "/v1/responses", json={**body, "stream": True}) as answer:
-        assert answer.status_code == 200, answer.read()
-        lines = [line for line in answer.iter_lines() if line.startswith("data: ")]
-    events = [json.loads(line.removeprefix("data: ")) for line in lines]
-    assert events, "no streaming events received"
-    problems = {
-        f"{i} {e['type']}": event_errors(e) for i, e in enumerate(events) if event_errors(e)
-    }
-    assert problems == {}
-    return events
-
-
-def _create(http: httpx.Client, body: dict[str, Any], streamed: bool = False) -> dict[str, Any]:
-    """The finished response (a stream's last event's), checked against `ResponseResource`."""
-    if streamed:
-        response: dict[str, Any] = _stream(http, body)[-1]["response"]
-    else:
-        answer = http.post("/v1/responses", json=body)
-        assert answer.status_code == 200, answer.text
-        response = answer.json()
-    assert errors(response, "ResponseResource") == []
-    return response
-
-
 @pytest.fixture(scope="module")
 def http(server: Server) -> Iterator[httpx.Client]:
     """A client to the session's server that checks every answer against OpenAI's spec too."""
@@ -157,7 +124,7 @@ def http(server: Server) -> Iterator[httpx.Client]:
 @pytest.mark.parametrize("check", list(CHECKS))
 def test_one_request_checks(http: httpx.Client, check: str) -> None:
     body, streamed = CHECKS[check]
-    response = _create(http, {"model": MODEL, **BOUNDS, **body}, streamed)
+    response = create(http, {"model": MODEL, **BOUNDS, **body}, streamed)
     assert response["output"], "the response has no output items"
     assert response["status"] == "completed"
     if check == "tool-calling":
@@ -165,7 +132,7 @@ def test_one_request_checks(http: httpx.Client, check: str) -> None:
 
 
 def test_tool_calling_streaming(http: httpx.Client) -> None:
-    events = _stream(http, {"model": MODEL, **BOUNDS, **ASK_WEATHER})
+    events = stream_events(http, {"model": MODEL, **BOUNDS, **ASK_WEATHER})
     response = events[-1]["response"]
     assert errors(response, "ResponseResource") == []
     assert "function_call" in [item["type"] for item in response["output"]]
@@ -202,7 +169,7 @@ def test_a_compaction_item_carries_the_conversation_on(
     http: httpx.Client, compacted: dict[str, Any]
 ) -> None:
     body = {"model": MODEL, **BOUNDS, "input": [*compacted["output"], user("What is my name?")]}
-    response = _create(http, body)
+    response = create(http, body)
     assert response["status"] == "completed"
     assert response["output"]
 
@@ -216,39 +183,6 @@ def test_context_management_compacts_a_long_input(http: httpx.Client) -> None:
         "input": HISTORY,
         "context_management": [{"type": "compaction", "compact_threshold": threshold}],
     }
-    response = _create(http, body)
+    response = create(http, body)
     assert response["status"] == "completed"
     assert response["usage"]["input_tokens"] != counted.json()["input_tokens"]
-
-
-def test_image_input_on_a_vision_model(vlm_server: Server) -> None:
-    content = [
-        {"type": "input_text", "text": "What do you see in this image? Answer in one sentence."},
-        {"type": "input_image", "image_url": data_url(RED)},
-    ]
-    # The test VLM's weights are random and would write to the cap: a forced call with
-    # one of two words as its argument makes its answer end. (Not a `json_schema` text
-    # format: the specs disagree on its echo, OpenAI's requires the schema, Open Responses'
-    # has it null.)
-    colour = {
-        "type": "function",
-        "name": "say_colour",
-        "description": "The image's colour.",
-        "parameters": {
-            "type": "object",
-            "properties": {"colour": {"enum": ["red", "blue"]}},
-            "required": ["colour"],
-            "additionalProperties": False,
-        },
-    }
-    body = {
-        "model": VLM,
-        "input": [{"type": "message", "role": "user", "content": content}],
-        "max_output_tokens": 64,
-        "tools": [colour],
-        "tool_choice": {"type": "function", "name": "say_colour"},
-    }
-    with validating_client(base_url=vlm_server.root, timeout=300) as client:
-        response = _create(client, body)
-    assert response["output"]
-    assert response["status"] == "completed"
