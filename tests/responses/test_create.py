@@ -163,6 +163,21 @@ def test_input_tokens_counts_the_prompt() -> None:
         assert counted.input_tokens == out.usage.input_tokens
 
 
+def test_input_tokens_count_the_template_the_tools_and_the_instructions() -> None:
+    engine = FakeEngine()
+    ask = {"model": MODEL, "input": "Weather in Paris?", "instructions": "Be brief."}
+    with serve(app(engine)) as base, sdk(base) as client:
+        bare = client.responses.input_tokens.count(**ask)  # type: ignore[arg-type]
+        counted = client.responses.input_tokens.count(**ask, tools=[WEATHER])  # type: ignore[arg-type]
+        out = client.responses.create(**ask, tools=[WEATHER])  # type: ignore[arg-type]
+        assert out.usage is not None
+        # The exact prompt: the template writes the tools' schemas into it.
+        assert (
+            counted.input_tokens == out.usage.input_tokens == len(engine.calls[-1].prompt_token_ids)
+        )
+        assert counted.input_tokens > bare.input_tokens + len(WEATHER["description"])
+
+
 def test_prefix_cache_hits_are_reported_as_chat_completions_report_them() -> None:
     engine = FakeEngine(prefix_cache=True)
     instructions = "You answer questions about the weather, briefly and politely. " * 4
