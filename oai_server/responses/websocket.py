@@ -51,14 +51,16 @@ _FAILED = frozenset({"failed", "cancelled"})
 
 def ws_error(exc: BaseException, sequence_number: int | None = None) -> dict[str, Any]:
     """The spec's `ResponseWsError`: the HTTP status the error would have had, and the
-    error object; a `sequence_number` once the response's events have started."""
+    error object; a `sequence_number` once the response's events have started. Its `code`
+    is never null (Open Responses' `WebSocketErrorEvent` requires a string): an error
+    without a code of its own has its type's."""
     error = to_openai_error(exc)
     event: dict[str, Any] = {
         "type": "error",
         "status": error.status_code,
         "error": {
             "type": error.type,
-            "code": error.code,
+            "code": error.code or error.type,
             "message": error.message,
             "param": error.param,
         },
