@@ -28,7 +28,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -57,7 +57,7 @@ TOOL = {
     },
 }
 INSTRUCTIONS = "You are a coding agent. Use the tool to inspect the repository. " * 20
-Loop = Callable[[str, int, int], Awaitable[None]]
+Loop = Callable[[str, int, int], Coroutine[Any, Any, None]]
 
 
 def app() -> FastAPI:
