@@ -235,3 +235,15 @@ async def test_a_socket_closed_mid_answer_aborts_the_engine_request() -> None:
             while not engine.aborted:  # noqa: ASYNC110 - the fake engine has no event
                 await asyncio.sleep(0.01)
     assert engine.aborted == [engine.calls[0].request_id]
+
+
+async def test_an_event_over_the_size_limit_closes_the_socket() -> None:
+    async with server(FakeEngine(), max_request_bytes=4096) as root:
+        url = root.replace("http", "ws", 1) + "/v1/responses"
+        async with websockets.connect(url) as ws:
+            body = {"type": "response.create", "model": MODEL, "input": "x" * 5000}
+            await ws.send(json.dumps(body))
+            with pytest.raises(websockets.ConnectionClosed) as closed:
+                await ws.recv()
+    assert closed.value.rcvd is not None
+    assert closed.value.rcvd.code == 1009
