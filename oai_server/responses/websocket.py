@@ -19,17 +19,15 @@ import asyncio
 import contextlib
 import dataclasses
 import json
-import logging
 import time
 from typing import Any
 
 from fastapi import APIRouter, WebSocket
-from pydantic import ValidationError
 from starlette.websockets import WebSocketDisconnect
 
 from oai_server.caller import caller
 from oai_server.error_responses import to_openai_error
-from oai_server.errors import InvalidRequestError, OpenAIError
+from oai_server.errors import InvalidRequestError
 from oai_server.generation.engine_request import Generation
 from oai_server.responses.chain import Chain, SocketResponses
 from oai_server.responses.service import ResponseJob
@@ -40,8 +38,6 @@ from oai_server.state import ServerState
 from oai_server.store.service import StoreService, owner_of
 from schemas.response_events import ResponseLifecycleEvent
 from schemas.responses import CreateResponse
-
-logger = logging.getLogger(__name__)
 
 # RFC 6455 close codes.
 MESSAGE_TOO_BIG = 1009
@@ -100,9 +96,12 @@ class ResponseSocket:
             req = CreateResponse.model_validate_json(text, strict=True)
             previous = req.previous_response_id
             await self._answer(req, generate=doc.get("generate") is not False, lane=lane)
-        except (OpenAIError, ValidationError) as exc:
+        except WebSocketDisconnect:
+            raise  # the client is gone: nobody to tell
+        except Exception as exc:  # noqa: BLE001 - every failure reaches the client as an event
             if previous is not None:
                 self.chain.forget(previous)
+            # Unexpected ones are logged with their traceback there; the client gets a 500.
             await self.send(ws_error(exc, self.sequence), lane)
 
     async def _answer(self, req: CreateResponse, *, generate: bool, lane: str | None) -> None:
@@ -198,9 +197,8 @@ def router(core: ServerState, store: StoreService | None) -> APIRouter:
                     with contextlib.suppress(asyncio.CancelledError, Exception):
                         await turn
                     return
-                if isinstance(turn.exception(), WebSocketDisconnect):
-                    return
-                turn.result()
+                if turn.exception() is not None:
+                    return  # only a failed send leaves a turn: the socket is gone
         finally:
             reader.cancel()
             with contextlib.suppress(asyncio.CancelledError):

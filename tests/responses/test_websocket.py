@@ -247,3 +247,15 @@ async def test_an_event_over_the_size_limit_closes_the_socket() -> None:
                 await ws.recv()
     assert closed.value.rcvd is not None
     assert closed.value.rcvd.code == 1009
+
+
+async def test_an_unexpected_failure_is_a_500_event_that_names_no_internals() -> None:
+    engine = FakeEngine(fail_at_step=0, fault=RuntimeError("/srv/secret/path exploded"))
+    async with server(engine) as root, client_for(root).responses.connect() as conn:
+        failed = await turn(conn, input="x")
+        await conn.send_raw("not json")
+        after = await until_last(conn)
+    assert failed[-1]["type"] == "error"
+    assert failed[-1]["status"] == 500
+    assert "secret" not in json.dumps(failed[-1])
+    assert after[-1]["error"]["code"] == "invalid_json"  # the socket still serves
