@@ -10,6 +10,7 @@
 - store: the cost of `store: true`, and metadata-filtered lists (module `store`).
 - responses: streamed `/v1/responses` against chat; rebuilding a stored context (`responses`).
 - compaction: a long `previous_response_id` chain with and without compaction (`compaction`).
+- tool-loop: a 20-turn tool loop over one Responses WebSocket against HTTP (`tool_loop`).
 - cache: the response cache's hits against its misses, per backend (module `response_cache`).
 - outages: latency and health while Redis or PostgreSQL hangs or dies (module `outages`).
 - multiturn / replicas: conversations that come back, against any server or on a local Ray.
@@ -55,6 +56,7 @@ from benchmarks import (
     responses,
     store,
     tokenizing,
+    tool_loop,
 )
 from benchmarks.client import discover_model, make_client
 from benchmarks.publish import publish, show
@@ -199,6 +201,7 @@ _REGISTRARS: Sequence[Callable[[Subparsers], None]] = (
     lora.register,
     big_prompts.register,
     tokenizing.register,
+    tool_loop.register,
 )
 
 

@@ -6,13 +6,14 @@ one sealed item, and opened again), `translate` (the request as a chat request),
 `stream` (chat events -> Responses events), `service` (one response, start to stored),
 `state` (responses and conversations on the store), `background` (responses generated
 after their request returned), `sse` (the event framing), `routes` and `conversations`
-(the HTTP endpoints). `feature` wires it into the app.
+(the HTTP endpoints), `websocket` and `chain` (WebSocket mode on the same path).
+`feature` wires it into the app.
 """
 
 from __future__ import annotations
 
 from oai_server.features import Feature
-from oai_server.responses import conversations, routes
+from oai_server.responses import conversations, routes, websocket
 from oai_server.responses.background import BackgroundRuns
 from oai_server.state import ServerState
 from oai_server.store.service import StoreService
@@ -27,6 +28,7 @@ def feature(core: ServerState, store: StoreService | None) -> Feature[Background
     runs = None if store is None else BackgroundRuns(core.engine.abort_all)
     endpoints = [
         *routes.router(core, kept, runs).routes,
+        *websocket.router(core, store).routes,
         *conversations.router(core.settings, core.secret, kept).routes,
     ]
     if runs is None:

@@ -81,9 +81,10 @@ def _environment(home: Path) -> dict[str, str]:
     }
 
 
-def codex(root: str, model: str, home: Path, workdir: Path) -> Agent:
+def codex(root: str, model: str, home: Path, workdir: Path, *, websockets: bool = False) -> Agent:
     """Codex CLI with the server as its model provider (the Responses API), as its docs
-    configure a self-hosted one: `$CODEX_HOME/config.toml`, the key in an environment variable."""
+    configure a self-hosted one: `$CODEX_HOME/config.toml`, the key in an environment variable;
+    with `websockets`, the provider's `supports_websockets` (Responses WebSocket mode)."""
     codex_home = home / ".codex"
     codex_home.mkdir(parents=True, exist_ok=True)
     (codex_home / "config.toml").write_text(
@@ -93,7 +94,7 @@ def codex(root: str, model: str, home: Path, workdir: Path) -> Agent:
         'name = "oai-server"\n'
         f'base_url = "{root}/v1"\n'
         'wire_api = "responses"\n'
-        'env_key = "OAI_SERVER_API_KEY"\n'
+        'env_key = "OAI_SERVER_API_KEY"\n' + ("supports_websockets = true\n" if websockets else "")
     )
     env = _environment(home) | {"CODEX_HOME": str(codex_home), "OAI_SERVER_API_KEY": API_KEY}
     return Agent((_binary("codex"),), env, workdir)

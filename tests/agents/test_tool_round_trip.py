@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from starlette.types import Receive, Scope, Send
 
 from oai_server.app import create_app
 from oai_server.engine.fake import FakeEngine
@@ -73,6 +74,31 @@ def test_codex_runs_exec_command_and_sends_its_output_back(tmp_path: Path, workd
     assert TOKEN not in first
     assert TOKEN in second.split("What is in token.txt?")[-1]
     assert printed.strip() == ANSWER
+
+
+def test_codex_in_websocket_mode_runs_the_tool_over_one_socket(
+    tmp_path: Path, workdir: Path
+) -> None:
+    engine = scripted(tool_call("exec_command", {"cmd": "cat token.txt"}))
+    app = create_app(Settings(), engine)
+    sockets: list[str] = []
+
+    async def recording(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket":
+            sockets.append(scope["path"])
+        await app(scope, receive, send)
+
+    with serve(recording) as root:
+        agent = codex(root, MODEL, tmp_path / "home", workdir, websockets=True)
+        turn = agent.run("exec", "--skip-git-repo-check", "What is in token.txt?")
+    # Codex warms the socket first (`generate: false`: prefilled, one token dropped).
+    warm, first, second = prompts(engine)
+    assert engine.calls[0].options.max_tokens == 1
+    assert first[:2000] == warm[:2000]  # Codex's instructions, warmed
+    assert sockets == ["/v1/responses"]  # the warm-up and both turns on one socket
+    assert TOKEN not in first
+    assert TOKEN in second.split("What is in token.txt?")[-1]
+    assert turn.stdout.strip() == ANSWER
 
 
 def test_claude_code_runs_read_and_sends_its_output_back(tmp_path: Path, workdir: Path) -> None:
