@@ -9,7 +9,7 @@ choice of one request, which keeps that choice's state.
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,3 +53,8 @@ class OutputParsing(abc.ABC):
     @abc.abstractmethod
     def new(self, request: dict[str, Any]) -> OutputTextParser:
         """The parser of one choice of `request` (a chat request, as JSON)."""
+
+    def added_tokens(self) -> Mapping[str, int]:
+        """The tokens the model's vocabulary adds (special ones included), by text: where a
+        family's marker tokens are."""
+        return {}

@@ -71,8 +71,9 @@ class ChoiceState:
         if split.reasoning and self.show_reasoning:
             events.append(Reasoning(split.reasoning))
         if split.content:
-            # The ids are the content's only when no thinking came with it.
-            ids = () if split.reasoning else token_ids
+            # The ids are the content's only when the whole delta is (not when thinking or
+            # its end tag came with it: the parser would read the tag's id as the content's).
+            ids = token_ids if split.content == text else ()
             events += self._record(self.parser.feed(split.content, ids))
         return events
 
