@@ -12,6 +12,7 @@ from oai_server.error_responses import error_body, to_openai_error
 from oai_server.http.disconnect import Disconnect
 from oai_server.http.templates import LightEvents, event, json_text
 from oai_server.services.events import (
+    ArgumentsDelta,
     EventStream,
     Finish,
     Opening,
@@ -114,6 +115,8 @@ class EventStreamResponse(Response):
                     ending = open_choices == 0
                 elif isinstance(item, Usage):
                     body = light.encode(item)
+                elif isinstance(item, ArgumentsDelta):
+                    body = light.arguments(item)
                 elif isinstance(item, ReasoningDelta):
                     if item.index not in thinking:
                         thinking[item.index] = light.reasoning_around(item.index)

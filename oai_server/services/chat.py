@@ -15,7 +15,7 @@ from typing import Any
 
 from oai_server.dialects.harmony import Harmony, HarmonyRequest, harmony_of
 from oai_server.dialects.reasoning.stage import AUTO, Reasoner, Reasoning, choose
-from oai_server.dialects.tool_calls.parsers import Content, ContentOnly
+from oai_server.dialects.tool_calls.parsers import CallArguments, Content, ContentOnly
 from oai_server.dialects.tool_calls.plan import ToolPlan, plan_tools
 from oai_server.dialects.tool_calls.selection import ToolParsers, ToolParsing
 from oai_server.engine.protocol import Engine
@@ -49,6 +49,7 @@ from oai_server.services.common import (
     usage_of,
 )
 from oai_server.services.events import (
+    ArgumentsDelta,
     Chunks,
     EventStream,
     Finish,
@@ -341,7 +342,8 @@ class ChatService:
     ) -> AsyncIterator[ChatEvent]:
         generation = chat.generation
         want_logprobs = bool(chat.req.logprobs)
-        # Plain text goes out as a bare `TextDelta` (thinking a `ReasoningDelta`), a choice's
+        # Plain text goes out as a bare `TextDelta` (thinking a `ReasoningDelta`, a function
+        # call's arguments an `ArgumentsDelta`), a choice's
         # opening and plain finish as `Opening` and `Finish`, the usage as the counts, unless
         # each chunk differs anyway.
         light = not want_logprobs and not opts.continuous_usage
@@ -380,6 +382,9 @@ class ChatService:
                 for e in events:
                     if light and isinstance(e, Content | Reasoning):
                         yield (TextDelta if type(e) is Content else ReasoningDelta)(d.index, e.text)
+                        continue
+                    if light and type(e) is CallArguments and not e.custom:
+                        yield ArgumentsDelta(d.index, e.index, e.text)
                         continue
                     out = choice_of(d.index, state.delta(e))
                     if pending:
