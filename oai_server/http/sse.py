@@ -115,8 +115,6 @@ class EventStreamResponse(Response):
                     ending = open_choices == 0
                 elif isinstance(item, Usage):
                     body = light.encode(item)
-                elif isinstance(item, ArgumentsDelta):
-                    body = light.arguments(item)
                 elif isinstance(item, ReasoningDelta):
                     if item.index not in thinking:
                         thinking[item.index] = light.reasoning_around(item.index)
@@ -125,6 +123,8 @@ class EventStreamResponse(Response):
                         body = parts[0] + json_text(item.text) + parts[1]
                     else:
                         body = event(stream.chunks.of(item))
+                elif isinstance(item, ArgumentsDelta):
+                    body = light.arguments(item)
                 else:
                     body = event(item)
                 if held:
