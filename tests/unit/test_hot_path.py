@@ -146,12 +146,13 @@ async def test_each_streamed_chunk_costs_no_more_calls_than_its_budget(config: s
 
 
 # Calls per further chunk of a streamed answer that is all thinking, vLLM's `deepseek_r1`
-# parser on: 32. It was 50 while the parser read every delta (about 15 calls its own, 12 the
+# parser on: 28. It was 50 while the parser read every delta (about 15 calls its own, 12 the
 # views of the ids it reads); now a delta that cannot hold a marker is thinking without it
-# (`oai_server.dialects.gate`: a test of the text and the ids, 4 calls), so a chunk costs a
-# text chunk's 11, the gate, the stage's split and its event. A chunk of thinking goes out
+# (`oai_server.dialects.gate`: a test of the text and the ids, 4 calls; its ids join the
+# record with the next delta the parser reads), so a chunk costs a text chunk's 11, the
+# gate, the stage's split and its event. A chunk of thinking goes out
 # as light as a chunk of text (a `ReasoningDelta` spliced into prebuilt bytes).
-REASONING_BUDGET = 32
+REASONING_BUDGET = 28
 
 
 async def test_a_chunk_of_thinking_costs_the_parser_and_a_text_chunk() -> None:
@@ -167,11 +168,12 @@ async def test_a_chunk_of_thinking_costs_the_parser_and_a_text_chunk() -> None:
 
 
 # Calls per further chunk of a tool call's arguments, vLLM's `hermes` parser on, its
-# arguments plain words: 37. The parser is asked only where a marker can be
+# arguments plain words: 29. The parser is asked only where a marker can be
 # (`oai_server.dialects.gate`): 161 while it read every delta, 64 without it; and the piece
 # goes out as an `ArgumentsDelta` spliced into prebuilt bytes, where five pydantic models
-# were built and serialized: 37, a text chunk's 11, the gate's test, the call's record.
-TOOL_ARGUMENTS_BUDGET = 37
+# were built and serialized: 37; and the arguments are no longer kept (the assembler sums
+# them): 29, a text chunk's 11, the gate's test, the event.
+TOOL_ARGUMENTS_BUDGET = 29
 
 
 async def test_a_chunk_of_a_calls_arguments_costs_no_parser() -> None:

@@ -92,21 +92,21 @@ class ReasoningStage:
     def feed(self, text: str, token_ids: Sequence[int], token_count: int) -> Split:
         echo = self._echo
         if echo is not None and self.markers.quiet(text, token_ids):
+            # The ids join the record with the next delta the parser reads.
             self._missed.append(text)
             self._missed_ids += token_ids
-            self.token_ids.extend(token_ids)
             if echo:
                 self.reasoning_tokens += token_count
                 return Split(text, "")
             return Split("", text)
         missed = "".join(self._missed)
         delta_text, delta_ids = missed + text, token_ids
-        if missed:
+        if self._missed_ids:
             delta_ids = self._missed_ids + list(token_ids)
-            self._missed, self._missed_ids = [], []
+        self._missed, self._missed_ids = [], []
         previous_text, previous_ids = self.text, self._seen
         self.text = current_text = previous_text + delta_text
-        self.token_ids.extend(token_ids)
+        self.token_ids.extend(delta_ids)
         self._seen = current_ids = self.token_ids.view()
         message = self.parser.extract_reasoning_streaming(
             previous_text, current_text, delta_text, previous_ids, current_ids, delta_ids
