@@ -14,7 +14,9 @@ for all) with nothing computing behind it, and gets the same closed loop of stre
   request asks for `store`). Its difference to `ours` is what those features cost.
 - ours-reasoning, ours-tools: ours with a parser on, vLLM's `deepseek_r1` reasoning parser
   over an R1-style answer, or vLLM's `hermes` tool-call parser over an answer that is one
-  call (its requests carry a tool): what a parser costs per chunk.
+  call (its requests carry a tool): what a parser costs per chunk. ours-reasoning-qwen3,
+  ours-tools-qwen3-coder, ours-tools-llama3: the same with vLLM's `qwen3` reasoning
+  parser, or its `qwen3_coder` or `llama3_json` tool-call parser, in that family's format.
 - before-ours, before-ours-prod (with `--before DIR`): the same apps served from another
   checkout of the project (say, `git worktree add /tmp/floor-before main`), so a change is
   measured against the code before it in the same turns.
@@ -60,7 +62,10 @@ APPS: Mapping[str, str] = {
     "ours-cache": "benchmarks.floor:make_fake_app_cached",
     "ours-prod": "benchmarks.floor:make_fake_app_production",
     "ours-reasoning": "benchmarks.floor:make_fake_app_reasoning",
+    "ours-reasoning-qwen3": "benchmarks.floor:make_fake_app_reasoning_qwen3",
     "ours-tools": "benchmarks.floor:make_fake_app_tools",
+    "ours-tools-qwen3-coder": "benchmarks.floor:make_fake_app_tools_qwen3_coder",
+    "ours-tools-llama3": "benchmarks.floor:make_fake_app_tools_llama3",
     "raw": "benchmarks.floor:make_raw_app",
 }
 BASELINE = "raw"
@@ -74,7 +79,10 @@ WEATHER = {
     },
 }
 # What an app's requests carry besides the workload's (a tool, for a tool-call answer).
-EXTRA_BODY: Mapping[str, Mapping[str, Any]] = {"ours-tools": {"tools": [WEATHER]}}
+EXTRA_BODY: Mapping[str, Mapping[str, Any]] = {
+    name: {"tools": [WEATHER]}
+    for name in ("ours-tools", "ours-tools-qwen3-coder", "ours-tools-llama3")
+}
 
 
 def make_fake_app() -> Any:
@@ -111,11 +119,22 @@ def make_fake_app_reasoning() -> Any:
     return create_app(Settings(reasoning_parser="deepseek_r1"), engine)
 
 
-def make_fake_app_tools() -> Any:
-    """`make_fake_app` with vLLM's `hermes` tool-call parser on (`tool_choice` auto: the
-    requests carry a tool), answering one call whose arguments are the rest of the answer:
-    at 256 chunks, 235 go out as fragments of its arguments, every one through vLLM's
-    streaming parser. Its difference to `ours` is what the parser costs."""
+def make_fake_app_reasoning_qwen3() -> Any:
+    """`make_fake_app_reasoning` with vLLM's `qwen3` reasoning parser, answering as Qwen3
+    does when thinking: `<think>`, 126 tokens of thinking, `</think>`, then the answer."""
+    from oai_server.app import create_app
+    from oai_server.engine.fake import FakeEngine
+    from oai_server.settings import Settings
+
+    pieces = ["<think>"] + ["tok"] * 126 + ["</think>"] + ["tok"] * 128
+    engine = FakeEngine(tokens=pieces, added_tokens=("<think>", "</think>", "tok"))
+    return create_app(Settings(reasoning_parser="qwen3"), engine)
+
+
+def _tools_app(parser: str, tags: Sequence[str], call: str) -> Any:
+    """Our app with vLLM's tool-call parser `parser` on, answering the one call `call`
+    (its `%s`: the argument's value) whose arguments are most of the answer: at 256 chunks,
+    all but the head's and tail's go out as fragments of its arguments."""
     from transformers import AutoTokenizer
 
     from oai_server.app import create_app
@@ -124,16 +143,40 @@ def make_fake_app_tools() -> Any:
     from oai_server.models.embedded_model import ensure_embedded_model
     from oai_server.settings import Settings
 
-    # vLLM's tool parsers need a real tokenizer: the embedded model's, with Hermes's tags.
+    # vLLM's tool parsers need a real tokenizer: the embedded model's, with the family's tags.
     tokenizer = AutoTokenizer.from_pretrained(
         ensure_embedded_model(Path.home() / ".cache" / "oai-server", "float32")
     )
-    tokenizer.add_special_tokens({"additional_special_tokens": ["<tool_call>", "</tool_call>"]})
-    call = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "%s"}}\n</tool_call>'
+    if tags:
+        tokenizer.add_special_tokens({"additional_special_tokens": list(tags)})
     ids = tokenizer.encode(call % (" tok" * 235), add_special_tokens=False)
     pieces = [str(tokenizer.decode([token])) for token in ids]
     engine = FakeEngine(tokens=pieces, model_tokenizer=VLLMTokenizer(tokenizer))
-    return create_app(Settings(tool_call_parser="hermes"), engine)
+    return create_app(Settings(tool_call_parser=parser), engine)
+
+
+def make_fake_app_tools() -> Any:
+    """`make_fake_app` with vLLM's `hermes` tool-call parser on (`tool_choice` auto: the
+    requests carry a tool), answering one call whose arguments are the rest of the answer:
+    at 256 chunks, 235 go out as fragments of its arguments. Its difference to `ours` is
+    what the parser costs."""
+    call = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "%s"}}\n</tool_call>'
+    return _tools_app("hermes", ("<tool_call>", "</tool_call>"), call)
+
+
+def make_fake_app_tools_qwen3_coder() -> Any:
+    """`make_fake_app_tools` in Qwen3-Coder's XML format, vLLM's `qwen3_coder` parser on."""
+    call = (
+        "<tool_call>\n<function=get_weather>\n<parameter=city>\n%s\n</parameter>\n"
+        "</function>\n</tool_call>"
+    )
+    return _tools_app("qwen3_coder", ("<tool_call>", "</tool_call>"), call)
+
+
+def make_fake_app_tools_llama3() -> Any:
+    """`make_fake_app_tools` in Llama 3's JSON format, vLLM's `llama3_json` parser on."""
+    call = '{"name": "get_weather", "parameters": {"city": "%s"}}'
+    return _tools_app("llama3_json", ("<|python_tag|>", "<|eom_id|>"), call)
 
 
 def make_fake_app_production() -> Any:
@@ -278,7 +321,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--apps",
         type=_apps,
         default=["ours", "raw"],
-        help="of ours, ours-cache, ours-prod, ours-reasoning, ours-tools, raw (default: ours,raw)",
+        help=f"of {', '.join(APPS)} (default: ours,raw)",
     )
     parser.add_argument(
         "--before",

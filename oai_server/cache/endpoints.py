@@ -25,6 +25,7 @@ from oai_server.services.completion_assembler import CompletionAssembler
 from oai_server.services.completion_batch import Batch, CompletionJob
 from oai_server.services.completions import CompletionService
 from oai_server.services.events import (
+    ArgumentsDelta,
     Chunks,
     Finish,
     Light,
@@ -209,7 +210,12 @@ class ChatEndpoint(Streamed[CreateChatCompletionRequest, ChatJob, ChatRequest]):
         for event in events:
             assert isinstance(
                 event,
-                TextDelta | ReasoningDelta | Opening | Finish | CreateChatCompletionStreamResponse,
+                TextDelta
+                | ReasoningDelta
+                | ArgumentsDelta
+                | Opening
+                | Finish
+                | CreateChatCompletionStreamResponse,
             )
             assembler.add(event)
         # The light events carry no identity: the answer's comes with its usage chunk.

@@ -3,9 +3,9 @@
 The entry is what a stream sends, not a whole response: chunks without their `id`,
 `created` and `usage` (a replay gives them its own), and the light events as lists:
 plain text as `[index, text]`, at the granularity the engine produced it, a choice's
-thinking as `[index, null, null, text]`, its opening as `[index]`, its plain finish as
-`[index, null, reason]`. (A server from before the thinking's form reads such an entry as
-malformed: a miss.) A streamed replay
+thinking as `[index, null, null, text]`, a piece of its call `call`'s arguments as
+`[index, call, text]`, its opening as `[index]`, its plain finish as `[index, null,
+reason]`. (Entries of another `FORMAT` are a miss.) A streamed replay
 sends these events again; a whole response is their fold by the service's own
 assembler. So either kind of request fills an entry that serves both.
 """
@@ -21,12 +21,20 @@ import pydantic
 import pydantic_core
 
 from oai_server.http.templates import json_text
-from oai_server.services.events import Finish, Light, Opening, ReasoningDelta, TextDelta, Usage
+from oai_server.services.events import (
+    ArgumentsDelta,
+    Finish,
+    Light,
+    Opening,
+    ReasoningDelta,
+    TextDelta,
+    Usage,
+)
 from schemas.common import ResponseModel
 
 logger = logging.getLogger(__name__)
 
-FORMAT = 2  # 2: openings and finishes as lists
+FORMAT = 3  # 2: openings and finishes as lists; 3: a call's arguments as one
 _NOT_STORED = {"id", "created", "usage"}
 
 
@@ -73,7 +81,9 @@ def encode(events: Sequence[Light | ResponseModel], usage: Usage) -> bytes:
     )
 
 
-def _stored(event: ReasoningDelta | Opening | Finish | Usage | ResponseModel) -> bytes | None:
+def _stored(
+    event: ReasoningDelta | ArgumentsDelta | Opening | Finish | Usage | ResponseModel,
+) -> bytes | None:
     """An event other than text as stored; None for the usage that ends a stream (the
     entry keeps the counts once, and a replay reports its own)."""
     if isinstance(event, Opening):
@@ -84,6 +94,8 @@ def _stored(event: ReasoningDelta | Opening | Finish | Usage | ResponseModel) ->
         return None
     if isinstance(event, ReasoningDelta):
         return b"[%d,null,null,%s]" % (event.index, json_text(event.text))
+    if isinstance(event, ArgumentsDelta):
+        return b"[%d,%d,%s]" % (event.index, event.call, json_text(event.text))
     chunk = event
     if getattr(chunk, "usage", None) is not None and not getattr(chunk, "choices", True):
         return None
@@ -124,7 +136,9 @@ def _light(item: list[Any]) -> Light:
         and isinstance(item[3], str)
     ):
         return ReasoningDelta(item[0], item[3])
+    if len(item) == 3 and type(item[0]) is type(item[1]) is int and isinstance(item[2], str):
+        return ArgumentsDelta(item[0], item[1], item[2])
     raise TypeError(
-        "a light event is [index, text], [index, null, null, text], [index] or "
-        "[index, null, reason]"
+        "a light event is [index, text], [index, null, null, text], [index, call, text], "
+        "[index] or [index, null, reason]"
     )

@@ -11,7 +11,7 @@ choice's state.
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,6 +56,11 @@ class OutputParsing(abc.ABC):
     def new(self, request: dict[str, Any]) -> OutputTextParser:
         """The parser of one choice of `request` (a chat request, as JSON)."""
 
+    def added_tokens(self) -> Mapping[str, int]:
+        """The tokens the model's vocabulary adds (special ones included), by text: where a
+        family's marker tokens are."""
+        return {}
+
 
 class ReasoningParsing(abc.ABC):
     """A model's reasoning parser, by its name (vLLM's `--reasoning-parser`)."""
@@ -68,6 +73,11 @@ class ReasoningParsing(abc.ABC):
         parsers think only when asked): vLLM's `ReasoningParser` interface,
         `extract_reasoning_streaming` for each delta and `extract_reasoning` for a whole
         answer."""
+
+    def added_tokens(self) -> Mapping[str, int]:
+        """The tokens the model's vocabulary adds (special ones included), by text: where
+        the parser's marker tokens are."""
+        return {}
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from oai_server.error_responses import error_body, to_openai_error
 from oai_server.http.disconnect import Disconnect
 from oai_server.http.templates import LightEvents, event, json_text
 from oai_server.services.events import (
+    ArgumentsDelta,
     EventStream,
     Finish,
     Opening,
@@ -235,6 +236,8 @@ class ChunkWriter(EventWriter):
                         body = parts[0] + json_text(item.text) + parts[1]
                     else:
                         body = event(stream.chunks.of(item))
+                elif isinstance(item, ArgumentsDelta):
+                    body = light.arguments(item)
                 else:
                     body = event(item)
                 if held:

@@ -1,14 +1,14 @@
 """A stream's light events as SSE bytes, without building a chunk per event.
 
-Most of a stream is light events (`oai_server.services.events`): a choice's next text
-or piece of thinking, a plain choice's opening and finish, and the usage that ends it. Building and
-serializing a pydantic chunk for each was most of the server's own cost, per token and
-per request. Here each kind of event's bytes are cut from a sample chunk that
-`Chunks.build` makes and serializes with marker values (the answer's `id` and `created`,
-the event's index, text or counts), once per shape of answer (`Chunks.shape`: the
-endpoint, model, stream options and tier). An answer splices its identity in once; an
-event, its values. The bytes are those of the typed chunk by construction: the values
-are JSON-encoded by pydantic's own encoder.
+Most of a stream is light events (`oai_server.services.events`): a choice's next text,
+piece of thinking or piece of a call's arguments, a plain choice's opening and finish,
+and the usage that ends it. Building and serializing a pydantic chunk for each was most
+of the server's own cost, per token and per request. Here each kind of event's bytes are
+cut from a sample chunk that `Chunks.build` makes and serializes with marker values (the
+answer's `id` and `created`, the event's indices, text or counts), once per shape of
+answer (`Chunks.shape`: the endpoint, model, stream options and tier). An answer splices
+its identity in once; an event, its values. The bytes are those of the typed chunk by
+construction: the values are JSON-encoded by pydantic's own encoder.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from collections.abc import Hashable, Sequence
 import pydantic_core
 
 from oai_server.services.events import (
+    ArgumentsDelta,
     Chunks,
     Finish,
     Light,
@@ -34,6 +35,7 @@ _ID_MARK = "\x00oai-id\x00"
 _CREATED_MARK = 987654320
 _INDEX_MARK = 987654321
 _TEXT_MARK = "\x00oai-text\x00"
+_CALL_MARK = 987654325
 # The usage's counts: the total is theirs, 1975308645, which no other marker's digits hold.
 _PROMPT_MARK = 987654322
 _COMPLETION_MARK = 987654323
@@ -46,6 +48,7 @@ _ID_BYTES = pydantic_core.to_json(_ID_MARK)
 _CREATED_BYTES = b"%d" % _CREATED_MARK
 _INDEX_BYTES = b"%d" % _INDEX_MARK
 _TEXT_BYTES = pydantic_core.to_json(_TEXT_MARK)
+_CALL_BYTES = b"%d" % _CALL_MARK
 # Shapes are few (a server's models, tiers, stream options): the bound only guards memory.
 _MAX_SHAPES = 256
 
@@ -96,6 +99,9 @@ def _sample(kind: str) -> tuple[Light, tuple[bytes, ...]]:
         return TextDelta(_INDEX_MARK, _TEXT_MARK), (_INDEX_BYTES, _TEXT_BYTES)
     if kind == "reasoning":
         return ReasoningDelta(_INDEX_MARK, _TEXT_MARK), (_INDEX_BYTES, _TEXT_BYTES)
+    if kind == "arguments":
+        sample = ArgumentsDelta(_INDEX_MARK, _CALL_MARK, _TEXT_MARK)
+        return sample, (_INDEX_BYTES, _CALL_BYTES, _TEXT_BYTES)
     if kind == "opening":
         return Opening(_INDEX_MARK), (_INDEX_BYTES,)
     if kind == "usage":
@@ -119,6 +125,9 @@ class LightEvents:
         self._opening: list[bytes] | None = None
         self._finishes: dict[str, list[bytes] | None] = {}
         self._usage: list[bytes] | None = None
+        # A call's arguments' parts; None where they cannot be cut, unset until asked for.
+        self._arguments: list[bytes] | None = None
+        self._arguments_cut = False
 
     def _own(self, kind: str) -> list[bytes] | None:
         """The template of `kind`, with this answer's identity in it."""
@@ -169,6 +178,23 @@ class LightEvents:
         if parts is None:
             return None
         return b"%s%d%s" % (parts[0], index, parts[1]), parts[2]
+
+    def arguments(self, item: ArgumentsDelta) -> bytes:
+        """A piece of a call's arguments."""
+        if not self._arguments_cut:
+            self._arguments, self._arguments_cut = self._own("arguments"), True
+        parts = self._arguments
+        if parts is None:
+            return event(self.chunks.of(item))
+        return b"%s%d%s%d%s%s%s" % (
+            parts[0],
+            item.index,
+            parts[1],
+            item.call,
+            parts[2],
+            json_text(item.text),
+            parts[3],
+        )
 
     def encode(self, item: Opening | Finish | Usage) -> bytes:
         """An opening, a finish or the usage."""

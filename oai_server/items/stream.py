@@ -15,7 +15,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from oai_server.services.events import Finish, Light, Opening, ReasoningDelta, TextDelta, Usage
+from oai_server.services.events import (
+    ArgumentsDelta,
+    Finish,
+    Light,
+    Opening,
+    ReasoningDelta,
+    TextDelta,
+    Usage,
+)
 from schemas.chat import (
     ChatCompletionChunkChoice,
     ChatCompletionTokenLogprob,
@@ -143,6 +151,9 @@ class ItemStream:
         if isinstance(event, ReasoningDelta):
             if self.reasoning:
                 self._add_thought(event.text, out)
+            return out
+        if isinstance(event, ArgumentsDelta):
+            self._add_arguments(event.call, event.text, out)
             return out
         for choice in event.choices:
             self._choice(choice, out)

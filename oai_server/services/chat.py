@@ -17,7 +17,7 @@ from oai_server.dialects.harmony import HarmonyRequest
 from oai_server.dialects.model import ModelDialects
 from oai_server.dialects.reasoning.selection import Reasoner
 from oai_server.dialects.reasoning.stage import Reasoning
-from oai_server.dialects.tool_calls.parsers import Content, ContentOnly
+from oai_server.dialects.tool_calls.parsers import CallArguments, Content, ContentOnly
 from oai_server.dialects.tool_calls.plan import ToolPlan, plan_tools
 from oai_server.engine.protocol import Engine
 from oai_server.engine.types import ImageInput, SamplingOptions
@@ -50,6 +50,7 @@ from oai_server.services.common import (
     usage_of,
 )
 from oai_server.services.events import (
+    ArgumentsDelta,
     Chunks,
     EventStream,
     Finish,
@@ -326,7 +327,8 @@ class ChatService:
     ) -> AsyncIterator[ChatEvent]:
         generation = chat.generation
         want_logprobs = bool(chat.req.logprobs)
-        # Plain text goes out as a bare `TextDelta` (thinking a `ReasoningDelta`), a choice's
+        # Plain text goes out as a bare `TextDelta` (thinking a `ReasoningDelta`, a function
+        # call's arguments an `ArgumentsDelta`), a choice's
         # opening and plain finish as `Opening` and `Finish`, the usage as the counts, unless
         # each chunk differs anyway.
         light = not want_logprobs and not opts.continuous_usage
@@ -365,6 +367,9 @@ class ChatService:
                 for e in events:
                     if light and isinstance(e, Content | Reasoning):
                         yield (TextDelta if type(e) is Content else ReasoningDelta)(d.index, e.text)
+                        continue
+                    if light and type(e) is CallArguments and not e.custom:
+                        yield ArgumentsDelta(d.index, e.index, e.text)
                         continue
                     out = choice_of(d.index, state.delta(e))
                     if pending:

@@ -11,7 +11,15 @@ from dataclasses import dataclass, field
 from typing import cast
 
 from oai_server.services.common import usage_of
-from oai_server.services.events import Finish, Light, Opening, ReasoningDelta, TextDelta, Usage
+from oai_server.services.events import (
+    ArgumentsDelta,
+    Finish,
+    Light,
+    Opening,
+    ReasoningDelta,
+    TextDelta,
+    Usage,
+)
 from schemas.chat import (
     ChatCompletionChoice,
     ChatCompletionChunkChoice,
@@ -120,6 +128,11 @@ class ChatAssembler:
         if isinstance(event, ReasoningDelta):
             thinking = self._choices[event.index]
             thinking.reasoning = (thinking.reasoning or "") + event.text
+            return
+        if isinstance(event, ArgumentsDelta):
+            made = self._choices[event.index].calls[event.call]
+            assert isinstance(made, ChatCompletionMessageToolCall)  # a function's call
+            made.function.arguments += event.text
             return
         if self._head is None:
             self._head = event

@@ -1,9 +1,9 @@
-"""One chat choice's output: parser events turned into stream deltas and a final message."""
+"""One chat choice's output: parser events turned into stream deltas, and its finish reason."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 from oai_server.dialects.harmony import HarmonyStage
@@ -19,20 +19,15 @@ from oai_server.engine.types import FinishReason
 from oai_server.services.common import finish_reason
 from schemas.chat import (
     ChatCompletionDelta,
-    ChatCompletionMessageCustomToolCall,
-    ChatCompletionMessageToolCall,
     ChatCompletionMessageToolCallChunk,
     CustomCallChunk,
-    CustomCallOut,
     FunctionCallChunk,
-    FunctionCallOut,
-    MessageToolCall,
 )
 
 
 @dataclass
 class ChoiceState:
-    """The tool calls made so far in one choice; fed text, it returns the events to send.
+    """The tool calls started so far in one choice; fed text, it returns the events to send.
 
     With a reasoning parser, its stage comes first, as in vLLM's chat service: the
     tool-call parser sees only what it calls content. A harmony model's (gpt-oss) stage
@@ -40,7 +35,9 @@ class ChoiceState:
     """
 
     parser: OutputParser
-    calls: list[MessageToolCall] = field(default_factory=list)
+    # The calls started so far: with one, a stop is `tool_calls` (their arguments go out
+    # as they come, and are not kept: the answer's assembler sums them).
+    calls: int = 0
     reasoning: ReasoningStage | None = None
     # False (the request's `include_reasoning`): the thinking is counted, not sent.
     show_reasoning: bool = True
@@ -71,8 +68,9 @@ class ChoiceState:
         if split.reasoning and self.show_reasoning:
             events.append(Reasoning(split.reasoning))
         if split.content:
-            # The ids are the content's only when no thinking came with it.
-            ids = () if split.reasoning else token_ids
+            # The ids are the content's only when the whole delta is (not when thinking or
+            # its end tag came with it: the parser would read the tag's id as the content's).
+            ids = token_ids if split.content == text else ()
             events += self._record(self.parser.feed(split.content, ids))
         return events
 
@@ -87,26 +85,8 @@ class ChoiceState:
 
     def _record(self, events: list[Event]) -> list[Event]:
         for event in events:
-            if isinstance(event, Content):
-                continue
-            if isinstance(event, CallStart) and event.custom:
-                self.calls.append(
-                    ChatCompletionMessageCustomToolCall(
-                        id=event.id, custom=CustomCallOut(name=event.name, input="")
-                    )
-                )
-            elif isinstance(event, CallStart):
-                self.calls.append(
-                    ChatCompletionMessageToolCall(
-                        id=event.id, function=FunctionCallOut(name=event.name, arguments="")
-                    )
-                )
-            else:
-                call = self.calls[event.index]
-                if isinstance(call, ChatCompletionMessageCustomToolCall):
-                    call.custom.input += event.text
-                else:
-                    call.function.arguments += event.text
+            if type(event) is CallStart:
+                self.calls += 1
         return events
 
     @staticmethod

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from oai_server.services.common import StreamSettings, usage_of
 from oai_server.services.events import (
+    ArgumentsDelta,
     Chunks,
     Finish,
     Light,
@@ -15,7 +16,9 @@ from oai_server.services.events import (
 from schemas.chat import (
     ChatCompletionChunkChoice,
     ChatCompletionDelta,
+    ChatCompletionMessageToolCallChunk,
     CreateChatCompletionStreamResponse,
+    FunctionCallChunk,
 )
 from schemas.common import CompletionUsage
 
@@ -71,9 +74,14 @@ def choice_of(index: int, delta: ChatCompletionDelta) -> ChatCompletionChunkChoi
 
 
 def light_choice(
-    event: TextDelta | ReasoningDelta | Opening | Finish,
+    event: TextDelta | ReasoningDelta | ArgumentsDelta | Opening | Finish,
 ) -> ChatCompletionChunkChoice:
     """The choice of the chunk a light event stands for."""
+    if isinstance(event, ArgumentsDelta):
+        call = ChatCompletionMessageToolCallChunk(
+            index=event.call, function=FunctionCallChunk(arguments=event.text)
+        )
+        return choice_of(event.index, ChatCompletionDelta(tool_calls=[call]))
     if isinstance(event, Opening):
         return choice_of(event.index, ChatCompletionDelta(role="assistant", content=""))
     if isinstance(event, Finish):

@@ -3,10 +3,10 @@
 A stream is mostly one kind of event, a choice's next piece of text; `TextDelta` (the
 engine's `ChoiceDelta` is one) carries just that, so no pydantic model is built per token.
 A chat choice's thinking (`delta.reasoning`, from a reasoning parser) is as bare a
-`ReasoningDelta`. A plain chat choice's first and last chunks are as bare: `Opening`
-(the assistant's role) and `Finish` (its finish reason), and so is the chunk that ends a
-stream asking for usage: the request's `Usage`, the counts themselves. Everything else
-is the typed chunk itself.
+`ReasoningDelta`, and a piece of a function call's arguments an `ArgumentsDelta`. A plain
+chat choice's first and last chunks are as bare: `Opening` (the assistant's role) and
+`Finish` (its finish reason), and so is the chunk that ends a stream asking for usage:
+the request's `Usage`, the counts themselves. Everything else is the typed chunk itself.
 
 `Chunks` turns a light event back into the chunk it stands for, so every consumer (the
 SSE encoder, the Realtime socket, the cache, the store) can see full chunks. It builds
@@ -27,6 +27,7 @@ from schemas.common import ResponseModel
 
 __all__ = [
     "LIGHT",
+    "ArgumentsDelta",
     "Chunks",
     "EventStream",
     "Finish",
@@ -50,6 +51,16 @@ class ReasoningDelta:
 
 
 @dataclass(slots=True)
+class ArgumentsDelta:
+    """A piece of the arguments of a chat choice's function call `call` (its index among
+    the choice's calls): most of a tool-calling answer, as light as text."""
+
+    index: int
+    call: int
+    text: str
+
+
+@dataclass(slots=True)
 class Opening:
     """A chat choice's first chunk: the assistant's role, empty content.
 
@@ -68,8 +79,8 @@ class Finish:
     reason: str
 
 
-Light = TextDelta | ReasoningDelta | Opening | Finish | Usage
-LIGHT = (TextDelta, ReasoningDelta, Opening, Finish, Usage)  # for `isinstance`
+Light = TextDelta | ReasoningDelta | ArgumentsDelta | Opening | Finish | Usage
+LIGHT = (TextDelta, ReasoningDelta, ArgumentsDelta, Opening, Finish, Usage)  # for `isinstance`
 
 
 @dataclass(frozen=True)

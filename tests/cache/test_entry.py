@@ -11,7 +11,15 @@ from oai_server.cache.entry import decode, encode
 from oai_server.engine.fake import FakeEngine
 from oai_server.services.chat import ChatService
 from oai_server.services.common import StreamSettings
-from oai_server.services.events import Finish, Light, Opening, ReasoningDelta, TextDelta, Usage
+from oai_server.services.events import (
+    ArgumentsDelta,
+    Finish,
+    Light,
+    Opening,
+    ReasoningDelta,
+    TextDelta,
+    Usage,
+)
 from schemas.chat import CreateChatCompletionStreamResponse
 from schemas.common import CompletionUsage, ResponseModel
 
@@ -57,6 +65,18 @@ def test_thinking_comes_back_as_it_went_in() -> None:
     assert entry.events == events
 
 
+def test_a_calls_arguments_come_back_as_they_went_in() -> None:
+    events: list[Light | ResponseModel] = [
+        Opening(0),
+        ArgumentsDelta(0, 0, '{"city": "'),
+        ArgumentsDelta(0, 1, 'Oslo"}'),
+        Finish(0, "tool_calls"),
+    ]
+    entry = decode(encode(events, USAGE), restore)
+    assert entry is not None
+    assert entry.events == events
+
+
 def test_the_usage_only_chunk_is_left_out() -> None:
     usage_chunk = CreateChatCompletionStreamResponse(
         id="chatcmpl-1",
@@ -74,13 +94,16 @@ def test_the_usage_only_chunk_is_left_out() -> None:
     "raw",
     [
         {"format": 1, "events": [[0, "text"]], "usage": [1, 1]},  # an older server's entry
-        {"format": 2, "events": [[0, 1]], "usage": [1, 1]},
-        {"format": 2, "events": [["0"]], "usage": [1, 1]},
-        {"format": 2, "events": [[0, "x", "stop"]], "usage": [1, 1]},
-        {"format": 2, "events": [[0, None, 3]], "usage": [1, 1]},
-        {"format": 2, "events": [[]], "usage": [1, 1]},
-        {"format": 2, "events": [[0, None, None, 3]], "usage": [1, 1]},
-        {"format": 2, "events": [[0, None, "x", "y"]], "usage": [1, 1]},
+        {"format": 2, "events": [[0, "text"]], "usage": [1, 1]},
+        {"format": 3, "events": [[0, 1, 2]], "usage": [1, 1]},
+        {"format": 3, "events": [[0, "1", "x"]], "usage": [1, 1]},
+        {"format": 3, "events": [[0, 1]], "usage": [1, 1]},
+        {"format": 3, "events": [["0"]], "usage": [1, 1]},
+        {"format": 3, "events": [[0, "x", "stop"]], "usage": [1, 1]},
+        {"format": 3, "events": [[0, None, 3]], "usage": [1, 1]},
+        {"format": 3, "events": [[]], "usage": [1, 1]},
+        {"format": 3, "events": [[0, None, None, 3]], "usage": [1, 1]},
+        {"format": 3, "events": [[0, None, "x", "y"]], "usage": [1, 1]},
     ],
 )
 def test_an_entry_of_another_format_or_malformed_is_a_miss(raw: dict[str, Any]) -> None:

@@ -25,8 +25,10 @@ from starlette.types import ASGIApp, Message
 
 from oai_server.app import create_app
 from oai_server.engine.fake import FakeEngine
+from oai_server.engine.vllm.holder import VLLMTokenizer
 from oai_server.settings import Settings
 from tests.unit.conftest import MODEL, chat_scope, staying_client
+from tests.unit.tool_families import FAMILIES, TOOLS, family_tokenizer, pieces
 
 KEY = "sk-hot-path"
 PRODUCTION: dict[str, Any] = {
@@ -72,9 +74,17 @@ async def started(engine: FakeEngine | None = None, **settings: Any) -> AsyncIte
         yield app
 
 
-async def stream_calls(app: ASGIApp, max_tokens: int, prompt: str, field: str = "content") -> int:
+async def stream_calls(
+    app: ASGIApp,
+    max_tokens: int,
+    prompt: str,
+    field: str = "content",
+    extra: dict[str, Any] | None = None,
+    expected: tuple[bytes, int] | None = None,
+) -> int:
     """Function calls (Python and built-in) made to answer one streamed chat request, each
-    of whose `max_tokens` chunks carries "tok" as `field`."""
+    of whose `max_tokens` chunks carries "tok" as `field` (or, `expected`, whose body holds
+    these bytes so many times); `extra`: more of the request's body."""
     body = json.dumps(
         {
             "model": MODEL,
@@ -83,6 +93,7 @@ async def stream_calls(app: ASGIApp, max_tokens: int, prompt: str, field: str = 
             "ignore_eos": True,
             "stream": True,
             "temperature": 0,  # as the floor asks: with the cache on, each request a miss
+            **(extra or {}),
         }
     ).encode()
     scope = chat_scope((b"authorization", f"Bearer {KEY}".encode()))
@@ -111,7 +122,8 @@ async def stream_calls(app: ASGIApp, max_tokens: int, prompt: str, field: str = 
         sys.setprofile(None)
         gc.enable()
     text = b"".join(chunks)
-    assert text.count(b'"%s":"tok"' % field.encode()) == max_tokens
+    pattern, times = expected or (b'"%s":"tok"' % field.encode(), max_tokens)
+    assert text.count(pattern) == times
     assert text.endswith(b"data: [DONE]\n\n")
     return calls
 
@@ -137,13 +149,13 @@ async def test_each_streamed_chunk_costs_no_more_calls_than_its_budget(config: s
 
 
 # Calls per further chunk of a streamed answer that is all thinking, vLLM's `deepseek_r1`
-# parser on: 50. Of these, 11 are a text chunk's (above), about 15 the parser's own (its two
-# `DeltaMessage`s, validated), 12 the views of the ids it reads (`oai_server.engine.token_ids`:
-# a few calls each, where a new list per delta was two, and a scan growing with the answer),
-# and 12 the stage's split and its event. A chunk of thinking goes out as light as a chunk of
-# text (a `ReasoningDelta` spliced into prebuilt bytes); built as a typed chunk, as before,
-# it costs a dozen calls more.
-REASONING_BUDGET = 50
+# parser on: 28. It was 50 while the parser read every delta (about 15 calls its own, 12 the
+# views of the ids it reads); now a delta that cannot hold a marker is thinking without it
+# (`oai_server.dialects.gate`: a test of the text and the ids, 4 calls; its ids join the
+# record with the next delta the parser reads), so a chunk costs a text chunk's 11, the
+# gate, the stage's split and its event. A chunk of thinking goes out
+# as light as a chunk of text (a `ReasoningDelta` spliced into prebuilt bytes).
+REASONING_BUDGET = 28
 
 
 async def test_a_chunk_of_thinking_costs_the_parser_and_a_text_chunk() -> None:
@@ -155,4 +167,36 @@ async def test_a_chunk_of_thinking_costs_the_parser_and_a_text_chunk() -> None:
         per_chunk = (await stream_calls(app, 80, "long", "reasoning") - short) / (80 - 16)
     assert per_chunk <= REASONING_BUDGET, (
         f"{per_chunk:.1f} calls per streamed chunk of thinking: the reasoning path gained work"
+    )
+
+
+# Calls per further chunk of a tool call's arguments, vLLM's `hermes` parser on, its
+# arguments plain words: 29. The parser is asked only where a marker can be
+# (`oai_server.dialects.gate`): 161 while it read every delta, 64 without it; and the piece
+# goes out as an `ArgumentsDelta` spliced into prebuilt bytes, where five pydantic models
+# were built and serialized: 37; and the arguments are no longer kept (the assembler sums
+# them): 29, a text chunk's 11, the gate's test, the event.
+TOOL_ARGUMENTS_BUDGET = 29
+
+
+async def test_a_chunk_of_a_calls_arguments_costs_no_parser() -> None:
+    family = FAMILIES[0]  # hermes
+    tokenizer = family_tokenizer(family)
+    head = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "'
+    tokens = pieces(tokenizer, head + " tok" * 200)
+    engine = FakeEngine(tokens=tokens, model_tokenizer=VLLMTokenizer(tokenizer))
+    lead = len(pieces(tokenizer, head))
+    tools = {"tools": TOOLS}
+
+    def expected(n: int) -> tuple[bytes, int]:
+        return b'"arguments":" tok"', n - lead
+
+    async with started(engine, tool_call_parser="hermes") as app:
+        await stream_calls(app, 40, "warm-up", extra=tools, expected=expected(40))
+        short = await stream_calls(app, 40, "short", extra=tools, expected=expected(40))
+        long = await stream_calls(app, 104, "long", extra=tools, expected=expected(104))
+    per_chunk = (long - short) / (104 - 40)
+    assert per_chunk <= TOOL_ARGUMENTS_BUDGET, (
+        f"{per_chunk:.1f} calls per streamed chunk of a call's arguments: the tool-call path "
+        "gained work"
     )

@@ -10,6 +10,7 @@ from oai_server.services.chat import ChatService
 from oai_server.services.common import StreamSettings
 from oai_server.services.completions import CompletionService
 from oai_server.services.events import (
+    ArgumentsDelta,
     Chunks,
     Finish,
     Light,
@@ -58,6 +59,8 @@ def encoded(light: LightEvents, item: Light) -> bytes:
         around = light.reasoning_around(item.index)
         assert around is not None
         return around[0] + json_text(item.text) + around[1]
+    if isinstance(item, ArgumentsDelta):
+        return light.arguments(item)
     return light.encode(item)
 
 
@@ -79,6 +82,21 @@ def test_chat_reasoning_events_match_typed_chunks(text: str, index: int, tier: s
     light = LightEvents(chunks)
     assert encoded(light, item) == event(chunks.of(item))
     assert b'"reasoning":' + json_text(text) in encoded(light, item)
+
+
+@pytest.mark.parametrize("text", TEXTS)
+@pytest.mark.parametrize(("index", "call"), [(0, 0), (3, 1), (0, 987654321)])
+@pytest.mark.parametrize("opts", OPTIONS)
+def test_chat_call_arguments_match_typed_chunks(
+    text: str, index: int, call: int, opts: StreamSettings
+) -> None:
+    chunks = chat_chunks(opts, "flex")
+    item = ArgumentsDelta(index, call, text)
+    light = LightEvents(chunks)
+    assert encoded(light, item) == event(chunks.of(item))
+    assert b'"index":%d,"function":{"arguments":%s}' % (call, json_text(text)) in encoded(
+        light, item
+    )
 
 
 @pytest.mark.parametrize("opts", OPTIONS)

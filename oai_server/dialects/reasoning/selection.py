@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from oai_server.dialects.detect import THINK_TAGS, Dialect
+from oai_server.dialects.gate import Markers, markers_of
 from oai_server.dialects.reasoning.stage import ReasoningStage
 from oai_server.dialects.reasoning.tags import ThinkTags
 from oai_server.engine.protocol import Tokenizer
@@ -51,7 +52,9 @@ def choose(setting: str, dialect: Dialect | None, tokenizer: Tokenizer) -> Reaso
     if name == NONE:
         return None
     if name == THINK_TAGS:
-        return Reasoner(BUILTIN_THINK, lambda kwargs: ReasoningStage(ThinkTags()), True)
+        # Its tags are text (kept, special tokens or not): a delta without `<` holds none.
+        markers = Markers()
+        return Reasoner(BUILTIN_THINK, lambda kwargs: ReasoningStage(ThinkTags(), markers), True)
     try:
         parsing = tokenizer.reasoning_parsing(name)
     except ValueError as exc:
@@ -59,4 +62,5 @@ def choose(setting: str, dialect: Dialect | None, tokenizer: Tokenizer) -> Reaso
         # tokens: served as text, and the log says why.
         logger.warning("reasoning parser %s not used: %s", name, exc)
         return None
-    return Reasoner(name, lambda kwargs: ReasoningStage(parsing.new(kwargs or {})))
+    markers = markers_of(parsing.added_tokens(), name)
+    return Reasoner(name, lambda kwargs: ReasoningStage(parsing.new(kwargs or {}), markers))

@@ -10,11 +10,15 @@ DeepSeek-R1's distills do).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from oai_server.dialects.gate import EVERY_DELTA, Markers, passed
 from oai_server.engine.token_ids import TokenIds, TokenIdsView
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,34 +42,73 @@ class ReasoningStage:
 
     The ids so far reach the parser as views of one growing record (`TokenIds`), not as a
     new list per delta: its look-ups for its tags then cost the same at every token, where
-    a copy and a scan per delta made an answer's cost grow with its length squared.
+    a copy and a scan per delta made an answer's cost grow with its length squared. A
+    delta that cannot hold a marker (`markers`), after the parser gave the delta before it
+    back unchanged, all thinking or all content, is split the same without it, and reaches
+    the parser with the next delta it is given (`oai_server.dialects.gate`).
     """
 
     parser: Any
+    markers: Markers = EVERY_DELTA
     text: str = ""
     token_ids: TokenIds = field(default_factory=TokenIds)
     reasoning_tokens: int = 0
-    # The ids up to the last delta: the next delta's `previous_token_ids`.
+    # The ids up to the parser's last delta: the next delta's `previous_token_ids`.
     _seen: TokenIdsView = field(init=False)
+    # What the parser last gave back unchanged: thinking (True), content (False), or None.
+    _echo: bool | None = None
+    # The deltas split without the parser since its last delta.
+    _missed: list[str] = field(default_factory=list)
+    _missed_ids: list[int] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._seen = self.token_ids.view()
 
     def feed(self, text: str, token_ids: Sequence[int], token_count: int) -> Split:
+        echo = self._echo
+        if echo is not None and self.markers.quiet(text, token_ids):
+            # The ids join the record with the next delta the parser reads.
+            self._missed.append(text)
+            self._missed_ids += token_ids
+            if echo:
+                self.reasoning_tokens += token_count
+                return Split(text, "")
+            return Split("", text)
+        missed = "".join(self._missed)
+        delta_text, delta_ids = missed + text, token_ids
+        if self._missed_ids:
+            delta_ids = self._missed_ids + list(token_ids)
+        self._missed, self._missed_ids = [], []
         previous_text, previous_ids = self.text, self._seen
-        self.text = current_text = previous_text + text
-        self.token_ids.extend(token_ids)
+        self.text = current_text = previous_text + delta_text
+        self.token_ids.extend(delta_ids)
         self._seen = current_ids = self.token_ids.view()
         message = self.parser.extract_reasoning_streaming(
-            previous_text, current_text, text, previous_ids, current_ids, token_ids
+            previous_text, current_text, delta_text, previous_ids, current_ids, delta_ids
         )
-        if message is None:  # a tag alone: nothing to send
-            return Split("", "")
-        reasoning, content = message.reasoning or "", message.content or ""
+        reasoning = content = ""
+        if message is not None:  # None: a tag alone, nothing to send
+            reasoning, content = message.reasoning or "", message.content or ""
+        if missed:
+            reasoning, content = self._unsent(reasoning, content, missed)
+        if text and reasoning == text and not content:
+            self._echo = True
+        elif text and content == text and not reasoning:
+            self._echo = False
+        else:
+            self._echo = None
         # A token whose text is still held back by the detokenizer is the thinking's too.
         if not content and (reasoning or not text):
             self.reasoning_tokens += token_count
         return Split(reasoning, content)
+
+    def _unsent(self, reasoning: str, content: str, sent: str) -> tuple[str, str]:
+        """The split less `sent`, the start of its thinking or content that went out."""
+        rest = passed(reasoning if self._echo else content, sent)
+        if rest is None:  # the parser's family belongs in `gate.PER_TOKEN`
+            logger.warning("reasoning parser gave back other than the text sent unparsed")
+            return reasoning, content
+        return (rest, content) if self._echo else (reasoning, rest)
 
     def whole(self, text: str, request: Any) -> tuple[str | None, str | None]:
         """vLLM's split of a whole answer (what the streamed splits add up to)."""

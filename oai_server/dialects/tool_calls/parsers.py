@@ -20,11 +20,15 @@ from __future__ import annotations
 
 import abc
 import json
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from oai_server.engine.parsing import OutputTextParser, ParsedDelta
+from oai_server.dialects.gate import EVERY_DELTA, Markers, passed
+from oai_server.engine.parsing import CallDelta, OutputTextParser, ParsedDelta
 from oai_server.ids import new_call_id
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,29 +227,85 @@ def _partial_suffix(text: str, tag: str) -> int:
 class EngineCalls(OutputParser):
     """The events of one of the engine's parsers (vLLM's, by name).
 
-    Streamed, each piece goes to the parser as it comes, and vLLM's deltas map one to
+    Streamed, a delta goes to the parser where it can hold one of the family's markers
+    (`oai_server.dialects.gate`); one that cannot, after the parser gave the delta before
+    it back unchanged as content or as one call's arguments, goes out as the same without
+    it, and reaches the parser with the next delta it is given. vLLM's deltas map one to
     one onto events; `whole` (an answer not streamed), the text is parsed once at the
     end, as `vllm serve` parses a whole answer. With `parallel` off only the first call
     goes out, as `vllm serve` filters calls when `parallel_tool_calls` is false.
     """
 
-    def __init__(self, parser: OutputTextParser, *, whole: bool, parallel: bool) -> None:
+    def __init__(
+        self,
+        parser: OutputTextParser,
+        *,
+        whole: bool,
+        parallel: bool,
+        markers: Markers = EVERY_DELTA,
+    ) -> None:
         self.parser = parser
         self.whole = whole
         self.parallel = parallel
+        self.markers = markers
         self.text = ""
         self.ids: dict[int, str] = {}
+        # What the parser last gave back unchanged: content (-1), a call's arguments (its
+        # index), or None (anything else: the next delta goes to the parser).
+        self._echo: int | None = None
+        # The deltas sent without the parser since its last delta.
+        self._missed: list[str] = []
+        self._missed_ids: list[int] = []
 
     def feed(self, text: str, token_ids: Sequence[int] = ()) -> list[Event]:
         if self.whole:
             self.text += text
             return []
-        return self._events(self.parser.feed(text, token_ids, finished=False))
+        echo = self._echo
+        if echo is not None and self.markers.quiet(text, token_ids):
+            self._missed.append(text)
+            self._missed_ids += token_ids
+            if echo < 0:
+                return [Content(text)]
+            return [CallArguments(echo, text)] if echo in self.ids else []
+        return self._parse(text, token_ids, finished=False)
 
     def finish(self) -> list[Event]:
         if self.whole:
             return self._events(self.parser.whole(self.text))
-        return self._events(self.parser.feed("", (), finished=True))
+        return self._parse("", (), finished=True)
+
+    def _parse(self, text: str, token_ids: Sequence[int], *, finished: bool) -> list[Event]:
+        """The parser's events for the deltas it missed and this one, less what of them
+        went out unparsed."""
+        missed = "".join(self._missed)
+        ids = self._missed_ids + list(token_ids) if missed else token_ids
+        delta = self.parser.feed(missed + text, ids, finished=finished)
+        if missed:
+            self._missed, self._missed_ids = [], []
+            delta = self._unsent(delta, missed)
+        self._echo = _echo_of(delta, text)
+        return self._events(delta)
+
+    def _unsent(self, delta: ParsedDelta | None, sent: str) -> ParsedDelta | None:
+        """`delta` without `sent`, the start of its content or of its current call's
+        arguments that went out unparsed."""
+        echo = self._echo
+        if delta is not None and echo is not None and echo < 0:
+            rest = passed(delta.content, sent)
+            if rest is not None:
+                return ParsedDelta(rest, delta.calls)
+        elif delta is not None:
+            calls = list(delta.calls)
+            at = next((i for i, c in enumerate(calls) if c.index == echo and c.arguments), None)
+            rest = None if at is None else passed(calls[at].arguments, sent)
+            if at is not None and rest is not None:
+                call = calls[at]
+                calls[at] = CallDelta(call.index, call.id, call.name, rest)
+                return ParsedDelta(delta.content, calls)
+        # The parser did not give back what went out: its family belongs in `PER_TOKEN`.
+        logger.warning("tool-call parser gave back other than the text sent unparsed: %r", sent)
+        return delta
 
     def _events(self, delta: ParsedDelta | None) -> list[Event]:
         if delta is None:
@@ -261,3 +321,18 @@ class EngineCalls(OutputParser):
             if call.arguments and call.index in self.ids:
                 events.append(CallArguments(call.index, call.arguments))
         return events
+
+
+def _echo_of(delta: ParsedDelta | None, text: str) -> int | None:
+    """What `delta` (the parser's answer to `text`) shows the parser doing with a delta:
+    giving it back as content (-1), as call `index`'s arguments (the index), or else None."""
+    if delta is None or not text:
+        return None
+    if not delta.calls:
+        return -1 if delta.content == text else None
+    if delta.content or len(delta.calls) != 1:
+        return None
+    call = delta.calls[0]
+    if call.name is None and call.id is None and call.arguments == text:
+        return call.index
+    return None

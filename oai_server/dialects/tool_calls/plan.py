@@ -9,10 +9,12 @@ offers only the tools it names, in its own mode.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from oai_server.dialects.gate import Markers, markers_of
 from oai_server.dialects.tool_calls.custom import (
     INPUT_SCHEMA,
     CustomInputs,
@@ -28,6 +30,7 @@ from oai_server.dialects.tool_calls.parsers import (
     RequiredCalls,
 )
 from oai_server.dialects.tool_calls.selection import ToolParsing
+from oai_server.engine.parsing import OutputParsing
 from oai_server.engine.types import StructuredOutput
 from oai_server.errors import InvalidRequestError, UnsupportedParameterError
 from oai_server.structured.limits import check_schema
@@ -156,6 +159,12 @@ def _check_compiled(tools: list[tuple[int, Tool]], choice: ToolChoice) -> None:
             check_schema(tool.function.parameters, f"tools[{i}].function.parameters")
 
 
+@functools.lru_cache(maxsize=64)  # one per model served: few
+def markers_of_parsing(parsing: OutputParsing) -> Markers:
+    """Where the markers of `parsing`'s family can be (worked out once per model)."""
+    return markers_of(parsing.added_tokens(), parsing.name)
+
+
 # Most requests: no tools, the same plan every time.
 _NO_TOOLS = ToolPlan(ContentOnly)
 
@@ -224,9 +233,12 @@ def plan_tools(req: CreateChatCompletionRequest, parsing: ToolParsing) -> ToolPl
         # vLLM's parsers are given the tools as the template is: functions only.
         request = req.model_dump(mode="json", exclude_none=True)
         request.update(tools=template_tools, tool_choice="auto")
+        markers = markers_of_parsing(engine_parsing)
         return ToolPlan(
             reading(
-                lambda: EngineCalls(engine_parsing.new(request), whole=False, parallel=parallel)
+                lambda: EngineCalls(
+                    engine_parsing.new(request), whole=False, parallel=parallel, markers=markers
+                )
             ),
             None,
             template_tools,

@@ -13,7 +13,7 @@ that is one special token, that token).
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from oai_server.engine.parsing import CallDelta, OutputParsing, OutputTextParser, ParsedDelta
@@ -53,6 +53,10 @@ class VLLMOutputParsing(OutputParsing):
             raise ValueError(str(exc)) from None
         if self._cls is None:
             raise ValueError(f"no tool-call parser '{name}'")
+        self._added = added_tokens(tokenizer)
+
+    def added_tokens(self) -> Mapping[str, int]:
+        return self._added
 
     def new(self, request: dict[str, Any]) -> OutputTextParser:
         from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
@@ -116,3 +120,11 @@ class _VLLMTextParser(OutputTextParser):
                 for i, call in enumerate(calls or [])
             ],
         )
+
+
+def added_tokens(tokenizer: Any) -> Mapping[str, int]:
+    """The tokens `tokenizer`'s vocabulary adds, its special ones included, by text."""
+    added = dict(getattr(tokenizer, "get_added_vocab", dict)())
+    for token in getattr(tokenizer, "all_special_tokens", ()):
+        added.setdefault(token, tokenizer.convert_tokens_to_ids(token))
+    return added

@@ -6,10 +6,12 @@ vllm is imported here only when a parser is named, never when the server is impo
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import cached_property
 from typing import Any
 
 from oai_server.engine.parsing import ReasoningParsing
+from oai_server.engine.vllm.parsing import added_tokens
 
 
 def reasoning_parser_names() -> list[str]:
@@ -63,6 +65,11 @@ class VLLMReasoningParsing(ReasoningParsing):
             self._cls(self._tokenizer)
         except (RuntimeError, ValueError, KeyError) as exc:  # as vLLM's parsers raise
             raise ValueError(str(exc)) from None
+
+        self._added = added_tokens(tokenizer)
+
+    def added_tokens(self) -> Mapping[str, int]:
+        return self._added
 
     def new(self, template_kwargs: dict[str, Any]) -> Any:
         return self._cls(self._tokenizer, chat_template_kwargs=template_kwargs)
