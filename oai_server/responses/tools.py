@@ -167,10 +167,11 @@ def echo_tool_choice(choice: ResponsesToolChoice | None) -> str | dict[str, Any]
 
 def echo_tool(tool: ResponsesTool) -> dict[str, Any]:
     """A tool as the response object repeats it (a function's `parameters` and `strict`
-    always there, as OpenAI's are)."""
+    always there, as OpenAI's are, and its `description`, as Open Responses requires: null
+    where the request had none)."""
     if isinstance(tool, FunctionTool):
         out = tool.model_dump(exclude_none=True)
-        out.setdefault("parameters", None)
-        out.setdefault("strict", None)
+        for key in ("description", "parameters", "strict"):
+            out.setdefault(key, None)
         return out
     return tool.model_dump(exclude_none=True)

@@ -25,6 +25,12 @@ from tests.store.conftest import MODEL
 CASES = {
     "text": (FakeEngine(reply="Hello there."), {}, "response.completed"),
     "function call": (FakeEngine(tokens=[CALL]), {"tools": [WEATHER]}, "response.completed"),
+    # Echoed with `description`, `parameters` and `strict` null, as both specs have them.
+    "bare function tool": (
+        FakeEngine(reply="Hello."),
+        {"tools": [{"type": "function", "name": "look"}]},
+        "response.completed",
+    ),
     "incomplete": (
         FakeEngine(reply="one two three four"),
         {"max_output_tokens": 2},
