@@ -20,7 +20,8 @@ from typing import Any
 import pytest
 
 from oai_server.dialects.gate import EVERY_DELTA, PER_TOKEN
-from oai_server.dialects.reasoning.stage import ReasoningStage, choose
+from oai_server.dialects.reasoning.selection import choose
+from oai_server.dialects.reasoning.stage import ReasoningStage
 from oai_server.dialects.tool_calls.parsers import (
     CallArguments,
     CallStart,
@@ -68,7 +69,7 @@ def _choice(family: Family, thinker: Thinker | None, gated: bool) -> ChoiceState
     calls = EngineCalls(parsing.new(request), whole=False, parallel=True, markers=markers)
     stage = None
     if thinker is not None:
-        reasoner = choose(thinker.reasoning_parser, VLLMTokenizer(family_tokenizer(family)))
+        reasoner = choose(thinker.reasoning_parser, None, VLLMTokenizer(family_tokenizer(family)))
         assert reasoner is not None
         stage = reasoner.make(dict(thinker.template_kwargs))
         if not gated:
