@@ -73,7 +73,7 @@ class MessagesEndpoint(Endpoint):
     async def answer(self, body: Any, owner: str, priority: int | None) -> Any:
         service = self.core.chat
         job = await service.prepare(self._chat(body, owner, priority))
-        run = MessageRun.of(new_id("msg"), body.model, len(job.prompt_token_ids))
+        run = MessageRun.of(new_id("msg"), body.model, job.prompt_tokens)
         return await run.whole(service.stream(await service.start(job)))
 
 
