@@ -259,3 +259,22 @@ async def test_an_unexpected_failure_is_a_500_event_that_names_no_internals() ->
     assert failed[-1]["status"] == 500
     assert "secret" not in json.dumps(failed[-1])
     assert after[-1]["error"]["code"] == "invalid_json"  # the socket still serves
+
+
+async def test_each_turn_counts_against_the_request_limit() -> None:
+    async with server(FakeEngine(), rate_limit_rpm=3) as root:
+        async with client_for(root).responses.connect() as conn:
+            # The handshake counts as the first turn's request; each later turn, one more.
+            served = [await turn(conn, input=f"turn {i}") for i in range(3)]
+            refused = await turn(conn, input="one too many")
+            await conn.send_raw("not json")
+            after = await until_last(conn)
+        with pytest.raises(InvalidStatus) as handshake:
+            async with client_for(root).responses.connect():
+                pass
+    assert [final(events)["status"] for events in served] == ["completed"] * 3
+    assert refused[-1]["type"] == "error"
+    assert refused[-1]["status"] == 429
+    assert "Rate limit reached on requests" in refused[-1]["error"]["message"]
+    assert after[-1]["error"]["code"] == "invalid_json"  # the socket stays open
+    assert handshake.value.response.status_code == 429
