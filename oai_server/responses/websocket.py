@@ -10,9 +10,11 @@ Keys and rate limits are checked at the handshake by the same middleware as HTTP
 handshake counts as the first turn's request, and each later `response.create` counts
 one more against the key's request limit (`take_request`), a turn over it refused with a
 429 error event. Tokens count per turn as they are generated; service tiers and the
-prefix-cache salt per turn as over HTTP. Errors are the spec's `ResponseWsError` events,
-and the socket stays open after them. A socket that closes mid-answer cancels its turn,
-which aborts the engine request.
+prefix-cache salt per turn as over HTTP. A socket lives at most
+`--responses-ws-max-lifetime` (OpenAI's 60 minutes): past it, once no answer is in
+progress, it gets a `websocket_connection_limit_reached` error and is closed. Errors
+are the spec's `ResponseWsError` events, and the socket stays open after them. A socket
+that closes mid-answer cancels its turn, which aborts the engine request.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from schemas.response_events import ResponseLifecycleEvent
 from schemas.responses import CreateResponse
 
 # RFC 6455 close codes.
+NORMAL_CLOSURE = 1000
 MESSAGE_TOO_BIG = 1009
 # The statuses that mean the turn ended badly: its `previous_response_id` is forgotten.
 _FAILED = frozenset({"failed", "cancelled"})
@@ -206,6 +209,7 @@ def router(
     each turn after the first counted by `take_request` (None: no request limit)."""
     router = APIRouter()
     limit = core.settings.max_request_bytes
+    lifetime = core.settings.responses_ws_max_lifetime
 
     @router.websocket("/v1/responses")
     async def responses_socket(websocket: WebSocket) -> None:
@@ -213,8 +217,20 @@ def router(
         socket = ResponseSocket(websocket, core, store, take_request)
         pending: asyncio.Queue[str | None] = asyncio.Queue()
         reader = asyncio.create_task(_read(websocket, pending, limit))
+        loop = asyncio.get_running_loop()
+        ends = loop.time() + lifetime
         try:
-            while (text := await pending.get()) is not None:
+            while True:
+                try:
+                    if loop.time() >= ends:  # events queued past the end are not served
+                        raise TimeoutError
+                    async with asyncio.timeout_at(ends):
+                        text = await pending.get()
+                except TimeoutError:
+                    await _expire(websocket, lifetime)
+                    return
+                if text is None:
+                    return
                 turn = asyncio.create_task(socket.turn(text))
                 # A socket that closes mid-answer cancels its turn: the engine request aborts.
                 done, _ = await asyncio.wait({turn, reader}, return_when=asyncio.FIRST_COMPLETED)
@@ -231,6 +247,19 @@ def router(
                 await reader
 
     return router
+
+
+async def _expire(websocket: WebSocket, lifetime: float) -> None:
+    """Tell the client its socket is past its lifetime, and close it (a client such as
+    Codex then reconnects, sending its whole input again)."""
+    error = InvalidRequestError(
+        f"Responses WebSocket connection limit reached ({lifetime:g} s): open a new "
+        "connection to continue, sending the whole input again.",
+        code="websocket_connection_limit_reached",
+    )
+    with contextlib.suppress(WebSocketDisconnect, RuntimeError):
+        await websocket.send_text(json.dumps(ws_error(error)))
+        await websocket.close(NORMAL_CLOSURE, "connection limit reached")
 
 
 async def _read(websocket: WebSocket, pending: asyncio.Queue[str | None], limit: int) -> None:

@@ -278,3 +278,26 @@ async def test_each_turn_counts_against_the_request_limit() -> None:
     assert "Rate limit reached on requests" in refused[-1]["error"]["message"]
     assert after[-1]["error"]["code"] == "invalid_json"  # the socket stays open
     assert handshake.value.response.status_code == 429
+
+
+async def test_a_socket_past_its_lifetime_is_told_and_closed() -> None:
+    engine = FakeEngine(reply="one two three", token_delay=0.2)
+    async with server(engine, responses_ws_max_lifetime=0.3) as root:
+        url = root.replace("http", "ws", 1) + "/v1/responses"
+        async with websockets.connect(url) as ws:
+            await ws.send(json.dumps({"type": "response.create", "model": MODEL, "input": "x"}))
+            events = await until_closed(ws)
+    kinds = [event["type"] for event in events]
+    # The answer in progress at the end of the lifetime ends first.
+    assert kinds[-2:] == ["response.completed", "error"]
+    assert events[-1]["error"]["code"] == "websocket_connection_limit_reached"
+    assert ws.close_code == 1000
+
+
+async def until_closed(ws: Any) -> list[dict[str, Any]]:
+    """Every event until the server closes the socket."""
+    events = []
+    async with asyncio.timeout(TIMEOUT_S):
+        async for message in ws:
+            events.append(json.loads(message))
+    return events
