@@ -302,7 +302,9 @@ def _wire(
     stored = store.feature(core, keys.renames())
     embedded = embeddings.feature(core)
     cached = cache.feature(core, embedded.service)
-    answered = responses.feature(core, stored.service)
+    # A socket is one request at its handshake; each of its later turns is one more.
+    per_turn = None if limiter is None or limiter.rpm is None else limiter.take_request
+    answered = responses.feature(core, stored.service, per_turn)
     scored = rerank.feature(core, cached.service)
     more: dict[str, Endpoint] = {}
     if scored.service is not None:

@@ -260,6 +260,15 @@ class Settings(BaseSettings, EngineOptions):
         description="Seconds a Realtime WebSocket session may stay silent before it is closed.",
     )
 
+    # --- Responses WebSocket mode (oai_server/responses/websocket.py) --------------
+    responses_ws_max_lifetime: float = Field(
+        3600.0,
+        gt=0,
+        description="Seconds a Responses WebSocket may stay open (OpenAI's limit: 60 minutes); "
+        "then it gets a websocket_connection_limit_reached error and is closed, once any "
+        "answer in progress has ended.",
+    )
+
     # --- store (stored chat completions; later responses and conversations) ---
     data_dir: Path = Field(
         Path.home() / ".local" / "share" / "oai-server",

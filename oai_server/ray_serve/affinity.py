@@ -43,6 +43,8 @@ class RouteHint:
 
     key: str | None = None
     replica: str | None = None  # the replica that served the previous turn, if known
+    # `replica` only, whatever its load: a relayed socket's session lives there.
+    pinned: bool = False
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from oai_server.ray_serve.engine import (
 )
 from oai_server.ray_serve.gateway import Gateway
 from oai_server.ray_serve.options import deployment_options, gateway_options
+from oai_server.ray_serve.sockets import Sessions
 from oai_server.settings import Settings
 
 DEPLOYMENT_NAME = "OAIServer"
@@ -105,6 +106,7 @@ class Replica:
             extra=[ray_metrics.feature],
             replica=self.replica,
         )
+        self.sockets = Sessions(self.replica)
 
     def __serve_build_asgi_app__(self) -> ASGIApp:
         return ReplicaHeader(self._app, self.replica)
@@ -156,6 +158,18 @@ class Replica:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
+    async def open_socket(
+        self, session: str, scope: Scope, first: Message, hint: RouteHint | None
+    ) -> AsyncIterator[list[Message]]:
+        """A WebSocket the gateway relays (`hint` is for the router): see `sockets.py`.
+        (An async generator itself: Serve streams only what such a method returns.)"""
+        async for batch in self.sockets.open(self._app, session, scope, first):
+            yield batch
+
+    async def deliver_socket(self, session: str, message: Message, hint: RouteHint) -> bool:
+        """A relayed socket's next client message (`hint` pins it to this replica)."""
+        return self.sockets.deliver(session, message)
+
     async def check_health(self) -> None:
         """Serve's health probe: raises (and Serve replaces the replica) once an engine dies."""
         await self.engine.check_health()
@@ -163,9 +177,31 @@ class Replica:
             await self.embedder.check_health()
 
 
+class GatewayedReplica(Replica):
+    """A replica behind the gateway, reached by its handle only: Serve allows one ingress
+    per application, and the gateway is the one (it takes WebSockets too). Without Serve's
+    ASGI wrapper to run it, the replica runs its app's lifespan itself."""
+
+    async def __init__(  # type: ignore[misc]
+        self,
+        settings: dict[str, Any],
+        engine_factory: str | None,
+        embedding_factory: str | None = None,
+    ) -> None:
+        await super().__init__(settings, engine_factory, embedding_factory)
+        self._lifespan = contextlib.AsyncExitStack()
+        await self._lifespan.enter_async_context(self._app.router.lifespan_context(self._app))
+
+    async def __del__(self) -> None:
+        """Serve's shutdown of the replica: the app's lifespan ends (engines stopped)."""
+        await self._lifespan.aclose()
+
+
 # The app is built per replica (`__serve_build_asgi_app__`), not pickled from the driver.
 OAIServer: Deployment = serve.deployment(name=DEPLOYMENT_NAME)(serve.ingress()(Replica))
-GatewayDeployment: Deployment = serve.deployment(name=GATEWAY_NAME)(Gateway)
+BehindGateway: Deployment = serve.deployment(name=DEPLOYMENT_NAME)(GatewayedReplica)
+# The gateway is an ASGI app of its own, so Serve's proxy hands it WebSockets too.
+GatewayDeployment: Deployment = serve.deployment(name=GATEWAY_NAME)(serve.ingress()(Gateway))
 
 
 def build_app(args: dict[str, Any]) -> Application:
@@ -182,12 +218,13 @@ def build_app(args: dict[str, Any]) -> Application:
     if unknown:
         raise ValueError(f"unknown settings for oai-server: {', '.join(unknown)}")
     settings = Settings(**args)
-    deployment = OAIServer.options(**deployment_options(settings))
+    gateway = settings.ray_router == "affinity"
+    deployment = (BehindGateway if gateway else OAIServer).options(**deployment_options(settings))
     # Only what was given (args, the OAI_* environment where the builder runs): defaults
     # such as the cache directory are resolved on each replica's own node.
     given = settings.model_dump(exclude_unset=True)
     app: Application = deployment.bind(given, engine_factory, embedding_factory)
-    if settings.ray_router == "affinity":
+    if gateway:
         app = GatewayDeployment.options(**gateway_options(settings)).bind(
             app, REPLICA_HEADER, given
         )

@@ -8,7 +8,8 @@ the prompt. The gateway, a small deployment in front, reads the body, turns it i
 messages back, batched as they queue up. It learns which replica answered each response
 id from the answer's first bytes and its `x-replica` header; what it has not seen (it
 restarted, or another gateway replica saw it), it reads from the store, where each
-replica records itself.
+replica records itself. A WebSocket on `/v1/responses` is relayed to one replica for its
+life (`sockets.py`).
 """
 
 from __future__ import annotations
@@ -23,10 +24,11 @@ from ray.exceptions import RayActorError
 from ray.serve.handle import DeploymentHandle, DeploymentResponseGenerator
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
-from starlette.types import Message
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from oai_server.ray_serve.affinity import ResponseReplicas
 from oai_server.ray_serve.recorded import RouteHints
+from oai_server.ray_serve.sockets import SocketRelay
 from oai_server.settings import Settings
 from oai_server.store.sql import SQLStore
 from oai_server.store.url import async_url
@@ -73,8 +75,13 @@ class Gateway:
         # Tracing on: the gateway's span, the replica's continues it (one trace).
         endpoint = resolved.otlp_traces_endpoint
         self.tracer = None if endpoint is None else tracer_provider(endpoint).get_tracer(__name__)
+        self.sockets = SocketRelay(server, self.hints.hint, self.responses)
 
-    async def __call__(self, request: Request) -> Response:
+    def __serve_build_asgi_app__(self) -> ASGIApp:
+        return GatewayApp(self)
+
+    async def forward(self, request: Request) -> Response:
+        """`request` answered by a replica (Serve's ASGI wrapper owns `__call__`)."""
         scope = {k: request.scope[k] for k in SCOPE_KEYS if k in request.scope}
         if self.tracer is None:
             return await self._forward(request, scope, None)
@@ -165,3 +172,24 @@ class Gateway:
                 batches.cancel()  # type: ignore[no-untyped-call]
             if span is not None:
                 span.end()
+
+
+class GatewayApp:
+    """The gateway as Serve's proxy calls it: HTTP forwarded, a WebSocket relayed.
+
+    An instance with an async `__call__`: uvicorn, which runs it under Serve, takes a
+    bound method for an ASGI2 app."""
+
+    def __init__(self, gateway: Gateway) -> None:
+        self.gateway = gateway
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            response = await self.gateway.forward(Request(scope, receive))
+            await response(scope, receive, send)
+        elif scope["type"] == "websocket":
+            await self.gateway.sockets(scope, receive, send)
+        elif scope["type"] == "lifespan":  # nothing to start or stop
+            while (await receive())["type"] != "lifespan.shutdown":
+                await send({"type": "lifespan.startup.complete"})
+            await send({"type": "lifespan.shutdown.complete"})

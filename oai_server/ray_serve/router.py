@@ -82,8 +82,12 @@ class CacheAffinityRouter(RequestRouter):
     ) -> list[list[RunningReplica]]:
         if not candidate_replicas:
             return []
+        hint = _hint(pending_request)
+        if hint is not None and hint.pinned:
+            # A relayed socket's message: its session is on that replica or nowhere.
+            return [[r for r in candidate_replicas if r.replica_id.unique_id == hint.replica]]
         two = random.sample(candidate_replicas, min(2, len(candidate_replicas)))
-        chosen = self.preferred(candidate_replicas, _hint(pending_request))
+        chosen = self.preferred(candidate_replicas, hint)
         if chosen is not None and self.load(chosen) < self.target:
             return [[chosen], two]
         return [two]

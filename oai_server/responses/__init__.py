@@ -15,20 +15,24 @@ from __future__ import annotations
 from oai_server.features import Feature
 from oai_server.responses import conversations, routes, websocket
 from oai_server.responses.background import BackgroundRuns
+from oai_server.responses.websocket import TakeRequest
 from oai_server.state import ServerState
 from oai_server.store.service import StoreService
 
 __all__ = ["feature"]
 
 
-def feature(core: ServerState, store: StoreService | None) -> Feature[BackgroundRuns | None]:
+def feature(
+    core: ServerState, store: StoreService | None, take_request: TakeRequest | None = None
+) -> Feature[BackgroundRuns | None]:
     """The routes, and the background responses (which need the store): created with the
-    app, and stopped at shutdown with every run stored as it ended."""
+    app, and stopped at shutdown with every run stored as it ended. A socket's turns after
+    the first count against the caller's request limit through `take_request` (None: none)."""
     kept = routes.Kept(store, core.replica)
     runs = None if store is None else BackgroundRuns(core.engine.abort_all)
     endpoints = [
         *routes.router(core, kept, runs).routes,
-        *websocket.router(core, store).routes,
+        *websocket.router(core, store, take_request).routes,
         *conversations.router(core.settings, core.secret, kept).routes,
     ]
     if runs is None:

@@ -89,8 +89,12 @@ def opened(items: Sequence[Item], secret: ServerSecret) -> list[Item]:
     return [*user_messages(items[:last]), said, *items[last + 1 :]]
 
 
-def summarising(model: str, instructions: str | None) -> CreateResponse:
-    """The request of the summarising pass (greedy, so one history gives one summary)."""
+def summarising(
+    model: str, instructions: str | None, like: CreateResponse | None = None
+) -> CreateResponse:
+    """The request of the summarising pass (greedy, so one history gives one summary);
+    `like`, the turn it compacts for, already shaped for its caller: the pass runs at its
+    service tier and in its key's prefix cache."""
     return CreateResponse(
         model=model,
         instructions=instructions,
@@ -98,6 +102,8 @@ def summarising(model: str, instructions: str | None) -> CreateResponse:
         temperature=0,
         store=False,
         truncation="auto",  # a history too long to read whole is summarised from its end
+        service_tier=None if like is None else like.service_tier,
+        cache_salt=None if like is None else like.cache_salt,
     )
 
 

@@ -5,6 +5,7 @@ caller's own only."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 from fastapi import APIRouter, Request, Response
 
@@ -118,7 +119,8 @@ def router(core: ServerState, kept: Kept, runs: BackgroundRuns | None) -> APIRou
     @router.post("/v1/responses/compact")
     async def compact_response(request: Request) -> Response:
         req = await parse_body(request, CompactRequest, settings.max_request_bytes)
-        compacted = await until_disconnect(request, responses_service(request).compact(req))
+        shape = partial(core.for_caller, principal=caller(request.scope))
+        compacted = await until_disconnect(request, responses_service(request).compact(req, shape))
         return json_response(compacted)
 
     @router.get("/v1/responses/{response_id}")

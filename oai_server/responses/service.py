@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import base64
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -175,7 +175,8 @@ class ResponsesService:
         if load and limit is not None and prompt > limit:
             # Compacted before the turn: the item joins this turn's input (and so the
             # chain and conversation it is stored in), and the model reads the summary.
-            item, _ = await self._compaction(req.model, req.instructions, [*earlier, *inputs])
+            summarising = compaction.summarising(req.model, req.instructions, like=req)
+            item, _ = await self._compaction(summarising, [*earlier, *inputs])
             inputs = [*inputs, item]
             job = await self.prepare_chat(req, [*earlier, *inputs])
             prompt = await self.chat.count_prompt_tokens(job)
@@ -225,26 +226,30 @@ class ResponsesService:
             response.service_tier = job.req.service_tier  # the tier served
         return ResponseJob(req, inputs, job, response, conversation, now_us())
 
-    async def compact(self, req: CompactRequest) -> CompactedResponse:
+    async def compact(
+        self, req: CompactRequest, for_caller: Callable[[CreateResponse], CreateResponse]
+    ) -> CompactedResponse:
         """`POST /v1/responses/compact`: the history's user messages, then a compaction
-        item standing for all of it (`compaction`); `usage` is the summarising pass's."""
+        item standing for all of it (`compaction`); `usage` is the summarising pass's,
+        which runs as `for_caller` shapes it (the caller's tier and prefix-cache salt)."""
         earlier: list[Item] = []
         if self.state is not None and req.previous_response_id is not None:
             earlier = await self.state.previous_context(req.previous_response_id)
         history = [*earlier, *to_items(req.input, self.secret)]
         if not history:
             raise InvalidRequestError("There is no history to compact.", param="input")
-        item, usage = await self._compaction(req.model, req.instructions, history)
+        summarising = for_caller(compaction.summarising(req.model, req.instructions))
+        item, usage = await self._compaction(summarising, history)
         kept = compaction.user_messages(compaction.opened(history, self.secret))
         return CompactedResponse(
             id=new_id("resp"), created_at=int(time.time()), output=[*kept, item], usage=usage
         )
 
     async def _compaction(
-        self, model: str, instructions: str | None, history: Sequence[Item]
+        self, req: CreateResponse, history: Sequence[Item]
     ) -> tuple[CompactionItem, ResponseUsage]:
-        """The model's summary of `history`, sealed; and what summarising it took."""
-        req = compaction.summarising(model, instructions)
+        """The model's summary of `history` (the summarising pass `req`), sealed; and what
+        summarising it took."""
         job = await self.prepare_chat(req, [*history, compaction.instruction()])
         chat = await self.chat.start(job, new_id("resp"))
         answer = await self.chat.complete(chat)

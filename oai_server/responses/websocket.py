@@ -6,11 +6,15 @@ at a time, in the order they came. A response continues the socket's latest one 
 memory (`chain`), `store: false` too. `generate: false` prepares a turn (its prompt is
 prefilled, so vLLM's prefix cache holds it) and answers an empty response to continue.
 
-Keys and rate limits are checked at the handshake by the same middleware as HTTP (a
-socket is one request; its tokens count as they are generated); service tiers and the
-prefix-cache salt per turn as over HTTP. Errors are the spec's `ResponseWsError` events,
-and the socket stays open after them. A socket that closes mid-answer cancels its turn,
-which aborts the engine request.
+Keys and rate limits are checked at the handshake by the same middleware as HTTP; the
+handshake counts as the first turn's request, and each later `response.create` counts
+one more against the key's request limit (`take_request`), a turn over it refused with a
+429 error event. Tokens count per turn as they are generated; service tiers and the
+prefix-cache salt per turn as over HTTP. A socket lives at most
+`--responses-ws-max-lifetime` (OpenAI's 60 minutes): past it, once no answer is in
+progress, it gets a `websocket_connection_limit_reached` error and is closed. Errors
+are the spec's `ResponseWsError` events, and the socket stays open after them. A socket
+that closes mid-answer cancels its turn, which aborts the engine request.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import contextlib
 import dataclasses
 import json
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fastapi import APIRouter, WebSocket
@@ -40,9 +45,13 @@ from schemas.response_events import ResponseLifecycleEvent
 from schemas.responses import CreateResponse
 
 # RFC 6455 close codes.
+NORMAL_CLOSURE = 1000
 MESSAGE_TOO_BIG = 1009
 # The statuses that mean the turn ended badly: its `previous_response_id` is forgotten.
 _FAILED = frozenset({"failed", "cancelled"})
+
+# Counts one request against the caller's request limit; raises `RateLimitError` to refuse.
+TakeRequest = Callable[[str | None], Awaitable[object]]
 
 
 def ws_error(exc: BaseException, sequence_number: int | None = None) -> dict[str, Any]:
@@ -69,9 +78,18 @@ def ws_error(exc: BaseException, sequence_number: int | None = None) -> dict[str
 class ResponseSocket:
     """One socket's turns: each `response.create` parsed, answered, and its chain kept."""
 
-    def __init__(self, websocket: WebSocket, core: ServerState, store: StoreService | None):
+    def __init__(
+        self,
+        websocket: WebSocket,
+        core: ServerState,
+        store: StoreService | None,
+        take_request: TakeRequest | None = None,
+    ):
         self.websocket = websocket
         self.core = core
+        self.take_request = take_request
+        # The handshake was counted as one request: it pays for the first turn.
+        self.counted = True
         self.chain = Chain()
         # The next event's sequence number once a response's events began (None before).
         self.sequence: int | None = None
@@ -91,6 +109,7 @@ class ResponseSocket:
         self.sequence = None
         try:
             doc = _event(text)
+            await self._count()
             raw_lane = doc.get("stream_id")
             lane = raw_lane if isinstance(raw_lane, str) else None
             req = CreateResponse.model_validate_json(text, strict=True)
@@ -103,6 +122,13 @@ class ResponseSocket:
                 self.chain.forget(previous)
             # Unexpected ones are logged with their traceback there; the client gets a 500.
             await self.send(ws_error(exc, self.sequence), lane)
+
+    async def _count(self) -> None:
+        """Count this turn against the caller's request limit (the first is the handshake's)."""
+        if self.counted:
+            self.counted = False
+        elif self.take_request is not None:
+            await self.take_request(caller(self.websocket.scope))
 
     async def _answer(self, req: CreateResponse, *, generate: bool, lane: str | None) -> None:
         req = self.core.for_caller(req, caller(self.websocket.scope))
@@ -176,19 +202,35 @@ def _event(text: str) -> dict[str, Any]:
     return doc
 
 
-def router(core: ServerState, store: StoreService | None) -> APIRouter:
-    """The socket's route, on the core's chat service and the store (None: no store)."""
+def router(
+    core: ServerState, store: StoreService | None, take_request: TakeRequest | None = None
+) -> APIRouter:
+    """The socket's route, on the core's chat service and the store (None: no store);
+    each turn after the first counted by `take_request` (None: no request limit)."""
     router = APIRouter()
     limit = core.settings.max_request_bytes
+    lifetime = core.settings.responses_ws_max_lifetime
 
     @router.websocket("/v1/responses")
     async def responses_socket(websocket: WebSocket) -> None:
         await websocket.accept()
-        socket = ResponseSocket(websocket, core, store)
+        socket = ResponseSocket(websocket, core, store, take_request)
         pending: asyncio.Queue[str | None] = asyncio.Queue()
         reader = asyncio.create_task(_read(websocket, pending, limit))
+        loop = asyncio.get_running_loop()
+        ends = loop.time() + lifetime
         try:
-            while (text := await pending.get()) is not None:
+            while True:
+                try:
+                    if loop.time() >= ends:  # events queued past the end are not served
+                        raise TimeoutError
+                    async with asyncio.timeout_at(ends):
+                        text = await pending.get()
+                except TimeoutError:
+                    await _expire(websocket, lifetime)
+                    return
+                if text is None:
+                    return
                 turn = asyncio.create_task(socket.turn(text))
                 # A socket that closes mid-answer cancels its turn: the engine request aborts.
                 done, _ = await asyncio.wait({turn, reader}, return_when=asyncio.FIRST_COMPLETED)
@@ -205,6 +247,19 @@ def router(core: ServerState, store: StoreService | None) -> APIRouter:
                 await reader
 
     return router
+
+
+async def _expire(websocket: WebSocket, lifetime: float) -> None:
+    """Tell the client its socket is past its lifetime, and close it (a client such as
+    Codex then reconnects, sending its whole input again)."""
+    error = InvalidRequestError(
+        f"Responses WebSocket connection limit reached ({lifetime:g} s): open a new "
+        "connection to continue, sending the whole input again.",
+        code="websocket_connection_limit_reached",
+    )
+    with contextlib.suppress(WebSocketDisconnect, RuntimeError):
+        await websocket.send_text(json.dumps(ws_error(error)))
+        await websocket.close(NORMAL_CLOSURE, "connection limit reached")
 
 
 async def _read(websocket: WebSocket, pending: asyncio.Queue[str | None], limit: int) -> None:

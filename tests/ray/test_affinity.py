@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import json
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
+import openai
 import pytest
 
 from tests.conformance import AsyncValidatingTransport
@@ -111,6 +113,40 @@ async def test_every_kind_of_affinity_keeps_a_conversation_on_one_replica(url: s
     for kind, conversations in runs.items():
         for replicas in conversations:
             assert len(set(replicas)) == 1, (kind, replicas)
+
+
+async def _socket_turn(conn: Any, **body: Any) -> dict[str, Any]:
+    """One `response.create` on the socket; its last event."""
+    await conn.send({"type": "response.create", "model": MODEL, "max_output_tokens": 8, **body})
+    async with asyncio.timeout(60):
+        while True:
+            event: dict[str, Any] = json.loads(await conn.recv_bytes())
+            if event["type"] in ("response.completed", "response.incomplete", "error"):
+                return event
+            assert event["type"] != "response.failed", event
+
+
+async def test_a_socket_stays_on_the_replica_of_the_chain_it_continues(url: str) -> None:
+    sdk = openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
+    async with client() as http:
+        for _ in range(3):  # a socket sent anywhere would land right one time in eight
+            body = {"model": MODEL, "input": "Hello?", "max_output_tokens": 8}
+            first = await http.post(f"{url}/v1/responses", json=body)
+            replica = first.headers["x-replica"]
+            async with sdk.responses.connect() as conn:
+                # Its first event continues a response: the socket goes to its replica.
+                previous = first.json()["id"]
+                for store in (True, False, True):  # `store: false`: from the socket only
+                    event = await _socket_turn(
+                        conn, input="And?", store=store, previous_response_id=previous
+                    )
+                    assert event["type"] != "error", event
+                    previous = event["response"]["id"]
+            # The gateway learned where the socket's responses are: an HTTP turn follows.
+            body["previous_response_id"] = previous
+            after = await http.post(f"{url}/v1/responses", json=body)
+            assert after.status_code == 200, after.text
+            assert after.headers["x-replica"] == replica
 
 
 async def test_a_burst_past_the_target_spreads_over_both_replicas(url: str) -> None:

@@ -124,3 +124,63 @@ def test_context_management_compacts_before_a_turn_past_its_threshold(
         # The next turn of the chain starts from the compaction too.
         client.responses.create(model=MODEL, input="Thanks.", previous_response_id=fourth.id)
         assert ("Answer 1:" in prompt_of(engine)) is not compacts
+
+
+def test_compact_summarises_in_the_caller_s_prefix_cache(store_url: str, template: Path) -> None:
+    engine = FakeEngine(reply_for=answer)
+    app = app_on(store_url, template, engine, api_key=["sk-a", "sk-b"])
+    with serve(app) as base, sdk(base, "sk-a") as a, sdk(base, "sk-b") as b:
+        _compact(a, input="Plan a trip.")
+        a.responses.create(model=MODEL, input="Plan a trip.")
+        _compact(b, input="Plan a trip.")
+    by_a, turn_of_a, by_b = (call.options.cache_salt for call in engine.calls)
+    # The summarising pass is salted with its key, as the key's own turns are.
+    assert by_a is not None
+    assert by_a == turn_of_a
+    assert by_b not in (None, by_a)
+
+
+def test_context_management_summarises_at_the_turn_s_tier_and_salt(
+    store_url: str, template: Path
+) -> None:
+    engine = FakeEngine(reply_for=answer, scheduling_policy="priority")
+    app = app_on(store_url, template, engine, api_key=["sk-a"], scheduling_policy="priority")
+    with serve(app) as base, sdk(base, "sk-a") as client:
+        third = _turns(client)
+        client.responses.create(
+            model=MODEL,
+            input=QUESTIONS[3],
+            previous_response_id=third,
+            service_tier="priority",
+            context_management=[{"type": "compaction", "compact_threshold": 300}],
+        )
+    summarising, turn = engine.calls[-2:]
+    assert INSTRUCTION in prompt_of(engine, -2)
+    assert summarising.options.priority == turn.options.priority == -1
+    assert summarising.options.cache_salt == turn.options.cache_salt is not None
+
+
+def test_context_management_s_summary_counts_against_the_token_limit(
+    store_url: str, template: Path
+) -> None:
+    engine = FakeEngine(reply_for=answer)
+    app = app_on(store_url, template, engine, rate_limit_tpm=10_000_000)
+    with serve(app) as base, sdk(base) as client:
+
+        def remaining() -> int:
+            models = client.models.with_raw_response.list()
+            return int(models.headers["x-ratelimit-remaining-tokens"])
+
+        third = _turns(client)
+        before = remaining()
+        fourth = client.responses.create(
+            model=MODEL,
+            input=QUESTIONS[3],
+            previous_response_id=third,
+            context_management=[{"type": "compaction", "compact_threshold": 300}],
+        )
+        spent = before - remaining()
+    summary_tokens = len(engine.calls[-2].prompt_token_ids) + len(SUMMARY.split(" "))
+    assert fourth.usage is not None
+    # The turn's `usage` is its own; the key pays for the summary too.
+    assert spent == fourth.usage.total_tokens + summary_tokens

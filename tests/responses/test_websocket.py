@@ -259,3 +259,45 @@ async def test_an_unexpected_failure_is_a_500_event_that_names_no_internals() ->
     assert failed[-1]["status"] == 500
     assert "secret" not in json.dumps(failed[-1])
     assert after[-1]["error"]["code"] == "invalid_json"  # the socket still serves
+
+
+async def test_each_turn_counts_against_the_request_limit() -> None:
+    async with server(FakeEngine(), rate_limit_rpm=3) as root:
+        async with client_for(root).responses.connect() as conn:
+            # The handshake counts as the first turn's request; each later turn, one more.
+            served = [await turn(conn, input=f"turn {i}") for i in range(3)]
+            refused = await turn(conn, input="one too many")
+            await conn.send_raw("not json")
+            after = await until_last(conn)
+        with pytest.raises(InvalidStatus) as handshake:
+            async with client_for(root).responses.connect():
+                pass
+    assert [final(events)["status"] for events in served] == ["completed"] * 3
+    assert refused[-1]["type"] == "error"
+    assert refused[-1]["status"] == 429
+    assert "Rate limit reached on requests" in refused[-1]["error"]["message"]
+    assert after[-1]["error"]["code"] == "invalid_json"  # the socket stays open
+    assert handshake.value.response.status_code == 429
+
+
+async def test_a_socket_past_its_lifetime_is_told_and_closed() -> None:
+    engine = FakeEngine(reply="one two three", token_delay=0.2)
+    async with server(engine, responses_ws_max_lifetime=0.3) as root:
+        url = root.replace("http", "ws", 1) + "/v1/responses"
+        async with websockets.connect(url) as ws:
+            await ws.send(json.dumps({"type": "response.create", "model": MODEL, "input": "x"}))
+            events = await until_closed(ws)
+    kinds = [event["type"] for event in events]
+    # The answer in progress at the end of the lifetime ends first.
+    assert kinds[-2:] == ["response.completed", "error"]
+    assert events[-1]["error"]["code"] == "websocket_connection_limit_reached"
+    assert ws.close_code == 1000
+
+
+async def until_closed(ws: Any) -> list[dict[str, Any]]:
+    """Every event until the server closes the socket."""
+    events = []
+    async with asyncio.timeout(TIMEOUT_S):
+        async for message in ws:
+            events.append(json.loads(message))
+    return events
