@@ -52,6 +52,10 @@ class Markers:
             and self.ids.isdisjoint(token_ids)
         )
 
+    def __and__(self, other: Markers) -> Markers:
+        """The markers of two parsers reading one delta after the other: quiet for both."""
+        return Markers(self.ids | other.ids, self.gated and other.gated)
+
 
 EVERY_DELTA = Markers(gated=False)
 

@@ -356,6 +356,11 @@ class ChatService:
                         yield d  # the engine's delta is a `TextDelta`
                     continue
                 state = states[d.index]
+                if light and d.finish_reason is None:
+                    quiet = state.passing(d)
+                    if quiet is not None:
+                        yield quiet
+                        continue
                 pending = list(d.logprobs) if want_logprobs and d.logprobs else []
                 events = state.feed(d.text, d.token_ids, d.token_count)
                 finish = None

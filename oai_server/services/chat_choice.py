@@ -3,20 +3,23 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
+from oai_server.dialects.gate import Markers
 from oai_server.dialects.harmony import HarmonyStage
-from oai_server.dialects.reasoning.stage import Reasoning, ReasoningStage
+from oai_server.dialects.reasoning.stage import Reasoning, ReasoningStage, Split
 from oai_server.dialects.tool_calls.parsers import (
     CallStart,
     Content,
     ContentOnly,
+    EngineCalls,
     Event,
     OutputParser,
 )
-from oai_server.engine.types import FinishReason
+from oai_server.engine.types import ChoiceDelta, FinishReason, TextDelta
 from oai_server.services.common import finish_reason
+from oai_server.services.events import ArgumentsDelta, ReasoningDelta
 from schemas.chat import (
     ChatCompletionDelta,
     ChatCompletionMessageToolCallChunk,
@@ -42,6 +45,21 @@ class ChoiceState:
     # False (the request's `include_reasoning`): the thinking is counted, not sent.
     show_reasoning: bool = True
     harmony: HarmonyStage | None = None
+    # Where the markers of the parsers a delta passes can be, where a quiet delta may pass
+    # them (`passing`): with vLLM's tool-call parser (`_calls`), or none, behind thinking's.
+    _markers: Markers | None = field(default=None, init=False)
+    _calls: EngineCalls | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        parser, reasoning = self.parser, self.reasoning
+        calls = parser if type(parser) is EngineCalls else None
+        if self.harmony is not None or (calls is None and type(parser) is not ContentOnly):
+            return
+        markers = None if reasoning is None else reasoning.markers
+        if calls is not None:
+            markers = calls.markers if markers is None else markers & calls.markers
+        if markers is not None and markers.gated:
+            self._markers, self._calls = markers, calls
 
     @property
     def plain(self) -> bool:
@@ -64,20 +82,52 @@ class ChoiceState:
         if self.reasoning is None:
             return list(self._record(self.parser.feed(text, token_ids)))
         split = self.reasoning.feed(text, token_ids, token_count)
+        # The ids are the content's only when the whole delta is (not when thinking or its
+        # end tag came with it: the parser would read the tag's id as the content's).
+        return self._split(split, token_ids if split.content == text else ())
+
+    def _split(self, split: Split, content_ids: Sequence[int]) -> list[Event | Reasoning]:
+        """The events of the reasoning stage's `split`: its content through the parser."""
         events: list[Event | Reasoning] = []
         if split.reasoning and self.show_reasoning:
             events.append(Reasoning(split.reasoning))
         if split.content:
-            # The ids are the content's only when the whole delta is (not when thinking or
-            # its end tag came with it: the parser would read the tag's id as the content's).
-            ids = token_ids if split.content == text else ()
-            events += self._record(self.parser.feed(split.content, ids))
+            events += self._record(self.parser.feed(split.content, content_ids))
         return events
+
+    def passing(self, d: ChoiceDelta) -> TextDelta | ReasoningDelta | ArgumentsDelta | None:
+        """`d`'s light event where no parser need read it now (None: `feed` it): it can
+        hold no marker and each parser on its way gave the delta before it back unchanged,
+        as thinking, content or one call's arguments, so it is the same. Asked first, it
+        takes such a delta from the engine's step to its event in a few calls, where `feed`
+        goes through the parsers' events (a chunk of thinking 28 calls, against a text
+        chunk's 11)."""
+        markers = self._markers
+        if markers is None or not markers.quiet(d.text, d.token_ids):
+            return None
+        reasoning = self.reasoning
+        if reasoning is not None:
+            thinking = reasoning.echo
+            if thinking is None or (thinking and not self.show_reasoning):
+                return None
+            if thinking:
+                reasoning.wait(d.text, d.token_ids, d.token_count)
+                return ReasoningDelta(d.index, d.text)
+        calls = self._calls
+        call = -1 if calls is None else calls.echo
+        if call is None or (calls is not None and call >= 0 and call not in calls.ids):
+            return None
+        if reasoning is not None:
+            reasoning.wait(d.text, d.token_ids, d.token_count)
+        if calls is not None:
+            calls.wait(d.text, d.token_ids)
+        return d if call < 0 else ArgumentsDelta(d.index, call, d.text)
 
     def finish(self) -> list[Event | Reasoning]:
         if self.harmony is not None:
             return self._record_harmony(self.harmony.finish())
-        return list(self._record(self.parser.finish()))
+        events = [] if self.reasoning is None else self._split(self.reasoning.finish(), ())
+        return events + self._record(self.parser.finish())
 
     def _record_harmony(self, events: list[Event | Reasoning]) -> list[Event | Reasoning]:
         self._record([e for e in events if not isinstance(e, Reasoning)])

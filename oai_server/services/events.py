@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Hashable
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Generic, TypeVar, final
 
 from oai_server.engine.types import TextDelta
 from oai_server.generation.engine_request import Usage
@@ -41,6 +41,7 @@ __all__ = [
 Chunk = TypeVar("Chunk", bound=ResponseModel, covariant=True)
 
 
+@final  # none derives from it: a stream's writer tells it by its type, no `isinstance`
 @dataclass(slots=True)
 class ReasoningDelta:
     """A chat choice's next piece of thinking (`delta.reasoning`), as light as its text:
@@ -50,6 +51,7 @@ class ReasoningDelta:
     text: str
 
 
+@final  # as `ReasoningDelta`
 @dataclass(slots=True)
 class ArgumentsDelta:
     """A piece of the arguments of a chat choice's function call `call` (its index among

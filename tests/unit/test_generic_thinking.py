@@ -182,3 +182,21 @@ def test_text_that_only_looks_like_a_tag_is_content() -> None:
     held = parser.extract_reasoning_streaming("", "", "a <th", [], [], [])
     rest = parser.extract_reasoning_streaming("", "", "is", [], [], [])
     assert (held, rest) == (TagsDelta(content="a "), TagsDelta(content="<this"))
+
+
+@pytest.mark.parametrize(
+    ("text", "reasoning", "content"),
+    [
+        ("<think>Two and two.</think>Four is x <", "Two and two.", "Four is x <"),
+        ("<think>Two and two </th", "Two and two </th", ""),
+    ],
+    ids=["the answer ends on a '<'", "the thinking ends on half its end tag"],
+)
+async def test_a_stream_that_ends_on_part_of_a_tag_keeps_it(
+    text: str, reasoning: str, content: str
+) -> None:
+    """The parser holds back a possible tag at the end of each delta; the stream's end
+    gives it back, so the streamed answer is the whole one."""
+    message, streamed = await _answers(_engine(PHI4_REASONING, text))
+    assert (message.get("reasoning") or "", message["content"] or "") == (reasoning, content)
+    assert (streamed.reasoning, streamed.content) == (reasoning, content)

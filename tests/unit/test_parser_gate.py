@@ -21,7 +21,7 @@ import pytest
 
 from oai_server.dialects.gate import EVERY_DELTA, PER_TOKEN
 from oai_server.dialects.reasoning.selection import choose
-from oai_server.dialects.reasoning.stage import ReasoningStage
+from oai_server.dialects.reasoning.stage import Reasoning, ReasoningStage
 from oai_server.dialects.tool_calls.parsers import (
     CallArguments,
     CallStart,
@@ -29,9 +29,11 @@ from oai_server.dialects.tool_calls.parsers import (
     EngineCalls,
 )
 from oai_server.dialects.tool_calls.plan import markers_of_parsing
+from oai_server.engine.types import ChoiceDelta
 from oai_server.engine.vllm.holder import VLLMTokenizer
 from oai_server.engine.vllm.parsing import VLLMOutputParsing
 from oai_server.services.chat_choice import ChoiceState
+from oai_server.services.events import ArgumentsDelta, ReasoningDelta
 from tests.unit.thinking_families import REASONING, THINKERS, Thinker
 from tests.unit.tool_families import FAMILIES, LEAD, PLAIN, TOOLS, Family, family_tokenizer, pieces
 
@@ -78,9 +80,19 @@ def _choice(family: Family, thinker: Thinker | None, gated: bool) -> ChoiceState
 
 
 def _stream(choice: ChoiceState, deltas: list[tuple[str, list[int], int]]) -> Summed:
+    """The choice's answer to `deltas`, each asked first whether it may pass the parsers
+    (`ChoiceState.passing`), as a stream's light path asks."""
     summed = Summed()
     for text, ids, count in deltas:
-        summed.add(choice.feed(text, ids, count))
+        quiet = choice.passing(ChoiceDelta(0, text, count, token_ids=ids))
+        if quiet is None:
+            summed.add(choice.feed(text, ids, count))
+        elif isinstance(quiet, ArgumentsDelta):
+            summed.add([CallArguments(quiet.call, quiet.text)])
+        elif isinstance(quiet, ReasoningDelta):
+            summed.add([Reasoning(quiet.text)])
+        else:
+            summed.add([Content(quiet.text)])
     summed.add(choice.finish())
     assert choice.calls == len(summed.calls)
     return summed

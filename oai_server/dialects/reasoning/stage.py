@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from oai_server.dialects.gate import EVERY_DELTA, Markers, passed
+from oai_server.dialects.reasoning.tags import ThinkTags
 from oai_server.engine.token_ids import TokenIds, TokenIdsView
 
 logger = logging.getLogger(__name__)
@@ -55,8 +56,9 @@ class ReasoningStage:
     reasoning_tokens: int = 0
     # The ids up to the parser's last delta: the next delta's `previous_token_ids`.
     _seen: TokenIdsView = field(init=False)
-    # What the parser last gave back unchanged: thinking (True), content (False), or None.
-    _echo: bool | None = None
+    # What the parser last gave back unchanged: thinking (True), content (False), or None
+    # (the next delta goes to the parser). A quiet delta is the same (`wait`).
+    echo: bool | None = None
     # The deltas split without the parser since its last delta.
     _missed: list[str] = field(default_factory=list)
     _missed_ids: list[int] = field(default_factory=list)
@@ -64,16 +66,20 @@ class ReasoningStage:
     def __post_init__(self) -> None:
         self._seen = self.token_ids.view()
 
+    def wait(self, text: str, token_ids: Sequence[int], token_count: int) -> None:
+        """Take a delta that can hold no marker, while the parser echoes (`echo`), as what
+        it echoes, without the parser: it reads the delta with the next one it is fed."""
+        self._missed.append(text)
+        # The ids join the record with the next delta the parser reads.
+        self._missed_ids += token_ids
+        if self.echo:
+            self.reasoning_tokens += token_count
+
     def feed(self, text: str, token_ids: Sequence[int], token_count: int) -> Split:
-        echo = self._echo
+        echo = self.echo
         if echo is not None and self.markers.quiet(text, token_ids):
-            # The ids join the record with the next delta the parser reads.
-            self._missed.append(text)
-            self._missed_ids += token_ids
-            if echo:
-                self.reasoning_tokens += token_count
-                return Split(text, "")
-            return Split("", text)
+            self.wait(text, token_ids, token_count)
+            return Split(text, "") if echo else Split("", text)
         missed = "".join(self._missed)
         delta_text, delta_ids = missed + text, token_ids
         if self._missed_ids:
@@ -92,11 +98,11 @@ class ReasoningStage:
         if missed:
             reasoning, content = self._unsent(reasoning, content, missed)
         if text and reasoning == text and not content:
-            self._echo = True
+            self.echo = True
         elif text and content == text and not reasoning:
-            self._echo = False
+            self.echo = False
         else:
-            self._echo = None
+            self.echo = None
         # A token whose text is still held back by the detokenizer is the thinking's too.
         if not content and (reasoning or not text):
             self.reasoning_tokens += token_count
@@ -104,11 +110,18 @@ class ReasoningStage:
 
     def _unsent(self, reasoning: str, content: str, sent: str) -> tuple[str, str]:
         """The split less `sent`, the start of its thinking or content that went out."""
-        rest = passed(reasoning if self._echo else content, sent)
+        rest = passed(reasoning if self.echo else content, sent)
         if rest is None:  # the parser's family belongs in `gate.PER_TOKEN`
             logger.warning("reasoning parser gave back other than the text sent unparsed")
             return reasoning, content
-        return (rest, content) if self._echo else (reasoning, rest)
+        return (rest, content) if self.echo else (reasoning, rest)
+
+    def finish(self) -> Split:
+        """What the parser still holds at the end of the stream. vLLM's interface has no
+        end: only the built-in `think` parser holds anything back (a possible tag)."""
+        if isinstance(self.parser, ThinkTags):
+            return Split(*self.parser.rest())
+        return Split("", "")
 
     def whole(self, text: str, request: Any) -> tuple[str | None, str | None]:
         """vLLM's split of a whole answer (what the streamed splits add up to)."""

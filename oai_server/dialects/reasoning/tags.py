@@ -6,8 +6,9 @@ has no tags as thinking, right for a model whose prompt opens `<think>`, wrong f
 writes both tags and may answer without them (`detect._generic_thinking` tells the two
 apart). It speaks vLLM's reasoning-parser interface, so the reasoning stage feeds it as it
 feeds theirs; a tag split across deltas is held back until it is whole or is not a tag.
-(vLLM's interface has no end of stream: a streamed answer that ends on the start of a tag,
-a lone `<` say, loses it, where the whole answer keeps it.)
+(vLLM's interface has no end of stream: `rest`, asked by the reasoning stage at the end,
+gives back what is held, so a streamed answer that ends on the start of a tag, a lone `<`
+say, keeps it, as the whole answer does.)
 """
 
 from __future__ import annotations
@@ -71,6 +72,10 @@ class ThinkTags:
         if not reasoning and not content:
             return None  # a tag, or part of one: nothing to send yet
         return TagsDelta(reasoning or None, content or None)
+
+    def rest(self) -> tuple[str, str]:
+        """What is held back at the end of the stream, as thinking and answer: no tag."""
+        return self._split("", final=True)
 
     def extract_reasoning(self, model_output: str, request: Any) -> tuple[str | None, str | None]:
         reasoning, content = ThinkTags()._split(model_output, final=True)

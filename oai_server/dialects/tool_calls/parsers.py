@@ -251,8 +251,9 @@ class EngineCalls(OutputParser):
         self.text = ""
         self.ids: dict[int, str] = {}
         # What the parser last gave back unchanged: content (-1), a call's arguments (its
-        # index), or None (anything else: the next delta goes to the parser).
-        self._echo: int | None = None
+        # index), or None (anything else: the next delta goes to the parser). A quiet
+        # delta is the same (`wait`).
+        self.echo: int | None = None
         # The deltas sent without the parser since its last delta.
         self._missed: list[str] = []
         self._missed_ids: list[int] = []
@@ -261,14 +262,19 @@ class EngineCalls(OutputParser):
         if self.whole:
             self.text += text
             return []
-        echo = self._echo
+        echo = self.echo
         if echo is not None and self.markers.quiet(text, token_ids):
-            self._missed.append(text)
-            self._missed_ids += token_ids
+            self.wait(text, token_ids)
             if echo < 0:
                 return [Content(text)]
             return [CallArguments(echo, text)] if echo in self.ids else []
         return self._parse(text, token_ids, finished=False)
+
+    def wait(self, text: str, token_ids: Sequence[int]) -> None:
+        """Take a delta that can hold no marker, while the parser echoes (`echo`), as what
+        it echoes, without the parser: it reads the delta with the next one it is fed."""
+        self._missed.append(text)
+        self._missed_ids += token_ids
 
     def finish(self) -> list[Event]:
         if self.whole:
@@ -284,13 +290,13 @@ class EngineCalls(OutputParser):
         if missed:
             self._missed, self._missed_ids = [], []
             delta = self._unsent(delta, missed)
-        self._echo = _echo_of(delta, text)
+        self.echo = _echo_of(delta, text)
         return self._events(delta)
 
     def _unsent(self, delta: ParsedDelta | None, sent: str) -> ParsedDelta | None:
         """`delta` without `sent`, the start of its content or of its current call's
         arguments that went out unparsed."""
-        echo = self._echo
+        echo = self.echo
         if delta is not None and echo is not None and echo < 0:
             rest = passed(delta.content, sent)
             if rest is not None:

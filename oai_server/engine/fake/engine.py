@@ -196,6 +196,11 @@ class FakeEngine(Engine):
     _longest: int | None = None
     _running: set[str] = field(default_factory=set)
     _tokenizer: FakeTokenizer | None = field(default=None, repr=False, compare=False)
+    # `tokens`' ids, with the list they are of: encoded once, not per request (the floor
+    # counted a scripted answer's encoding, 256 tokenizer calls a request, as the server's).
+    _tokens_ids: tuple[list[str], list[Sequence[int]]] | None = field(
+        default=None, repr=False, compare=False
+    )
 
     async def start(self) -> None:
         await asyncio.sleep(self.start_delay)
@@ -333,7 +338,14 @@ class FakeEngine(Engine):
             tokenizer = self.model_tokenizer
             if tokenizer is None and self.added_tokens:
                 tokenizer = self.tokenizer
-            ids = [()] * count if tokenizer is None else self._piece_ids(tokenizer, pieces)
+            if tokenizer is None:
+                ids: list[Sequence[int]] = [()] * count
+            elif pieces is self.tokens:
+                if self._tokens_ids is None or self._tokens_ids[0] is not pieces:
+                    self._tokens_ids = (pieces, self._piece_ids(tokenizer, pieces))
+                ids = self._tokens_ids[1]
+            else:
+                ids = self._piece_ids(tokenizer, pieces)
             middle = (
                 [
                     GenerationStep(
