@@ -131,6 +131,7 @@ def _tool_cases(family: Family) -> list[tuple[str, str, bool]]:
         ("text after a call", one + " Done, it is mild.", False),
         ("a call never closed", one[: len(one) * 2 // 3], False),
         ("a marker inside an argument", _inside(family), False),
+        ("a long plain argument", one.replace("Oslo", " ".join(["Oslo"] * 30)), False),
         ("tags cut across deltas", LEAD + one, True),
     ]
     if family.two is not None:
