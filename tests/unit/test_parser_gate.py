@@ -22,6 +22,7 @@ import pytest
 from oai_server.dialects.gate import EVERY_DELTA, PER_TOKEN
 from oai_server.dialects.reasoning.selection import choose
 from oai_server.dialects.reasoning.stage import ReasoningStage
+from oai_server.dialects.tool_calls.own import streaming_parser
 from oai_server.dialects.tool_calls.parsers import (
     CallArguments,
     CallStart,
@@ -66,7 +67,9 @@ def _choice(family: Family, thinker: Thinker | None, gated: bool) -> ChoiceState
     parsing = _parsing(family)
     request = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "tools": TOOLS}
     markers = markers_of_parsing(parsing) if gated else EVERY_DELTA
-    calls = EngineCalls(parsing.new(request), whole=False, parallel=True, markers=markers)
+    # Gated, as the server reads it: our own parser where the family has one.
+    text_parser = streaming_parser(parsing, request, markers) if gated else parsing.new(request)
+    calls = EngineCalls(text_parser, whole=False, parallel=True, markers=markers)
     stage = None
     if thinker is not None:
         reasoner = choose(thinker.reasoning_parser, None, VLLMTokenizer(family_tokenizer(family)))
