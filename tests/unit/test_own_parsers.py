@@ -143,6 +143,10 @@ WELL_FORMED = [
         id="one long call",
     ),
     pytest.param(
+        "<tool_call>\n<function=get_weather>\n<parameter=city>\n" + " tok" * 200 + "\n</param",
+        id="one long call cut by max_tokens",
+    ),
+    pytest.param(
         "Let me check. <tool_call>\n<function=free>\n"
         + _parameter("x", 'if a < b:\n    print("café \\ ")')
         + _parameter("y", "<div>\n\n")

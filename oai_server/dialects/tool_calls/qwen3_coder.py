@@ -19,8 +19,10 @@ It reads only what it can be sure vLLM's parser reads the same way, and hands ev
 else to vLLM's parser (`replay.Replayed`): a `<` in content or between tags that is not a
 tool-call tag, a tag not written as its special token, any other marker token, a value
 that may hold a tag (`<parameter`, `</function`, `<|`...), a parameter the tool's schema
-does not type as a string (vLLM converts it), a repeated parameter, text after a call,
-and a call still open at the end. A whole answer (not streamed) is vLLM's to read.
+does not type as a string (vLLM converts it), a repeated parameter, and text after a
+call where none came before it (whether vLLM's parser keeps its whitespace depends on how
+the text was cut into pieces). A call still open at the end is closed as vLLM's parser
+closes it. A whole answer (not streamed) is vLLM's to read.
 """
 
 from __future__ import annotations
@@ -153,11 +155,28 @@ class Qwen3CoderCalls(OutputTextParser):
             pass
 
     def _finish(self) -> None:
-        if self._buffer or self._state not in (_State.CONTENT, _State.BETWEEN):
-            raise _UnsureError
-        if self._spaces and self._index < 0:
-            self._content.append(self._spaces)
-        self._spaces = ""
+        """The end, as vLLM's parser ends: text held (the start of a tag that never came)
+        read as the text it is, a call still open closed with the parameters it closed."""
+        held, self._buffer = self._buffer, ""
+        state = self._state
+        if state == _State.CONTENT:
+            if held:
+                self._text(held)
+            if self._spaces and self._index < 0:
+                self._content.append(self._spaces)
+            self._spaces = ""
+        elif state == _State.NAME:
+            # Its name so far, and no arguments.
+            name = self._name + held
+            if name:
+                self._calls.append(CallDelta(self._index, None, name, "{}"))
+        elif state == _State.VALUE:
+            # The open value streams on to its end, and stays open: vLLM's parser closes a
+            # call with the parameters it closed, which the value's text no longer begins.
+            if held:
+                self._value(held)
+        elif state in (_State.ARGUMENTS, _State.KEY):
+            self._arguments('"}' if self._keys else "{}")
 
     def _upto_tag(self) -> tuple[str, str]:
         """The buffer's text before its first `<`, and the rest."""
