@@ -11,8 +11,8 @@ vLLM's `qwen3_coder` parser fed the same answer one token at a time.
 
 from __future__ import annotations
 
+import functools
 import random
-from typing import Any
 
 import pytest
 
@@ -108,18 +108,21 @@ def _whole_tokens(text: str) -> bool:
     return "".join(tokenizer.decode([i]) for i in ids) == text
 
 
-def _rounds() -> list[Any]:
+@functools.cache
+def _answers() -> list[str]:
+    """The answers of the test, made once (not at collection: they need the tokenizer)."""
     rng = random.Random(SEED)
     answers: list[str] = []
     while len(answers) < ANSWERS:
         text = _answer(rng)
         if _whole_tokens(text):
             answers.append(text)
-    return [pytest.param(text, id=f"answer-{i}") for i, text in enumerate(answers)]
+    return answers
 
 
-@pytest.mark.parametrize("text", _rounds())
-def test_qwen3_coder_streamed_in_pieces_is_vllms_answer_token_by_token(text: str) -> None:
+@pytest.mark.parametrize("number", range(ANSWERS))
+def test_qwen3_coder_streamed_in_pieces_is_vllms_answer_token_by_token(number: int) -> None:
+    text = _answers()[number]
     tokens = _tokens(QWEN3_CODER, text, by_chars=False)
     expected = _stream(_vllms(QWEN3_CODER), [(t, i, 1) for t, i in tokens])
     choice, _ = _ours(QWEN3_CODER)
