@@ -29,10 +29,12 @@ from dataclasses import dataclass
 _NOISY = re.compile(r"[^A-Za-z0-9 _.,;!?-]")
 
 # vLLM's parsers (by name) that a delta passed over leaves wrong: InternLM2's tool parser
-# keeps where it has read up to only when it is called, and Granite's reads its markers
-# as words (`Here is my response:`), which plain text holds. Fed every delta, as before
-# (the property test `tests/unit/test_parser_gate.py` finds them).
-PER_TOKEN: frozenset[str] = frozenset({"internlm", "granite"})
+# keeps where it has read up to only when it is called, Granite's reads its markers as
+# words (`Here is my response:`), which plain text holds, and Llama 3's JSON parser
+# streams the difference between its last two readings, so the text it missed comes
+# back again (a long argument went out twice). Fed every delta, as before (the property
+# test `tests/unit/test_parser_gate.py` finds them).
+PER_TOKEN: frozenset[str] = frozenset({"internlm", "granite", "llama3_json", "llama4_json"})
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,7 @@ import pytest
 from oai_server.dialects.gate import EVERY_DELTA, PER_TOKEN
 from oai_server.dialects.reasoning.selection import choose
 from oai_server.dialects.reasoning.stage import Reasoning, ReasoningStage
+from oai_server.dialects.tool_calls.own import streaming_parser
 from oai_server.dialects.tool_calls.parsers import (
     CallArguments,
     CallStart,
@@ -68,7 +69,9 @@ def _choice(family: Family, thinker: Thinker | None, gated: bool) -> ChoiceState
     parsing = _parsing(family)
     request = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "tools": TOOLS}
     markers = markers_of_parsing(parsing) if gated else EVERY_DELTA
-    calls = EngineCalls(parsing.new(request), whole=False, parallel=True, markers=markers)
+    # Gated, as the server reads it: our own parser where the family has one.
+    text_parser = streaming_parser(parsing, request, markers) if gated else parsing.new(request)
+    calls = EngineCalls(text_parser, whole=False, parallel=True, markers=markers)
     stage = None
     if thinker is not None:
         reasoner = choose(thinker.reasoning_parser, None, VLLMTokenizer(family_tokenizer(family)))
@@ -143,6 +146,7 @@ def _tool_cases(family: Family) -> list[tuple[str, str, bool]]:
         ("text after a call", one + " Done, it is mild.", False),
         ("a call never closed", one[: len(one) * 2 // 3], False),
         ("a marker inside an argument", _inside(family), False),
+        ("a long plain argument", one.replace("Oslo", " ".join(["Oslo"] * 30)), False),
         ("tags cut across deltas", LEAD + one, True),
     ]
     if family.two is not None:

@@ -21,6 +21,7 @@ from oai_server.dialects.tool_calls.custom import (
     as_function,
     grammar_of,
 )
+from oai_server.dialects.tool_calls.own import streaming_parser
 from oai_server.dialects.tool_calls.parsers import (
     ContentOnly,
     EngineCalls,
@@ -237,7 +238,10 @@ def plan_tools(req: CreateChatCompletionRequest, parsing: ToolParsing) -> ToolPl
         return ToolPlan(
             reading(
                 lambda: EngineCalls(
-                    engine_parsing.new(request), whole=False, parallel=parallel, markers=markers
+                    streaming_parser(engine_parsing, request, markers),
+                    whole=False,
+                    parallel=parallel,
+                    markers=markers,
                 )
             ),
             None,
