@@ -133,11 +133,15 @@ async def test_each_streamed_chunk_costs_no_more_calls_than_its_budget(config: s
     settings = PRODUCTION if config == "production" else {}
     async with started(**settings) as app:
         await stream_calls(app, 8, "warm-up")  # first-use costs (templates, caches) out of the way
-        # Different prompts: with the cache on, every request is a miss.
-        short = stream_calls(app, 16, "short")
-        long = stream_calls(app, 80, "long")
-        short_calls = await short
-        per_chunk = (await long - short_calls) / (80 - 16)
+        # Different prompts: with the cache on, every request is a miss. The fewest of three
+        # fits: a task of the server's own that runs while a request is counted (a periodic
+        # one, more often met on a loaded machine) only adds calls.
+        fits = []
+        for attempt in "abc":
+            short_calls = await stream_calls(app, 16, f"short {attempt}")
+            long_calls = await stream_calls(app, 80, f"long {attempt}")
+            fits.append(((long_calls - short_calls) / (80 - 16), short_calls))
+        per_chunk, short_calls = min(fits)
     assert per_chunk <= BUDGET[config], (
         f"{per_chunk:.1f} calls per streamed chunk ({config}): the hot path gained work"
     )
