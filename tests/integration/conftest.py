@@ -67,13 +67,25 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+# What the server logs when its engine fails to start (it stays up, /health says 503).
+ENGINE_FAILED = "the engine failed to start"
+
+
+class EngineStartError(RuntimeError):
+    """The server is up, but its engine failed to start."""
+
+
 def _wait_ready(root: str, proc: subprocess.Popen[bytes], log: Path) -> list[int]:
-    """Poll `/health` until it answers 200; the statuses it answered until then."""
+    """Poll `/health` until it answers 200; the statuses it answered until then. Raises
+    `EngineStartError` as soon as the log says the engine failed."""
     deadline = time.monotonic() + START_TIMEOUT_S
     statuses: list[int] = []
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"server exited with {proc.returncode}:\n{log.read_text()[-4000:]}")
+        text = log.read_text(errors="replace")
+        if ENGINE_FAILED in text:
+            raise EngineStartError(text[-4000:])
         try:
             statuses.append(httpx.get(f"{root}/health", timeout=2).status_code)
             if statuses[-1] == 200:
@@ -117,9 +129,21 @@ def run_server(log_dir: Path, *flags: str, exit_code: int | None = 0) -> Iterato
     `exit_code` (unless it already exited: a test that kills the engine checks that
     itself; None skips the check), no process it started (the engine core) may
     outlive it, and a clean stop (exit 0) logs no traceback.
+
+    A start whose engine failed for want of memory (vLLM's KV cache check, when the other
+    worker's engines hold it at that moment) is tried once more, after a pause.
     """
-    with serving(launch(log_dir, *flags), exit_code=exit_code) as server:
-        yield server
+    started = False
+    for attempt in (1, 2):
+        try:
+            with serving(launch(log_dir, *flags), exit_code=exit_code) as server:
+                started = True
+                yield server
+            return
+        except EngineStartError as exc:
+            if started or attempt == 2 or "Available memory" not in str(exc):
+                raise
+            time.sleep(30)
 
 
 @contextlib.contextmanager
