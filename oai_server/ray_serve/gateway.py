@@ -28,7 +28,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from oai_server.ray_serve.affinity import ResponseReplicas
 from oai_server.ray_serve.recorded import RouteHints
-from oai_server.ray_serve.sockets import SocketRelay
+from oai_server.ray_serve.sockets import SOCKET_SCOPE_KEYS, SocketRelay
 from oai_server.settings import Settings
 from oai_server.store.sql import SQLStore
 from oai_server.store.url import async_url
@@ -40,21 +40,9 @@ logger = logging.getLogger(__name__)
 # Tries of a request whose replica dies before answering (one per replica it may meet).
 _ATTEMPTS = 3
 
-# What a replica's app needs of the HTTP scope (not the proxy's own entries).
-SCOPE_KEYS = (
-    "type",
-    "asgi",
-    "http_version",
-    "method",
-    "scheme",
-    "path",
-    "raw_path",
-    "root_path",
-    "query_string",
-    "headers",
-    "client",
-    "server",
-)
+# What a replica's app needs of the HTTP scope (not the proxy's own entries): a socket's,
+# less its subprotocols, and the method.
+SCOPE_KEYS = (*(key for key in SOCKET_SCOPE_KEYS if key != "subprotocols"), "method")
 
 
 class Gateway:
